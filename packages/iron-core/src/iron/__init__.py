@@ -1,0 +1,84 @@
+"""IRON: operators for the NPU, and graphs over them.
+
+Its public names are imported on first use, so ``import iron`` stays light:
+it loads neither the runtime nor any device driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pkgutil import extend_path
+from typing import TYPE_CHECKING, Any
+
+# The other distributions (iron-operators, iron-runtime, iron-lm) ship their
+# own ``iron/<name>`` subpackages; extend_path lets this package find them.
+__path__ = extend_path(__path__, __name__)
+
+from iron.core.__about__ import __version__  # noqa: E402
+
+# name -> (module, attribute); the module is imported on first use.
+_LAZY: dict[str, tuple[str, str]] = {
+    "Graph": ("iron.core.graph", "Graph"),
+    "Profile": ("iron.core.profile", "Profile"),
+    "Operator": ("iron.core.operator", "Operator"),
+    "Handle": ("iron.core.handle", "Handle"),
+    "Recording": ("iron.core.recording", "Recording"),
+    "Carry": ("iron.core.percall", "Carry"),
+    "carry": ("iron.core.recorder", "carry"),
+    "clamp": ("iron.core.percall", "clamp"),
+    "on_host": ("iron.core.recorder", "on_host"),
+    "param": ("iron.core.held", "param"),
+    "state": ("iron.core.held", "state"),
+    "weight": ("iron.core.held", "weight"),
+    "Carried": ("iron.core.percall", "Carried"),
+    "Scratchpad": ("iron.core.percall", "Scratchpad"),
+    "Precision": ("iron.core.precision", "Precision"),
+    "Tolerance": ("iron.core.tolerance", "Tolerance"),
+    "Verdict": ("iron.core.tolerance", "Verdict"),
+    "compare": ("iron.core.tolerance", "compare"),
+    "Device": ("iron.core.device", "Device"),
+    "NPU1": ("iron.core.device", "NPU1"),
+    "NPU2": ("iron.core.device", "NPU2"),
+    "set_current_device": ("iron.core.device", "set_current_device"),
+    "get_current_device": ("iron.core.device", "get_current_device"),
+    "use_device": ("iron.core.device", "use_device"),
+    "TensorAccessPattern": ("iron.core.tap", "TensorAccessPattern"),
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'iron' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:
+    from iron.core.device import (
+        NPU1,
+        NPU2,
+        Device,
+        get_current_device,
+        set_current_device,
+        use_device,
+    )
+    from iron.core.graph import Graph
+    from iron.core.handle import Handle
+    from iron.core.held import param, state, weight
+    from iron.core.operator import Operator
+    from iron.core.percall import Carried, Carry, Scratchpad, clamp
+    from iron.core.precision import Precision
+    from iron.core.profile import Profile
+    from iron.core.recorder import carry, on_host
+    from iron.core.recording import Recording
+    from iron.core.tap import TensorAccessPattern
+    from iron.core.tolerance import Tolerance, Verdict, compare

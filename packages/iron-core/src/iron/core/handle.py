@@ -1,0 +1,674 @@
+"""Handles: the recorded tensors a graph's ``body`` reads and writes.
+
+A :class:`Handle` is a place in a graph :class:`Buffer` (its *layout*), a
+shape, a dtype and, per axis, how many leading entries are valid this call
+(``x[:n]`` with ``n`` a per-call value). Layouts:
+
+- :class:`Dense`: a contiguous run of the buffer at an element offset (an int,
+  or an expression of per-call values for ``cache[position]``);
+- :class:`Strided`: the elements a :class:`TensorAccessPattern` walks, plus a
+  per-call shift, and optionally a per-call repeat or length;
+- :class:`Gather`: leading-axis rows picked by fixed ids or by a 1-D integer
+  handle the device fills (``table[ids]``).
+
+Views follow numpy's basic indexing. Anything but a contiguous static slice
+is a view that only a copy consumes on the device; the host reference reads
+every layout through :func:`indices`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from iron.core import context
+from iron.core.percall import Affine, PerCall, _Expr, evaluate
+from iron.core.tap import TensorAccessPattern
+
+if TYPE_CHECKING:
+    from iron.core.device import Device
+
+__all__ = [
+    "Buffer",
+    "BufferRef",
+    "Dense",
+    "Gather",
+    "Handle",
+    "Strided",
+    "dtype_name",
+    "indices",
+    "shim_descriptor_fits",
+]
+
+ROLES = ("input", "output", "transient", "weight", "state")
+
+
+def dtype_name(dtype: Any) -> str:
+    """A short dtype name for printing (``bf16``, ``f32``, ``i32``)."""
+    name = np.dtype(dtype).name
+    return {"bfloat16": "bf16", "float32": "f32", "int32": "i32"}.get(name, name)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Buffer:
+    """A graph buffer: what device memory holds one tensor.
+
+    Attributes:
+        name: Unique in its recording (an input's name, a weight's path, a
+            step's output like ``relu0``).
+        role: ``input``, ``output``, ``transient``, ``weight`` or ``state``.
+        shape: Its shape.
+        dtype: Its element type.
+    """
+
+    name: str
+    role: str
+    shape: tuple[int, ...]
+    dtype: Any
+
+    @property
+    def elements(self) -> int:
+        """How many elements it holds."""
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """How many bytes it holds."""
+        return self.elements * np.dtype(self.dtype).itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferRef:
+    """Where a step finds a handle: a byte range of a buffer (None = all of it)."""
+
+    name: str
+    offset: int | None = None
+    nbytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Dense:
+    """A contiguous run of the buffer starting at element ``offset``."""
+
+    offset: int | Affine = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Strided:
+    """The elements ``tap`` walks over the flat buffer, shifted per call.
+
+    ``repeat`` (one per pattern of a tuple ``tap``) replaces each pattern's
+    first size per call; ``length`` replaces its second.
+    """
+
+    tap: TensorAccessPattern | tuple[TensorAccessPattern, ...]
+    shift: int | Affine = 0
+    repeat: tuple[int | Affine, ...] | None = None
+    length: int | Affine | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Gather:
+    """Leading-axis rows of the buffer, by fixed ids or by a 1-D int handle."""
+
+    ids: tuple[int, ...] | Handle
+    row_elements: int
+    offset: int = 0
+
+
+def _as_affine(x: int | PerCall | Affine) -> int | Affine:
+    return x.affine() if isinstance(x, PerCall) else x
+
+
+def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Handle:
+    """A recorded tensor: its place in a graph buffer, shape, dtype, per-axis bound.
+
+    ``layout`` is where it is in the buffer; ``valid`` holds, per axis, the
+    leading entries valid this call (``x[:n]``).
+
+    ``h[key]`` takes numpy's basic indexing, a per-call value on one axis
+    (``keys[:, pos]``), and leading-axis rows, fixed (``table[ids]``) or a 1-D
+    integer handle's per call; any view but a contiguous static slice is a
+    copy's.
+    """
+
+    buffer: Buffer
+    shape: tuple[int, ...]
+    dtype: Any
+    valid: Mapping[int, int | Affine] = dataclasses.field(default_factory=dict)
+    layout: Dense | Strided | Gather = Dense()
+
+    @classmethod
+    def whole(cls, shape: Sequence[int], dtype: Any, name: str, role: str) -> Handle:
+        """Make a new buffer ``name`` of ``shape``, whole."""
+        if role not in ROLES:
+            raise ValueError(f"buffer role {role!r} is not one of {ROLES}")
+        shape = tuple(int(s) for s in shape)
+        return cls(Buffer(name, role, shape, np.dtype(dtype)), shape, np.dtype(dtype))
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """Its buffer's name."""
+        return self.buffer.name
+
+    @property
+    def ndim(self) -> int:
+        """How many axes it has."""
+        return len(self.shape)
+
+    @property
+    def elements(self) -> int:
+        """How many elements its shape holds."""
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """How many bytes its shape holds."""
+        return self.elements * np.dtype(self.dtype).itemsize
+
+    @property
+    def is_whole(self) -> bool:
+        """Whether it is its whole buffer, unbounded."""
+        return (
+            isinstance(self.layout, Dense)
+            and self.layout.offset == 0
+            and self.elements == self.buffer.elements
+            and not self.valid
+        )
+
+    @property
+    def is_view(self) -> bool:
+        """Whether only a copy can consume it (anything but a contiguous slice)."""
+        if isinstance(self.layout, Dense):
+            return not isinstance(self.layout.offset, int)
+        return True
+
+    @property
+    def T(self) -> Handle:
+        """``transpose(1, 0)``, as numpy's ``.T`` of a matrix."""
+        if self.ndim != 2:
+            raise ValueError(f".T transposes a matrix; {self!r} is {self.ndim}-D")
+        return self.transpose(1, 0)
+
+    def __repr__(self) -> str:
+        dims = ", ".join(
+            f"{s} (valid {self.valid[a]})" if a in self.valid else str(s)
+            for a, s in enumerate(self.shape)
+        )
+        kind = type(self.layout).__name__.lower()
+        where = "" if self.is_whole else f" {kind}"
+        return f"{self.name}[{dims}] {dtype_name(self.dtype)}{where}"
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"{self!r} is a recorded tensor with no value while body is recorded; "
+            f"it cannot decide an if or while"
+        )
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TypeError(
+            f"{self!r} is a recorded tensor; numpy cannot compute on it while body "
+            f"is recorded: pass it to an operator's .step(...)"
+        )
+
+    # -- where a step finds it --------------------------------------------------
+
+    def ref(self) -> BufferRef:
+        """Return where a step finds this handle.
+
+        A part of its buffer for a contiguous run, else all of it.
+        """
+        if isinstance(self.layout, Dense) and isinstance(self.layout.offset, int):
+            itemsize = np.dtype(self.dtype).itemsize
+            return BufferRef(self.name, self.layout.offset * itemsize, self.nbytes)
+        return BufferRef(self.name)
+
+    # -- views ------------------------------------------------------------------
+
+    def _strides(self) -> tuple[int, ...]:
+        return _row_major(self.shape)
+
+    def _need_dense(self, what: str) -> Dense:
+        if not isinstance(self.layout, Dense):
+            raise ValueError(f"cannot {what} a view {self!r}; {what} what it views")
+        return self.layout
+
+    def reshape(self, *shape: Any) -> Handle:
+        """Return the same buffer seen with another shape (no data moves)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            shape = tuple(self.elements // known if s == -1 else s for s in shape)
+        if prod(shape) != self.elements:
+            raise ValueError(f"cannot reshape {self!r} to {list(shape)}")
+        self._need_dense("reshape")
+        return dataclasses.replace(
+            self, shape=shape, valid=_rescale_bounds(self, shape)
+        )
+
+    def transpose(self, *axes: Any) -> Handle:
+        """Return the same buffer walked with its axes permuted (no data moves)."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        layout = self._need_dense("transpose")
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"axes {axes} do not permute a shape of rank {self.ndim}")
+        offset = layout.offset
+        shape = tuple(self.shape[a] for a in axes)
+        strides = tuple(self._strides()[a] for a in axes)
+        valid = {axes.index(axis): b for axis, b in self.valid.items()}
+        return self._strided(offset, shape, strides, valid)
+
+    def _strided(
+        self,
+        offset: int | Affine,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        valid: Mapping[int, int | Affine],
+    ) -> Handle:
+        """A view of ``shape`` at ``offset`` with element ``strides``."""
+        dense = all(
+            size == 1 or stride == want
+            for size, stride, want in zip(shape, strides, _row_major(shape))
+        )
+        if dense:
+            layout: Dense | Strided = Dense(offset)
+        else:
+            base = offset.const if isinstance(offset, Affine) else offset
+            shift = offset - base if isinstance(offset, Affine) else 0
+            tap = TensorAccessPattern(
+                (self.buffer.elements,), base, shape or (1,), strides or (1,)
+            )
+            layout = Strided(tap, shift)
+        return Handle(self.buffer, shape, self.dtype, dict(valid), layout)
+
+    def __getitem__(self, key: Any) -> Handle:
+        if not isinstance(key, tuple):
+            key = (key,)
+        first = key[0] if key else None
+        if _is_rows(first):
+            if len(key) > 1:
+                raise IndexError(
+                    f"{self!r}[ids, ...]: a gather picks whole leading-axis rows; "
+                    f"index the gathered handle afterwards"
+                )
+            return self._gather(first)
+        layout = self._need_dense("index")
+        key = _expand_ellipsis(key, self.ndim)
+        offset: int | Affine = layout.offset
+        shape: list[int] = []
+        strides: list[int] = []
+        valid: dict[int, int | Affine] = {}
+        axis = 0
+        recorder = context.graph_recorder.get()
+        for k in key:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            if axis >= self.ndim:
+                raise IndexError(f"too many indices for {self!r}")
+            size, stride = self.shape[axis], self._strides()[axis]
+            bound = self.valid.get(axis)
+            if isinstance(k, (PerCall, Affine)):
+                index = _as_affine(k)
+                if recorder is not None:
+                    recorder.limit(index, 0, size, self)
+                offset = offset + index * stride
+            elif isinstance(k, slice):
+                start, stop, step, per_call = _slice(k, size, self)
+                if bound is not None and (start, step, per_call) != (0, 1, None):
+                    raise ValueError(
+                        f"{self!r}: axis {axis} is bounded per call ({bound}); "
+                        f"only a whole slice ':' keeps it"
+                    )
+                offset = offset + start * stride
+                n = len(range(start, stop, step))
+                shape.append(n)
+                strides.append(stride * step)
+                if per_call is not None:
+                    valid[len(shape) - 1] = per_call
+                    if recorder is not None:
+                        recorder.limit(per_call, 0, n + 1, self)
+                elif bound is not None:
+                    valid[len(shape) - 1] = bound
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                i = int(k)
+                if not -size <= i < size:
+                    raise IndexError(
+                        f"index {i} is out of bounds for axis {axis} of {self!r}"
+                    )
+                offset = offset + (i % size) * stride
+            else:
+                raise IndexError(
+                    f"{self!r}[{k!r}]: a handle takes ints, slices, per-call values, "
+                    f"... and None, or leading-axis row ids"
+                )
+            axis += 1
+        for rest in range(axis, self.ndim):
+            shape.append(self.shape[rest])
+            strides.append(self._strides()[rest])
+            if rest in self.valid:
+                valid[len(shape) - 1] = self.valid[rest]
+        if isinstance(offset, Affine):
+            offset = offset._simplified()
+        return self._strided(offset, tuple(shape), tuple(strides), valid)
+
+    def _gather(self, ids: Any) -> Handle:
+        layout = self._need_dense("gather rows of")
+        if not isinstance(layout.offset, int):
+            raise ValueError(f"cannot gather rows of a per-call view {self!r}")
+        if self.valid:
+            raise ValueError(f"cannot gather rows of a bounded view {self!r}")
+        if self.ndim < 1:
+            raise IndexError(f"cannot gather rows of a scalar {self!r}")
+        rows = self.shape[0]
+        row_elements = prod(self.shape[1:])
+        if isinstance(ids, Handle):
+            if ids.ndim != 1 or np.dtype(ids.dtype).kind not in "iu":
+                raise TypeError(
+                    f"rows are gathered by a 1-D integer handle; {ids!r} is not one"
+                )
+            recorder = context.graph_recorder.get()
+            if recorder is not None:
+                recorder.address(self, ids)
+            fixed: tuple[int, ...] | Handle = ids
+            count = ids.shape[0]
+        else:
+            array = np.asarray(ids)
+            if array.ndim != 1 or array.dtype.kind not in "iu":
+                raise IndexError(f"row ids must be 1-D integers, got {ids!r}")
+            if array.size and not (0 <= array.min() and array.max() < rows):
+                raise IndexError(f"row ids {array.tolist()} outside {rows} rows")
+            fixed = tuple(int(i) for i in array)
+            count = len(fixed)
+        shape = (count, *self.shape[1:])
+        gather = Gather(fixed, row_elements, layout.offset)
+        return Handle(self.buffer, shape, self.dtype, {}, gather)
+
+    def at(
+        self,
+        tap: TensorAccessPattern | tuple[TensorAccessPattern, ...],
+        shape: Sequence[int],
+        *,
+        bounds: Mapping[int, int | Affine | PerCall] | None = None,
+        repeat: Any = None,
+        length: Any = None,
+    ) -> Handle:
+        """Return what ``tap`` walks, as ``shape``: a slice if contiguous, else a view.
+
+        Patterns are over this handle's elements. Per call, ``repeat`` runs
+        each pattern's first dimension (a tuple, one per pattern of a tuple
+        ``tap``) and ``length`` takes entries of its second; ``bounds`` then
+        gives the rows the view moves a call.
+
+        Raises:
+            ValueError: With ``repeat`` or ``length``: a pattern is not one
+                shim descriptor, repeats don't match patterns, or no
+                ``bounds``.
+        """
+        from iron.core.device import get_current_device
+
+        layout = self._need_dense("walk")
+        shape = tuple(int(s) for s in shape)
+        walks = tap if isinstance(tap, tuple) else (tap,)
+        each = repeat if isinstance(repeat, tuple) else (repeat,)
+        if isinstance(repeat, tuple) != isinstance(tap, tuple) or len(each) != len(
+            walks
+        ):
+            if repeat is not None:
+                raise ValueError(
+                    f"{len(walks)} pattern(s) take a repeat each, not {repeat}"
+                )
+        count = sum(w.count for w in walks)
+        if count != prod(shape):
+            raise ValueError(
+                f"the pattern(s) walk {count} elements, but shape {list(shape)} "
+                f"holds {prod(shape)}"
+            )
+        bounds = {a: _as_affine(b) for a, b in (bounds or {}).items()}
+        base = layout.offset
+        moved = tuple(_shifted(w, base, self.buffer.elements) for w in walks)
+        if repeat is None and length is None:
+            if len(moved) == 1 and moved[0].is_contiguous():
+                return Handle(
+                    self.buffer, shape, self.dtype, bounds, Dense(moved[0].offset)
+                )
+            if isinstance(base, Affine):
+                raise ValueError(f"cannot walk a per-call view {self!r}")
+            return Handle(self.buffer, shape, self.dtype, bounds, Strided(_one(moved)))
+        dev = get_current_device()
+        for walk in walks:
+            if (
+                walk.rank != 4
+                or dev is None
+                or not shim_descriptor_fits(dev, walk, self.dtype)
+            ):
+                raise ValueError(
+                    f"{walk} takes a per-call repeat or length as one shim "
+                    f"descriptor: four dimensions, the repeated first, within a "
+                    f"descriptor's limits"
+                )
+        if not bounds:
+            raise ValueError(
+                f"a walk of {tap} by a per-call repeat or length bounds the rows "
+                f"it moves a call: give bounds"
+            )
+        recorder = context.graph_recorder.get()
+        repeats = None
+        if repeat is not None:
+            repeats = tuple(_as_affine(r) for r in each)
+            if recorder is not None:
+                for walk, r in zip(walks, repeats):
+                    recorder.limit(r, 1, walk.sizes[0] + 1, self)
+        per_length = None if length is None else _as_affine(length)
+        if per_length is not None and recorder is not None:
+            recorder.limit(per_length, 1, min(w.sizes[1] for w in walks) + 1, self)
+        layout_ = Strided(_one(moved), 0, repeats, per_length)
+        return Handle(self.buffer, shape, self.dtype, bounds, layout_)
+
+
+def _one(walks: tuple[TensorAccessPattern, ...]) -> Any:
+    return walks[0] if len(walks) == 1 else walks
+
+
+def _shifted(
+    walk: TensorAccessPattern, base: int | Affine, elements: int
+) -> TensorAccessPattern:
+    """``walk`` (over a view starting at ``base``) as a pattern over the buffer."""
+    shift = base if isinstance(base, int) else base.const
+    return TensorAccessPattern(
+        (elements,), walk.offset + shift, walk.sizes, walk.strides
+    )
+
+
+def _is_rows(key: Any) -> bool:
+    if isinstance(key, Handle):
+        return True
+    if isinstance(key, (list, np.ndarray)):
+        return True
+    return False
+
+
+def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis not in key:
+        return key
+    i = key.index(Ellipsis)
+    taken = sum(k is not None for k in key) - 1
+    return key[:i] + (slice(None),) * (ndim - taken) + key[i + 1 :]
+
+
+def _slice(k: slice, size: int, h: Handle) -> tuple[int, int, int, Affine | None]:
+    """A slice's static start, stop, step, and its per-call stop if any."""
+    stop = k.stop
+    if isinstance(stop, (PerCall, Affine)):
+        if k.step not in (None, 1):
+            raise ValueError(f"{h!r}: a per-call bound takes no step")
+        start = k.start or 0
+        if not isinstance(start, int):
+            raise ValueError(f"{h!r}: a bound x[a:n] takes a fixed start a")
+        start = start % size if start < 0 else start
+        bound = _as_affine(stop) - start
+        return start, size, 1, bound if isinstance(bound, Affine) else None
+    if any(isinstance(v, (PerCall, Affine)) for v in (k.start, k.step)):
+        raise ValueError(f"{h!r}: only a slice's stop may be per call (x[:n])")
+    start, stop, step = k.indices(size)
+    return start, stop, step, None
+
+
+def _rescale_bounds(h: Handle, shape: tuple[int, ...]) -> dict[int, int | Affine]:
+    if not h.valid:
+        return {}
+    if set(h.valid) != {0} or not shape:
+        raise ValueError(
+            f"cannot reshape {h!r} to {list(shape)}: only a bound on the leading "
+            f"axis survives a reshape"
+        )
+    old_row = prod(h.shape[1:])
+    new_row = prod(shape[1:])
+    if new_row == 0 or old_row % new_row:
+        raise ValueError(
+            f"cannot reshape {h!r} to {list(shape)}: a row of the new shape must "
+            f"divide a row of the old, so its bound stays whole rows"
+        )
+    return {0: h.valid[0] * (old_row // new_row)}
+
+
+def shim_descriptor_fits(dev: Device, tap: TensorAccessPattern, dtype: Any) -> bool:
+    """Whether ``tap`` is one shim DMA descriptor on ``dev``.
+
+    Four dimensions, the first the iteration (at most ``dma_iteration_max``),
+    the other sizes within the wrap field once counted in 4-byte words,
+    strides within the step field in words, 4-byte aligned.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    granule = dev.dma_granule_bytes
+    if tap.rank != 4:
+        return False
+    if tap.sizes[0] > dev.dma_iteration_max:
+        return False
+    if (tap.offset * itemsize) % dev.dma_alignment_bytes:
+        return False
+    if (tap.sizes[3] * itemsize) % granule:
+        return False
+    wrap = (1 << dev.dma_size_bits) - 1
+    inner = tap.sizes[3] * itemsize // granule
+    if inner > wrap or tap.sizes[2] > wrap or tap.sizes[1] > wrap:
+        return False
+    for stride in tap.strides:
+        nbytes = stride * itemsize
+        if stride > 1 and nbytes % granule:
+            return False
+        if nbytes // granule > (1 << dev.dma_stride_bits):
+            return False
+    return True
+
+
+# -- reading a layout on the host ------------------------------------------------
+
+
+def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]):
+    """The flat element indices of ``h`` in its buffer for one call, shape ``h.shape``.
+
+    Per-call offsets, repeats and lengths are evaluated from ``values``;
+    a gather by a handle reads its ids from ``buffers``. Elements a per-call
+    repeat or length leaves out are -1.
+    """
+    layout = h.layout
+    if isinstance(layout, Dense):
+        start = evaluate(layout.offset, values)
+        return np.arange(start, start + h.elements, dtype=np.int64).reshape(h.shape)
+    if isinstance(layout, Gather):
+        if isinstance(layout.ids, Handle):
+            ids = read(layout.ids, values, buffers).astype(np.int64)
+        else:
+            ids = np.asarray(layout.ids, dtype=np.int64)
+        row = np.arange(layout.row_elements, dtype=np.int64)
+        flat = layout.offset + ids[:, None] * layout.row_elements + row[None, :]
+        return flat.reshape(h.shape)
+    walks = layout.tap if isinstance(layout.tap, tuple) else (layout.tap,)
+    repeats = layout.repeat or (None,) * len(walks)
+    parts = []
+    for walk, r in zip(walks, repeats):
+        sizes = list(walk.sizes)
+        if r is not None:
+            sizes[0] = evaluate(r, values)
+        if layout.length is not None:
+            sizes[1] = evaluate(layout.length, values)
+        if sizes != list(walk.sizes):
+            walk = TensorAccessPattern(
+                walk.tensor_dims, walk.offset, sizes, walk.strides
+            )
+        parts.append(walk.indices().reshape(-1))
+    flat = np.concatenate(parts) + evaluate(layout.shift, values)
+    if flat.size < h.elements:
+        flat = np.concatenate([flat, np.full(h.elements - flat.size, -1, np.int64)])
+    return flat.reshape(h.shape)
+
+
+def bounded(h: Handle, values: Mapping[str, int]) -> tuple[slice, ...]:
+    """The index that cuts an array of ``h.shape`` to this call's bounds."""
+    return tuple(
+        slice(0, evaluate(h.valid[a], values)) if a in h.valid else slice(None)
+        for a in range(h.ndim)
+    )
+
+
+def read(
+    h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """``h``'s elements for one call, cut to its bounds (a copy)."""
+    flat = buffers[h.name].reshape(-1)
+    idx = indices(h, values, buffers)[bounded(h, values)]
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
+        raise IndexError(
+            f"{h!r} reads elements {int(idx.min())}..{int(idx.max())} of "
+            f"{h.name}'s {flat.size} this call"
+        )
+    return flat[idx]
+
+
+def write(
+    h: Handle,
+    values: Mapping[str, int],
+    buffers: Mapping[str, np.ndarray],
+    array: np.ndarray,
+) -> None:
+    """Store ``array`` (cut to ``h``'s bounds) at ``h``'s elements for one call."""
+    flat = buffers[h.name].reshape(-1)
+    idx = indices(h, values, buffers)[bounded(h, values)]
+    array = np.asarray(array)
+    if array.shape != idx.shape:
+        raise ValueError(
+            f"{h!r} takes shape {list(idx.shape)} this call, got {list(array.shape)}"
+        )
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
+        raise IndexError(
+            f"{h!r} writes elements {int(idx.min())}..{int(idx.max())} of "
+            f"{h.name}'s {flat.size} this call"
+        )
+    flat[idx] = array.astype(flat.dtype, copy=False)
+
+
+def is_expr(x: Any) -> bool:
+    """Whether ``x`` is a per-call value or an expression of them."""
+    return isinstance(x, _Expr)

@@ -1,0 +1,117 @@
+"""Elementwise operators over one flat bf16 vector: ``AXPY`` and ``ReLU``.
+
+Each splits its ``size`` elements into ``tile_size`` tiles spread over
+``num_aie_columns`` columns; a tile must fit a core's data memory with its
+double-buffered inputs and output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+from iron.core.declare import Divisors, Input, Output, param, tunable
+from iron.core.device import Device
+from iron.core.operator import Cost, Operator, RefusedShapeError
+from iron.core.tolerance import Tolerance
+
+__all__ = ["AXPY", "ReLU"]
+
+# fp32 compute rounded once to bf16 is within one bf16 ulp of the exact
+# result; 2**-126 (the smallest normal bf16) is the floor for results the
+# kernel flushes to zero. AMD IRON's eltwise kernel contracts state the same
+# bf16_ulps(1, atol=2**-126) (../shared/notes/tolerances-and-device-facts.md §3).
+_ONE_ROUNDING = Tolerance.bf16_ulps(
+    1,
+    atol=2.0**-126,
+    note="fp32 compute, one rounding to bf16 (AMD IRON eltwise contract); "
+    "atol 2**-126 for flushed subnormals",
+)
+
+_COLUMNS = (1, 2, 4, 8)
+_BF16 = np.dtype(bfloat16).itemsize
+# Double-buffered operands per core; a tile of each of the step's buffers
+# (inputs and output) is held twice (object FIFO depth 2).
+_FIFO_DEPTH = 2
+
+
+class _Elementwise(Operator):
+    """A flat elementwise operator: ``size`` elements in tiles over columns."""
+
+    size: int = param(doc="elements in the vector")
+    tile_size: int = tunable(
+        domain=Divisors("size", multiple_of=16),
+        doc="elements a core handles per kernel call",
+    )
+    num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the work spreads over")
+
+    def resolve(self, dev: Device) -> dict[str, int]:
+        columns = max(c for c in _COLUMNS if c <= dev.columns)
+        while columns > 1 and self.size % (columns * 16):
+            columns //= 2
+        per_column = self.size // columns
+        tile = 1024
+        while tile > 16 and per_column % tile:
+            tile //= 2
+        return {"num_aie_columns": columns, "tile_size": tile}
+
+    def check(self, dev: Device) -> None:
+        buffers = len(type(self).declaration.inputs) + len(
+            type(self).declaration.outputs
+        )
+        need = self.tile_size * _BF16 * buffers * _FIFO_DEPTH
+        if self.num_aie_columns > dev.columns:
+            raise RefusedShapeError(
+                f"{type(self).__name__} on {dev}: num_aie_columns="
+                f"{self.num_aie_columns} exceeds the device's {dev.columns} columns"
+            )
+        if self.size % (self.tile_size * self.num_aie_columns):
+            raise RefusedShapeError(
+                f"{type(self).__name__} on {dev}: size={self.size} is not a multiple "
+                f"of tile_size * num_aie_columns = "
+                f"{self.tile_size * self.num_aie_columns}"
+            )
+        if need > dev.core_memory_bytes // 2:
+            raise RefusedShapeError(
+                f"{type(self).__name__} on {dev}: tile_size={self.tile_size} needs "
+                f"{need} bytes of double-buffered tiles, over half a core's "
+                f"{dev.core_memory_bytes} bytes"
+            )
+
+    def cost(self, dev: Device) -> Cost:
+        operands = len(type(self).declaration.inputs) + len(
+            type(self).declaration.outputs
+        )
+        return Cost(macs=self.size, bytes=self.size * _BF16 * operands)
+
+
+class AXPY(_Elementwise):
+    """``scalar_factor * x + y`` elementwise, in bf16.
+
+    The scalar is rounded to bf16 first, as the kernel receives it; the
+    product and sum are computed in fp32 and rounded once.
+    """
+
+    scalar_factor: float = param(doc="the scalar a multiplies x by")
+    inputs = (Input("x", "size"), Input("y", "size"))
+    outputs = (Output("out", "size"),)
+
+    def reference(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        a = np.float32(bfloat16(self.scalar_factor))
+        return (a * x.astype(np.float32) + y.astype(np.float32)).astype(bfloat16)
+
+    def tolerance(self) -> Tolerance:
+        return _ONE_ROUNDING
+
+
+class ReLU(_Elementwise):
+    """``max(x, 0)`` elementwise; exact in bf16 (it only selects)."""
+
+    inputs = (Input("x", "size"),)
+    outputs = (Output("out", "size"),)
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, np.zeros((), x.dtype)).astype(x.dtype)
+
+    def tolerance(self) -> Tolerance:
+        return Tolerance.exact(note="max(x, 0) selects an input; no rounding")
