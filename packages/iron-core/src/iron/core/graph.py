@@ -228,7 +228,7 @@ class Graph:
                 continue
             frozen = (
                 dataclasses.is_dataclass(parent)
-                and getattr(parent, "__dataclass_params__").frozen
+                and parent.__dataclass_params__.frozen
             )
             if isinstance(parent, tuple) or frozen:
                 raise TypeError(

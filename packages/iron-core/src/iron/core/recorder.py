@@ -17,7 +17,7 @@ import numpy as np
 from iron.core import context
 from iron.core.device import require_device
 from iron.core.handle import Dense, Handle
-from iron.core.held import State, Weight, _Param, _Unbound
+from iron.core.held import State, Weight, _Unbound
 from iron.core.operator import DimensionConflictError, Operator
 from iron.core.percall import Affine, Carry, PerCall, evaluate
 from iron.core.recording import HostStep, Limit, Recording, Step
