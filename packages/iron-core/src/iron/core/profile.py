@@ -455,7 +455,10 @@ def _in_domain(cls: type, name: str, value: Any, dims: Mapping[str, Any]) -> Any
     elif isinstance(domain, Divisors) and dims.get(domain.of) is None:
         return value  # the dimension it divides is not named: checked when made
     else:
-        allowed = domain_values(domain, dims)
+        try:
+            allowed = domain_values(domain, dims)
+        except (TypeError, ValueError):
+            return value  # the dimension is not a number: checked when made
         if allowed is None or value in allowed:
             return value
     raise ValueError(
