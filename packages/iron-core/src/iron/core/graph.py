@@ -132,7 +132,12 @@ class Graph:
         """Return the inputs and per-call values ``body`` takes, ``self`` left out.
 
         ``body``'s own parameters, unless a subclass names them here.
+
+        Raises:
+            NotImplementedError: The subclass defines no ``body``.
         """
+        if type(self).body is Graph.body:
+            raise NotImplementedError(f"{self.name} defines no body()")
         signature = inspect.signature(type(self).body, eval_str=True)
         return signature.replace(parameters=list(signature.parameters.values())[1:])
 
@@ -147,9 +152,10 @@ class Graph:
         defaults: dict[str, int] = {}
         for p in self.signature().parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                stars = "*" if p.kind == p.VAR_POSITIONAL else "**"
                 raise TypeError(
-                    f"{self.name}.body: *{p.name} is not allowed; name each input "
-                    f"and per-call value"
+                    f"{self.name}.body: {stars}{p.name} is not allowed; name each "
+                    f"input and per-call value"
                 )
             if p.kind == p.KEYWORD_ONLY:
                 kind = _kind_of(p.annotation)
@@ -238,13 +244,23 @@ class Graph:
             tied.setdefault(id(p), []).append(path + n)
             params.setdefault(tied[id(p)][0], p)
         held = {n for paths in tied.values() for n in paths}
-        missing = sorted(params.keys() - tensors.keys())
+        # A param held at several paths binds from the first of them given.
+        source = {
+            paths[0]: next((n for n in paths if n in tensors), None)
+            for paths in tied.values()
+        }
+        missing = sorted(first for first, n in source.items() if n is None)
         extra = sorted(
             n
             for n in tensors.keys() - held
             if not any(n.startswith(f"{path}{s}.") for s in shared)
         )
-        given = [(n, p, tensors[n]) for n, p in params.items() if n in tensors]
+        given = [
+            (n, params[paths[0]], tensors[n])
+            for paths in tied.values()
+            for n in paths
+            if n in tensors
+        ]
         shapes = [
             f"{n} {tuple(t.shape)}, not {p.shape}"
             for n, p, t in given
@@ -268,7 +284,10 @@ class Graph:
             )
         bound: dict[str, np.ndarray] = {}
         for first, *others in tied.values():
-            array = np.asarray(tensors[first]).astype(params[first].dtype, copy=False)
+            # asanyarray keeps a param bound above (a nested graph's tied
+            # param) the same object, so it binds once.
+            array = np.asanyarray(tensors[source[first]])
+            array = array.astype(params[first].dtype, copy=False)
             bound[first] = param(array)
             bound.update(dict.fromkeys(others, bound[first]))
         for n, x, parent, key in walk(self, graphs=False):

@@ -142,7 +142,8 @@ class Handle:
     ``h[key]`` takes numpy's basic indexing, a per-call value on one axis
     (``keys[:, pos]``), and leading-axis rows, fixed (``table[ids]``) or a 1-D
     integer handle's per call; any view but a contiguous static slice is a
-    copy's.
+    copy's. A view walks its buffer forward: a negative step over more than
+    one element raises ValueError.
     """
 
     buffer: Buffer
@@ -186,6 +187,7 @@ class Handle:
         """Whether it is its whole buffer, unbounded."""
         return (
             isinstance(self.layout, Dense)
+            and isinstance(self.layout.offset, int)
             and self.layout.offset == 0
             and self.elements == self.buffer.elements
             and not self.valid
@@ -264,9 +266,15 @@ class Handle:
         )
 
     def transpose(self, *axes: Any) -> Handle:
-        """Return the same buffer walked with its axes permuted (no data moves)."""
+        """Return the same buffer walked with its axes permuted (no data moves).
+
+        No axes reverse them, as numpy's; a negative axis counts from the end.
+        """
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
+        if not axes:
+            axes = tuple(reversed(range(self.ndim)))
+        axes = tuple(a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes)
         layout = self._need_dense("transpose")
         if sorted(axes) != list(range(self.ndim)):
             raise ValueError(f"axes {axes} do not permute a shape of rank {self.ndim}")
@@ -284,14 +292,16 @@ class Handle:
         valid: Mapping[int, int | Affine],
     ) -> Handle:
         """A view of ``shape`` at ``offset`` with element ``strides``."""
-        dense = all(
+        dense = prod(shape) == 0 or all(
             size == 1 or stride == want
             for size, stride, want in zip(shape, strides, _row_major(shape))
         )
+        # A size-1 axis never steps: its stride (negative for x[3:2:-1]) is 0.
+        strides = tuple(0 if size == 1 else st for size, st in zip(shape, strides))
         if dense:
             layout: Dense | Strided = Dense(offset)
         else:
-            base = offset.const if isinstance(offset, Affine) else offset
+            base = _const(offset)
             shift = offset - base if isinstance(offset, Affine) else 0
             tap = TensorAccessPattern(
                 (self.buffer.elements,), base, shape or (1,), strides or (1,)
@@ -334,13 +344,21 @@ class Handle:
                 offset = offset + index * stride
             elif isinstance(k, slice):
                 start, stop, step, per_call = _slice(k, size, self)
-                if bound is not None and (start, step, per_call) != (0, 1, None):
+                n = len(range(start, stop, step))
+                if step < 0 and n > 1:
+                    raise ValueError(
+                        f"{self!r}[{k.start}:{k.stop}:{k.step}]: a view walks its "
+                        f"buffer forward (a DMA stride cannot be negative); "
+                        f"reverse the elements in a step instead"
+                    )
+                if bound is not None and (
+                    per_call is not None or (start, stop, step) != (0, size, 1)
+                ):
                     raise ValueError(
                         f"{self!r}: axis {axis} is bounded per call ({bound}); "
                         f"only a whole slice ':' keeps it"
                     )
                 offset = offset + start * stride
-                n = len(range(start, stop, step))
                 shape.append(n)
                 strides.append(stride * step)
                 if per_call is not None:
@@ -401,7 +419,9 @@ class Handle:
             count = len(fixed)
         shape = (count, *self.shape[1:])
         gather = Gather(fixed, row_elements, layout.offset)
-        return Handle(self.buffer, shape, self.dtype, {}, gather)
+        # Rows of ids[:n] are bounded as the ids are.
+        valid = {0: ids.valid[0]} if isinstance(ids, Handle) and ids.valid else {}
+        return Handle(self.buffer, shape, self.dtype, valid, gather)
 
     def at(
         self,
@@ -422,7 +442,9 @@ class Handle:
         Raises:
             ValueError: With ``repeat`` or ``length``: a pattern is not one
                 shim descriptor, repeats don't match patterns, or no
-                ``bounds``.
+                ``bounds``. Also: a pattern reaches past this handle, the
+                patterns walk other than ``shape``'s count, or a bound names
+                no axis of ``shape``.
         """
         from iron.core.device import get_current_device
 
@@ -437,6 +459,13 @@ class Handle:
                 raise ValueError(
                     f"{len(walks)} pattern(s) take a repeat each, not {repeat}"
                 )
+        for w in walks:
+            last = w.offset + sum((s - 1) * st for s, st in zip(w.sizes, w.strides))
+            if last >= self.elements:
+                raise ValueError(
+                    f"{w} reaches element {last} of {self!r}, which has "
+                    f"{self.elements}; patterns are over this handle's elements"
+                )
         count = sum(w.count for w in walks)
         if count != prod(shape):
             raise ValueError(
@@ -444,15 +473,22 @@ class Handle:
                 f"holds {prod(shape)}"
             )
         bounds = {a: _as_affine(b) for a, b in (bounds or {}).items()}
+        recorder = context.graph_recorder.get()
+        for a, b in bounds.items():
+            if not 0 <= a < len(shape):
+                raise ValueError(f"bounds name axis {a} of shape {list(shape)}")
+            if recorder is not None:
+                recorder.limit(b, 0, shape[a] + 1, self)
         base = layout.offset
         moved = tuple(_shifted(w, base, self.buffer.elements) for w in walks)
+        if repeat is None and length is None and len(moved) == 1:
+            if moved[0].is_contiguous():
+                # The per-call part of a view's offset (cache[position]) stays.
+                offset = moved[0].offset + (base - _const(base))
+                return Handle(self.buffer, shape, self.dtype, bounds, Dense(offset))
+        if isinstance(base, Affine):
+            raise ValueError(f"cannot walk a per-call view {self!r}")
         if repeat is None and length is None:
-            if len(moved) == 1 and moved[0].is_contiguous():
-                return Handle(
-                    self.buffer, shape, self.dtype, bounds, Dense(moved[0].offset)
-                )
-            if isinstance(base, Affine):
-                raise ValueError(f"cannot walk a per-call view {self!r}")
             return Handle(self.buffer, shape, self.dtype, bounds, Strided(_one(moved)))
         dev = get_current_device()
         for walk in walks:
@@ -471,7 +507,6 @@ class Handle:
                 f"a walk of {tap} by a per-call repeat or length bounds the rows "
                 f"it moves a call: give bounds"
             )
-        recorder = context.graph_recorder.get()
         repeats = None
         if repeat is not None:
             repeats = tuple(_as_affine(r) for r in each)
@@ -489,11 +524,16 @@ def _one(walks: tuple[TensorAccessPattern, ...]) -> Any:
     return walks[0] if len(walks) == 1 else walks
 
 
+def _const(x: int | Affine) -> int:
+    """An offset's static part: a pattern's start (never below 0; x[n - 1])."""
+    return x if isinstance(x, int) else max(x.const, 0)
+
+
 def _shifted(
     walk: TensorAccessPattern, base: int | Affine, elements: int
 ) -> TensorAccessPattern:
     """``walk`` (over a view starting at ``base``) as a pattern over the buffer."""
-    shift = base if isinstance(base, int) else base.const
+    shift = _const(base)
     return TensorAccessPattern(
         (elements,), walk.offset + shift, walk.sizes, walk.strides
     )
@@ -510,9 +550,9 @@ def _is_rows(key: Any) -> bool:
 def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
     if sum(k is Ellipsis for k in key) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis not in key:
+    if not any(k is Ellipsis for k in key):
         return key
-    i = key.index(Ellipsis)
+    i = next(i for i, k in enumerate(key) if k is Ellipsis)
     taken = sum(k is not None for k in key) - 1
     return key[:i] + (slice(None),) * (ndim - taken) + key[i + 1 :]
 
@@ -523,7 +563,7 @@ def _slice(k: slice, size: int, h: Handle) -> tuple[int, int, int, Affine | None
     if isinstance(stop, (PerCall, Affine)):
         if k.step not in (None, 1):
             raise ValueError(f"{h!r}: a per-call bound takes no step")
-        start = k.start or 0
+        start = 0 if k.start is None else k.start
         if not isinstance(start, int):
             raise ValueError(f"{h!r}: a bound x[a:n] takes a fixed start a")
         start = start % size if start < 0 else start
@@ -599,7 +639,9 @@ def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarr
         return np.arange(start, start + h.elements, dtype=np.int64).reshape(h.shape)
     if isinstance(layout, Gather):
         if isinstance(layout.ids, Handle):
-            ids = read(layout.ids, values, buffers).astype(np.int64)
+            # Every id, bounded or not, so the rows keep the handle's shape.
+            whole = dataclasses.replace(layout.ids, valid={})
+            ids = read(whole, values, buffers).astype(np.int64)
         else:
             ids = np.asarray(layout.ids, dtype=np.int64)
         row = np.arange(layout.row_elements, dtype=np.int64)
@@ -626,11 +668,24 @@ def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarr
 
 
 def bounded(h: Handle, values: Mapping[str, int]) -> tuple[slice, ...]:
-    """The index that cuts an array of ``h.shape`` to this call's bounds."""
-    return tuple(
-        slice(0, evaluate(h.valid[a], values)) if a in h.valid else slice(None)
-        for a in range(h.ndim)
-    )
+    """The index that cuts an array of ``h.shape`` to this call's bounds.
+
+    Raises:
+        IndexError: A bound is outside ``[0, size]`` of its axis this call.
+    """
+    cut = []
+    for a, size in enumerate(h.shape):
+        if a not in h.valid:
+            cut.append(slice(None))
+            continue
+        n = evaluate(h.valid[a], values)
+        if not 0 <= n <= size:
+            raise IndexError(
+                f"{h!r}: axis {a} is bounded by {h.valid[a]} = {n} this call, "
+                f"outside [0, {size}]"
+            )
+        cut.append(slice(0, n))
+    return tuple(cut)
 
 
 def read(

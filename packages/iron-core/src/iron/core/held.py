@@ -176,7 +176,7 @@ def walk(
                 yield name, child, x, key
             elif _container(child):
                 if id(child) in seen:
-                    if shared is not None and _is_graph(child):
+                    if shared is not None:
                         shared.append(name)
                     continue
                 seen.add(id(child))

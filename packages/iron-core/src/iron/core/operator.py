@@ -87,6 +87,9 @@ class Operator:
     declaration: ClassVar[Declaration] = Declaration({}, (), (), ())
     inputs: ClassVar[tuple[Input, ...]] = ()
     outputs: ClassVar[tuple[Output, ...]] = ()
+    #: Whether the operator reads strided or gathered views (only data movers
+    #: such as Copy do; every other operator reads contiguous runs).
+    consumes_views: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -135,7 +138,17 @@ class Operator:
             if name not in fields and p.derived:
                 derive = p.derive or p.default
                 object.__setattr__(self, name, derive(self))
-        given = frozenset(n for n in fields if n in cls.declaration.tunables)
+        for name, p in params.items():
+            # Divisors of a derived field: checked once that field is computed.
+            of = p.domain.of if isinstance(p.domain, Divisors) else None
+            if of in params and params[of].derived and of not in fields:
+                if getattr(self, name) is not None:
+                    self._in_domain(name, getattr(self, name), fields)
+        given = frozenset(
+            n
+            for n, v in fields.items()
+            if n in cls.declaration.tunables and v is not None
+        )
         self.pinned = given if pinned is None else frozenset(pinned)
 
     def _in_domain(self, name: str, value: Any, fields: Mapping[str, Any]) -> Any:
@@ -175,6 +188,14 @@ class Operator:
             )
         object.__setattr__(self, name, value)
 
+    def __delattr__(self, name: str) -> None:
+        if name in type(self).declaration.params:
+            raise AttributeError(
+                f"{type(self).__name__}.{name} is fixed once constructed; make "
+                f"another operator, or use resolved()"
+            )
+        object.__delattr__(self, name)
+
     def replace(self, **fields: Any) -> Operator:
         """Return a copy with ``fields`` changed (derived fields recomputed)."""
         cls = type(self)
@@ -183,7 +204,10 @@ class Operator:
             for n, v in self.fields().items()
             if not cls.declaration.params[n].derived
         }
-        pinned = self.pinned | (set(fields) & set(cls.declaration.tunables))
+        tunables = set(cls.declaration.tunables)
+        given = {n for n, v in fields.items() if n in tunables and v is not None}
+        reopened = {n for n, v in fields.items() if v is None}
+        pinned = (self.pinned - reopened) | given
         return cls(**{**own, **fields}, pinned=frozenset(pinned))
 
     def open_tunables(self) -> tuple[str, ...]:
@@ -221,12 +245,17 @@ class Operator:
         return filled
 
     def bind(self, values: Mapping[str, int]) -> Operator:
-        """Return a copy whose per-call fields are evaluated for one call."""
+        """Return a copy whose per-call fields are evaluated for one call.
+
+        Derived fields computed from per-call ones are evaluated too.
+        """
         cls = type(self)
+        params = cls.declaration.params
         per_call = {
             n: evaluate(v, values)
             for n, v in self.fields().items()
-            if cls.declaration.params[n].per_call and isinstance(v, PerCall | _Expr)
+            if (params[n].per_call or params[n].derived)
+            and isinstance(v, PerCall | _Expr)
         }
         if not per_call:
             return self
@@ -264,8 +293,13 @@ class Operator:
         """Compute the outputs on the host in numpy, modelling the kernel's rounding."""
         raise NotImplementedError(f"{type(self).__name__} has no reference()")
 
-    def tolerance(self) -> Tolerance:
-        """How far a device result may be from :meth:`reference`'s, and why."""
+    def tolerance(self, *inputs: np.ndarray) -> Tolerance:
+        """How far a device result may be from :meth:`reference`'s, and why.
+
+        Operators whose bound depends on the data (a matmul's grows with
+        ``|A| @ |B|``) take the step's inputs; without them they give the bound
+        that holds for any input they document.
+        """
         raise NotImplementedError(f"{type(self).__name__} has no tolerance()")
 
     def cost(self, dev: Device) -> Cost:

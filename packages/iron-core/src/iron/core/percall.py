@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from enum import Enum
+from numbers import Number
 from typing import Annotated, Any, TypeVar
 
 __all__ = [
@@ -109,7 +110,8 @@ class _Expr:
         if k <= 0 or k & (k - 1):
             raise TypeError(
                 f"{self} // {k}: a per-call value divides only by a positive "
-                f"power of two on the device (a shift); got {k}"
+                f"power of two on the device (a shift); got {k}: divide by a "
+                f"power of two, or pass the quotient as a per-call value of its own"
             )
         if k == 1:
             return self.affine()._simplified()
@@ -138,10 +140,15 @@ class _Expr:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _Expr):
             return self.affine().key() == other.affine().key()
-        raise _refuse(self, "one side of a comparison")
+        if isinstance(other, Number):
+            raise _refuse(self, "one side of a comparison")
+        # Not a number (None, Ellipsis, a string): never equal, and no value is
+        # needed to know it, so ``x in (None, ...)`` and ``x == None`` work.
+        return NotImplemented
 
     def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash(self.affine().key())
@@ -208,7 +215,10 @@ def _atom_key(atom: Atom) -> tuple:
     if isinstance(atom, str):
         return (0, atom)
     if isinstance(atom, Clamp):
-        return (1, atom.inner.key(), atom.lo, atom.hi)
+        # A bound of None keys as (), an int as (int,): keys stay sortable.
+        lo = () if atom.lo is None else (atom.lo,)
+        hi = () if atom.hi is None else (atom.hi,)
+        return (1, atom.inner.key(), lo, hi)
     return (2, atom.inner.key(), atom.shift)
 
 
@@ -316,7 +326,10 @@ class Affine(_Expr):
         parts: list[str] = []
         for atom, coeff in self.terms:
             text = str(atom)
-            if isinstance(atom, FloorDiv) and abs(coeff) != 1:
+            # -(n // 4) leading would print as -n // 4, which is (-n) // 4.
+            if isinstance(atom, FloorDiv) and (
+                abs(coeff) != 1 or (coeff == -1 and not parts)
+            ):
                 text = f"({text})"
             if coeff == 1:
                 parts.append(f"+ {text}")
@@ -413,7 +426,8 @@ class Carry(Mapping[str, Any]):
             return self.__dict__["_values"][name]
         except KeyError:
             raise AttributeError(
-                f"Carry has no value {name!r}; it carries {sorted(self._values)}"
+                f"Carry has no value {name!r}; it carries "
+                f"{sorted(self.__dict__.get('_values', {}))}"
             ) from None
 
     def __eq__(self, other: object) -> bool:

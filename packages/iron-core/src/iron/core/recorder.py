@@ -106,6 +106,10 @@ class Recorder:
             )
         path, tensor = path_and_x
         name = self._fresh(path)
+        if path in self.weights or path in self.states:
+            # Another tensor took this path (two graphs of one class inlined
+            # from outside the graph): key this one by its own buffer name.
+            path = name
         if isinstance(tensor, State):
             handle = Handle.whole(tensor.shape, tensor.dtype, name, "state")
             self.states[path] = (tensor, handle)

@@ -46,6 +46,12 @@ class _Elementwise(Operator):
     num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the work spreads over")
 
     def resolve(self, dev: Device) -> dict[str, int]:
+        if self.size <= 0 or self.size % 16:
+            # No tile_size is in the domain (divisors of size, multiples of 16).
+            raise RefusedShapeError(
+                f"{type(self).__name__} on {dev}: size={self.size} is not a "
+                f"positive multiple of 16 (a tile is a multiple of 16 elements)"
+            )
         columns = max(c for c in _COLUMNS if c <= dev.columns)
         while columns > 1 and self.size % (columns * 16):
             columns //= 2
@@ -100,7 +106,7 @@ class AXPY(_Elementwise):
         a = np.float32(bfloat16(self.scalar_factor))
         return (a * x.astype(np.float32) + y.astype(np.float32)).astype(bfloat16)
 
-    def tolerance(self) -> Tolerance:
+    def tolerance(self, *inputs: np.ndarray) -> Tolerance:
         return _ONE_ROUNDING
 
 
@@ -113,5 +119,5 @@ class ReLU(_Elementwise):
     def reference(self, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, np.zeros((), x.dtype)).astype(x.dtype)
 
-    def tolerance(self) -> Tolerance:
+    def tolerance(self, *inputs: np.ndarray) -> Tolerance:
         return Tolerance.exact(note="max(x, 0) selects an input; no rounding")

@@ -1,0 +1,818 @@
+"""The scratch arena: where a graph's buffers live in device memory, per version.
+
+This module owns :class:`ArenaPlan` (liveness and placement of every buffer
+of every version of one graph), :class:`Placed` (one buffer's placement),
+:class:`ArenaInvariantError` (what :meth:`ArenaPlan.check` raises) and
+:func:`arena_svg` (the plan drawn as buffers over step and byte offset).
+
+Buffers come in four kinds:
+
+- ``input`` and ``output``: the graph's inputs, and the transients it returns
+  or carries; each lives in a device buffer of its own, outside the arena
+  (offset 0 within it).
+- ``transient``: written and read inside one run. Each is live from the first
+  step that touches it to the last (inclusive), and is placed best-fit,
+  largest first, at an offset aligned to :data:`ALIGN`, so two transients
+  live at one step (in particular a step's inputs and outputs) never share
+  bytes. A slice or view is a layout inside its buffer, so it keeps its
+  parent's offset plus its start.
+- ``resident``: weights and states, held across calls. Each is placed once,
+  above everything placed so far, and keeps that offset in every version.
+
+One plan serves every version of a graph (one per set of input shapes).
+Versions never run at once, so one version's transients reuse another's
+bytes; residents are live throughout every version. The arena only grows:
+each image bakes its offsets in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from iron.core.handle import Gather, Handle, dtype_name
+
+if TYPE_CHECKING:
+    from iron.core.recording import Recording
+
+__all__ = [
+    "ALIGN",
+    "ArenaInvariantError",
+    "ArenaPlan",
+    "Placed",
+    "arena_svg",
+    "liveness",
+    "version_key",
+]
+
+ALIGN = 64
+"""The default alignment of every arena offset, in bytes."""
+
+KINDS = ("input", "output", "transient", "resident")
+
+
+class ArenaInvariantError(ValueError):
+    """An arena plan breaks an invariant: an overlap, a misalignment, a moved resident."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One buffer's place: its byte range and the steps it is live over.
+
+    Attributes:
+        name: The buffer's name in its recording.
+        offset: Its first byte in the arena; for ``input`` and ``output``
+            buffers, which have device buffers of their own, 0 (within it).
+        nbytes: Its size in bytes (not padded).
+        first: The first step it is live at (inclusive).
+        last: The last step it is live at (inclusive). Residents span the
+            whole version: ``0`` to ``len(steps) - 1`` (0 for no steps).
+        kind: ``input``, ``output``, ``transient`` or ``resident``.
+    """
+
+    name: str
+    offset: int
+    nbytes: int
+    first: int
+    last: int
+    kind: str
+
+    @property
+    def in_arena(self) -> bool:
+        """Whether it lives in the arena (a transient or a resident)."""
+        return self.kind in ("transient", "resident")
+
+    @property
+    def end(self) -> int:
+        """One past its last byte: ``offset + nbytes``."""
+        return self.offset + self.nbytes
+
+    def live_at(self, step: int) -> bool:
+        """Whether it is live at ``step``."""
+        return self.first <= step <= self.last
+
+
+def _align_up(x: int, align: int) -> int:
+    return -(-x // align) * align
+
+
+@dataclasses.dataclass(frozen=True)
+class _Live:
+    """A buffer of one recording before placement."""
+
+    name: str
+    nbytes: int
+    first: int
+    last: int
+    kind: str
+
+
+class ArenaPlan:
+    """The arena of one graph: every buffer of every version, placed.
+
+    ``add(recording)`` places one version: its new residents at the top of
+    the arena, then its transients best-fit below, around and above the
+    residents (several orderings are tried and the tightest kept, so the
+    plan is deterministic). Earlier versions keep their offsets: the arena
+    only grows. Methods taking a ``version`` default to the last added; an
+    unknown one raises KeyError, and none planned yet ValueError.
+
+    Args:
+        align: The alignment of every arena offset, in bytes (at least 64).
+
+    Attributes:
+        align: The alignment of every arena offset, in bytes.
+        versions: Each version's buffers by name, in the order added.
+        residents: Each resident (weight or state) by buffer name, with the
+            offset and size it keeps in every version (its ``first`` and
+            ``last`` are 0 here; each version's copy spans that version).
+
+    Raises:
+        ValueError: ``align`` is not a power of two of at least 64.
+    """
+
+    def __init__(self, align: int = ALIGN) -> None:
+        if (
+            isinstance(align, bool)
+            or not isinstance(align, int)
+            or align < ALIGN
+            or align & (align - 1)
+        ):
+            raise ValueError(
+                f"ArenaPlan align={align!r} must be a power of two of at least "
+                f"{ALIGN} bytes; give align={ALIGN} or a larger power of two"
+            )
+        self.align = align
+        self.versions: dict[str, dict[str, Placed]] = {}
+        self.residents: dict[str, Placed] = {}
+        self._size = 0
+        self._latest: str | None = None
+
+    # -- planning ----------------------------------------------------------------
+
+    def add(
+        self, recording: Recording, version: str | None = None
+    ) -> dict[str, Placed]:
+        """Place one version's buffers and return them by name.
+
+        Planning a version key already planned returns its placement
+        unchanged (the recording is not looked at again).
+
+        Args:
+            recording: The version's recording.
+            version: Its key; by default the recording's name and its input
+                shapes (see :func:`version_key`).
+
+        Returns:
+            Every buffer of the version by name: inputs, outputs, transients
+            and the residents it names, each a :class:`Placed`.
+
+        Raises:
+            ValueError: The recording names a resident already placed at
+                another size (nothing is placed then).
+        """
+        key = version if version is not None else version_key(recording)
+        if key in self.versions:
+            self._latest = key
+            return self.versions[key]
+        live = liveness(recording)
+        top = self._size
+        new_residents: dict[str, Placed] = {}
+        placed: dict[str, Placed] = {}
+        for b in live:
+            if b.kind != "resident":
+                continue
+            known = self.residents.get(b.name)
+            if known is not None and known.nbytes != b.nbytes:
+                raise ValueError(
+                    f"ArenaPlan: version {key!r} names resident {b.name!r} at "
+                    f"{b.nbytes} bytes, but an earlier version placed it at "
+                    f"{known.nbytes} bytes; a weight or state keeps one size in "
+                    f"every version of a graph: hold tensors of another size "
+                    f"under another name, or plan that graph with its own ArenaPlan"
+                )
+            if known is None:
+                offset = _align_up(top, self.align)
+                known = Placed(b.name, offset, b.nbytes, 0, 0, "resident")
+                new_residents[b.name] = known
+                top = known.end
+            placed[b.name] = dataclasses.replace(known, first=b.first, last=b.last)
+        blocked = [
+            (r.offset, r.end)
+            for r in (*self.residents.values(), *new_residents.values())
+        ]
+        transients = [b for b in live if b.kind == "transient"]
+        offsets = self._place(transients, blocked, top)
+        for b in live:
+            if b.kind == "transient":
+                placed[b.name] = Placed(
+                    b.name, offsets[b.name], b.nbytes, b.first, b.last, b.kind
+                )
+            elif b.kind != "resident":
+                placed[b.name] = Placed(b.name, 0, b.nbytes, b.first, b.last, b.kind)
+        self.residents.update(new_residents)
+        self.versions[key] = placed
+        self._latest = key
+        ends = [p.end for p in placed.values() if p.in_arena]
+        self._size = max([self._size, top, *ends])
+        return placed
+
+    def _place(
+        self,
+        transients: Sequence[_Live],
+        blocked: Sequence[tuple[int, int]],
+        floor: int,
+    ) -> dict[str, int]:
+        """Offsets for one version's transients: the tightest of a few tries.
+
+        ``blocked`` are byte ranges live at every step (the residents);
+        ``floor`` is the arena's size with this version's residents. Each try
+        places the buffers one by one in some order (largest first; by first
+        step; by bytes times steps; longest lived; last to die), each in the
+        smallest gap left by the buffers it is live with. One kind of try puts a buffer at the low
+        end of its gap; the other keeps to a limit (the lowest top that holds
+        the lower bound) and puts it against the side whose neighbour lives
+        longer (the limit and residents live forever), so free bytes stay in
+        one piece as buffers die: on a chain that alternates buffers between
+        the bottom and the limit, which meets the lower bound. The try that
+        grows the arena least, then covers the fewest bytes, wins; ties go to
+        the earlier try, so planning is deterministic.
+        """
+        if not transients:
+            return {}
+        need = _lower_bound(transients, self.align)
+        limit = _limit(blocked, need, self.align)
+        orders: list[Callable[[_Live], tuple]] = [
+            lambda b: (-b.nbytes, b.first, b.name),
+            lambda b: (b.first, -b.nbytes, b.name),
+            lambda b: (-(b.last - b.first + 1) * b.nbytes, b.first, b.name),
+            lambda b: (-(b.last - b.first), -b.nbytes, b.first, b.name),
+            lambda b: (-b.last, -b.nbytes, b.name),
+            lambda b: (b.first, -b.last, -b.nbytes, b.name),
+        ]
+        best: tuple[tuple[int, int], dict[str, int]] | None = None
+        for order in orders:
+            ranked = sorted(transients, key=order)
+            for bound in (None, limit):
+                offsets = self._fill(ranked, blocked, bound)
+                spans = [
+                    (offsets[b.name], offsets[b.name] + _align_up(b.nbytes, self.align))
+                    for b in transients
+                ]
+                top = max(offsets[b.name] + b.nbytes for b in transients)
+                score = (max(top, floor), _union(spans))
+                if best is None or score < best[0]:
+                    best = (score, offsets)
+        assert best is not None
+        return best[1]
+
+    def _fill(
+        self,
+        ranked: Sequence[_Live],
+        blocked: Sequence[tuple[int, int]],
+        limit: int | None,
+    ) -> dict[str, int]:
+        """Place ``ranked`` in order, each in the smallest gap that holds it."""
+        walls = [(lo, hi, _FOREVER) for lo, hi in blocked if hi > lo]
+        done: list[tuple[_Live, int]] = []
+        offsets: dict[str, int] = {}
+        for b in ranked:
+            taken = list(walls)
+            taken += [
+                (o, o + p.nbytes, p.last)
+                for p, o in done
+                if p.first <= b.last and b.first <= p.last and p.nbytes
+            ]
+            offset = None
+            if limit is not None:
+                offset = self._fit(b.nbytes, taken, limit)
+            if offset is None:
+                offset = self._fit(b.nbytes, taken, None)
+            assert offset is not None
+            offsets[b.name] = offset
+            done.append((b, offset))
+        return offsets
+
+    def _fit(
+        self, nbytes: int, taken: list[tuple[int, int, int]], limit: int | None
+    ) -> int | None:
+        """The aligned offset for ``nbytes`` in the smallest gap of ``taken``.
+
+        ``taken`` holds ``(start, end, last step)`` of each conflicting range.
+        With no ``limit``: the low end of the smallest gap, else the lowest
+        aligned offset above them all. With a ``limit``: only gaps below it,
+        against the side whose neighbour lives longer; None if none holds it.
+        """
+        gaps: list[tuple[int, int, int, int]] = []  # lo, hi, life below, above
+        cursor, below = 0, _FOREVER
+        for start, end, last in sorted(taken):
+            if start > cursor:
+                gaps.append((cursor, start, below, last))
+            if end > cursor:
+                cursor, below = end, last
+            elif end == cursor:
+                below = max(below, last)
+        if limit is not None:
+            gaps = [
+                (lo, min(hi, limit), b, a if hi <= limit else _FOREVER)
+                for lo, hi, b, a in gaps
+                if lo < limit
+            ]
+            if cursor < limit:
+                gaps.append((cursor, limit, below, _FOREVER))
+        best: tuple[int, int, int, int, int] | None = None
+        for lo, hi, life_below, life_above in gaps:
+            at = _align_up(lo, self.align)
+            room = hi - at
+            if room >= nbytes and (best is None or room < best[0]):
+                best = (room, at, hi, life_below, life_above)
+        if best is None:
+            return None if limit is not None else _align_up(cursor, self.align)
+        _, at, hi, life_below, life_above = best
+        if limit is not None and life_above > life_below:
+            return (hi - nbytes) // self.align * self.align
+        return at
+
+    # -- what it holds -------------------------------------------------------------
+
+    @property
+    def buffers(self) -> dict[str, Placed]:
+        """The buffers of the version added (or re-added) last; empty if none."""
+        if self._latest is None:
+            return {}
+        return self.versions[self._latest]
+
+    @property
+    def size(self) -> int:
+        """The arena's bytes: the highest end of any arena buffer of any version.
+
+        It never shrinks as versions are added.
+        """
+        return self._size
+
+    @property
+    def resident_bytes(self) -> int:
+        """The bytes every resident holds, summed."""
+        return sum(r.nbytes for r in self.residents.values())
+
+    def _version(self, version: str | None) -> str:
+        if version is None:
+            if self._latest is None:
+                raise ValueError(
+                    "ArenaPlan holds no version yet; plan one with add(recording)"
+                )
+            return self._latest
+        if version not in self.versions:
+            raise KeyError(
+                f"ArenaPlan has no version {version!r}; it has "
+                f"{sorted(self.versions)}: plan it with add(recording)"
+            )
+        return version
+
+    def _transients(self, version: str | None) -> list[Placed]:
+        return [
+            p
+            for p in self.versions[self._version(version)].values()
+            if p.kind == "transient"
+        ]
+
+    def transient_bytes(self, version: str | None = None) -> int:
+        """The bytes a version's transients cover in the arena.
+
+        Each transient covers its aligned footprint ``[offset, offset +
+        nbytes rounded up to align)``; this is the measure of the union of
+        those ranges (the bytes of the maximal covered intervals), so gaps
+        left for residents are not counted. Counting footprints rather than
+        bare ``nbytes`` makes it at least :meth:`lower_bound_of` for any
+        valid placement.
+
+        Args:
+            version: The version; by default the last added.
+        """
+        return _union(
+            (p.offset, p.offset + _align_up(p.nbytes, self.align))
+            for p in self._transients(version)
+        )
+
+    def no_reuse_bytes(self, version: str | None = None) -> int:
+        """The bytes a version's transients would take with no reuse.
+
+        Each transient's ``nbytes`` rounded up to the alignment, summed:
+        compare with :meth:`transient_bytes` to see what planning saves.
+
+        Args:
+            version: The version; by default the last added.
+        """
+        return sum(_align_up(p.nbytes, self.align) for p in self._transients(version))
+
+    def lower_bound_of(self, version: str | None = None) -> int:
+        """The most transient bytes live at any step of one version.
+
+        Each transient counts its ``nbytes`` rounded up to the alignment:
+        no placement of the version's transients covers fewer bytes.
+
+        Args:
+            version: The version; by default the last added.
+        """
+        return _lower_bound(self._transients(version), self.align)
+
+    @property
+    def lower_bound(self) -> int:
+        """The most transient bytes live at any step of any version."""
+        return max((self.lower_bound_of(v) for v in self.versions), default=0)
+
+    # -- checking --------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise if any invariant of the plan is broken.
+
+        Invariants: every arena offset is aligned and every buffer has a
+        non-negative size and a step range with ``first <= last``; inputs
+        and outputs sit at offset 0 of their own buffers; each version names
+        each resident at the offset and size it was placed at; no two arena
+        buffers live at one step of one version share a byte (residents are
+        live at every step of every version); the size covers every buffer.
+
+        Raises:
+            ArenaInvariantError: Naming the broken invariant, the buffers,
+                their steps and byte ranges.
+        """
+        fix = "plan with ArenaPlan.add rather than editing offsets"
+        everywhere: list[tuple[str | None, Placed]] = [
+            (None, r) for r in self.residents.values()
+        ]
+        for version, placed in self.versions.items():
+            for name, p in placed.items():
+                where = f"version {version!r}: {p.kind} {name!r}"
+                if p.kind not in KINDS:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} has kind {p.kind!r}, not one of {KINDS}"
+                    )
+                if p.name != name:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} is filed under {name!r} but named "
+                        f"{p.name!r}; {fix}"
+                    )
+                if p.nbytes < 0 or p.first > p.last or p.first < 0:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} has {p.nbytes} bytes over steps "
+                        f"{p.first}..{p.last}; {fix}"
+                    )
+                if p.in_arena and p.offset % self.align:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} sits at offset {p.offset}, not a "
+                        f"multiple of {self.align}; {fix}"
+                    )
+                if not p.in_arena and p.offset != 0:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} has a device buffer of its own but "
+                        f"offset {p.offset}, not 0; {fix}"
+                    )
+                if p.in_arena and p.end > self._size:
+                    raise ArenaInvariantError(
+                        f"ArenaPlan {where} ends at byte {p.end}, past the arena's "
+                        f"{self._size}; {fix}"
+                    )
+                if p.kind == "resident":
+                    r = self.residents.get(name)
+                    if r is None:
+                        raise ArenaInvariantError(
+                            f"ArenaPlan {where} is not among the plan's residents; "
+                            f"{fix}"
+                        )
+                    if (r.offset, r.nbytes) != (p.offset, p.nbytes):
+                        raise ArenaInvariantError(
+                            f"ArenaPlan resident {name!r} is at bytes "
+                            f"[{p.offset}, {p.end}) in version {version!r} but "
+                            f"[{r.offset}, {r.end}) where it was placed; a "
+                            f"resident keeps one offset and size in every "
+                            f"version: {fix}"
+                        )
+        for name, r in self.residents.items():
+            if r.offset % self.align or r.end > self._size or r.nbytes < 0:
+                raise ArenaInvariantError(
+                    f"ArenaPlan resident {name!r} at bytes [{r.offset}, {r.end}) "
+                    f"is misaligned (align {self.align}) or past the arena's "
+                    f"{self._size}; {fix}"
+                )
+        _disjoint(everywhere, None)
+        for version, placed in self.versions.items():
+            own = [(version, p) for p in placed.values() if p.kind == "transient"]
+            _disjoint([*everywhere, *own], version)
+
+    # -- explaining --------------------------------------------------------------------
+
+    def report(self, version: str | None = None) -> str:
+        """A table of one version's buffers, then the arena's size and bounds.
+
+        Args:
+            version: The version; by default the last added.
+        """
+        key = self._version(version)
+        placed = self.versions[key]
+        order = {k: i for i, k in enumerate(KINDS)}
+        rows = [("name", "kind", "offset", "nbytes", "steps")]
+        for p in sorted(
+            placed.values(), key=lambda p: (order[p.kind], p.offset, p.first, p.name)
+        ):
+            offset = str(p.offset) if p.in_arena else "own"
+            rows.append((p.name, p.kind, offset, str(p.nbytes), f"{p.first}..{p.last}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        lines = [f"Arena of {key}"]
+        for r in rows:
+            cells = [
+                r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i])
+                for i in range(5)
+            ]
+            lines.append("  " + "  ".join(cells).rstrip())
+        used = self.transient_bytes(key)
+        bound = self.lower_bound_of(key)
+        ratio = f"{used / bound:.3f}" if bound else "-"
+        lines.append(
+            f"  arena {self.size} bytes: residents {self.resident_bytes}, "
+            f"transients {used} (lower bound {bound}, ratio {ratio}; "
+            f"{self.no_reuse_bytes(key)} with no reuse)"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ArenaPlan {len(self.versions)} versions, {len(self.residents)} "
+            f"residents, {self.size} bytes>"
+        )
+
+
+_FOREVER = 1 << 62  # the last step of what never dies: residents, the limit
+
+
+def _lower_bound(transients: Iterable[_Live | Placed], align: int) -> int:
+    """The most aligned bytes of ``transients`` live at any one step."""
+    events: dict[int, int] = {}
+    for b in transients:
+        size = _align_up(b.nbytes, align)
+        events[b.first] = events.get(b.first, 0) + size
+        events[b.last + 1] = events.get(b.last + 1, 0) - size
+    best = running = 0
+    for step in sorted(events):
+        running += events[step]
+        best = max(best, running)
+    return best
+
+
+def _limit(blocked: Iterable[tuple[int, int]], need: int, align: int) -> int:
+    """The top of the lowest aligned free stretch of ``need`` bytes between ``blocked``."""
+    cursor = 0
+    for start, end in sorted(blocked):
+        if end <= start:
+            continue
+        at = _align_up(cursor, align)
+        if start - at >= need:
+            return at + need
+        if end > cursor:
+            cursor = end
+    return _align_up(cursor, align) + need
+
+
+def _union(ranges: Iterable[tuple[int, int]]) -> int:
+    """The measure of a union of half-open byte ranges."""
+    total = 0
+    cursor = None
+    for start, end in sorted(ranges):
+        if end <= start:
+            continue
+        if cursor is None or start > cursor:
+            total += end - start
+            cursor = end
+        elif end > cursor:
+            total += end - cursor
+            cursor = end
+    return total
+
+
+def _disjoint(items: Sequence[tuple[str | None, Placed]], version: str | None) -> None:
+    """Raise if two of ``items`` (version, buffer) are live together and overlap.
+
+    A version of None marks a resident, live at every step of every version.
+    """
+    ordered = sorted(items, key=lambda vp: (vp[1].offset, vp[1].end, vp[1].name))
+    for i, (va, a) in enumerate(ordered):
+        if a.nbytes == 0:
+            continue
+        for vb, b in ordered[i + 1 :]:
+            if b.offset >= a.end:
+                break
+            if b.nbytes == 0:
+                continue
+            if va is None and vb is None:
+                steps = "at every step"
+            elif va is None or vb is None:
+                t = b if va is None else a
+                steps = f"at steps {t.first}..{t.last}"
+            elif va != vb:
+                continue
+            else:
+                lo, hi = max(a.first, b.first), min(a.last, b.last)
+                if lo > hi:
+                    continue
+                steps = f"at steps {lo}..{hi}"
+            where = f"of version {version!r} " if version is not None else ""
+            raise ArenaInvariantError(
+                f"ArenaPlan: {a.kind} {a.name!r} (bytes [{a.offset}, {a.end}), "
+                f"steps {a.first}..{a.last}) and {b.kind} {b.name!r} (bytes "
+                f"[{b.offset}, {b.end}), steps {b.first}..{b.last}) {where}are "
+                f"live together {steps} and share bytes "
+                f"[{max(a.offset, b.offset)}, {min(a.end, b.end)}); plan with "
+                f"ArenaPlan.add rather than editing offsets"
+            )
+
+
+# -- liveness ------------------------------------------------------------------------
+
+
+def version_key(recording: Recording) -> str:
+    """A version's default key: the graph's name and its input shapes.
+
+    ``Chain(x=64 bf16)``; a 2-D input reads ``x=8x64 bf16``.
+    """
+    shapes = ", ".join(
+        f"{h.name}={'x'.join(str(s) for s in h.shape) or '()'} {dtype_name(h.dtype)}"
+        for h in recording.inputs
+    )
+    return f"{recording.name}({shapes})"
+
+
+def _buffers_of(h: Handle) -> list[Handle]:
+    """``h`` and the ids handle a gather by device-made ids reads with it."""
+    found = [h]
+    if isinstance(h.layout, Gather) and isinstance(h.layout.ids, Handle):
+        found.extend(_buffers_of(h.layout.ids))
+    return found
+
+
+def liveness(recording: Recording) -> list[_Live]:
+    """Every buffer of a recording with its kind and the steps it is live over.
+
+    A buffer is live from the first step that reads or writes any handle of
+    it to the last (a gather's ids count as read with it). A host step run
+    after ``after`` device steps sits between steps ``after - 1`` and
+    ``after``; the buffers it touches are taken as touched at both (clamped
+    to the recording), so neither neighbour reuses their bytes. Inputs are
+    live from step 0; outputs (transients returned or carried) to the last
+    step; residents at every step; a buffer no step touches, over the whole
+    recording.
+    """
+    n = len(recording.steps)
+    end = max(n - 1, 0)
+    touched: dict[str, list[int]] = {}
+    buffers = dict(recording.buffers)
+
+    def touch(h: Handle | None, *steps: int) -> None:
+        if h is None:
+            return
+        for one in _buffers_of(h):
+            buffers.setdefault(one.name, one.buffer)
+            span = touched.setdefault(one.name, [steps[0], steps[0]])
+            span[0] = min(span[0], *steps)
+            span[1] = max(span[1], *steps)
+
+    for step in recording.steps:
+        for h in (*step.inputs, *step.outputs):
+            touch(h, step.index)
+    for host in recording.host:
+        around = sorted({min(max(s, 0), end) for s in (host.after - 1, host.after)})
+        for h in (*host.reads, *host.writes):
+            touch(h, *around)
+    returned: set[str] = set()
+    for h in (*recording.outputs, *recording.carry.values()):
+        if isinstance(h, Handle):
+            for one in _buffers_of(h):
+                buffers.setdefault(one.name, one.buffer)
+                returned.add(one.name)
+    found = []
+    for name, buffer in buffers.items():
+        first, last = touched.get(name, (0, end))
+        role = buffer.role
+        if role in ("weight", "state"):
+            kind, first, last = "resident", 0, end
+        elif role == "input":
+            kind, first = "input", 0
+        elif role == "output" or name in returned:
+            kind, last = "output", end
+        else:
+            kind = "transient"
+        found.append(_Live(name, buffer.nbytes, first, last, kind))
+    return found
+
+
+# -- drawing -------------------------------------------------------------------------
+
+_TRANSIENT_COLOURS = ("#4c78a8", "#72b7b2", "#5fa2ce", "#3a6d9a", "#9ecae9", "#2f8fa8")
+_RESIDENT_COLOURS = ("#f58518", "#e45756", "#ff9d76", "#d6604d")
+
+
+def arena_svg(
+    arena: ArenaPlan,
+    version: str | None = None,
+    *,
+    width: int = 720,
+    height: int = 360,
+) -> str:
+    """Draw one version's arena as buffers over (step, byte offset), as SVG text.
+
+    Each arena buffer is a rectangle over steps ``[first, last + 1)`` and
+    bytes ``[offset, end)`` (offset 0 at the bottom); transients in blues,
+    residents in oranges, each named in a ``<title>`` tooltip and, where it
+    fits, a label. The output is deterministic.
+
+    Args:
+        arena: The plan.
+        version: The version; by default the last added.
+        width: The picture's width in pixels.
+        height: The picture's height in pixels.
+
+    Returns:
+        A standalone SVG document.
+    """
+    key = arena._version(version)
+    placed = [p for p in arena.versions[key].values() if p.in_arena]
+    placed.sort(key=lambda p: (p.kind != "resident", p.offset, p.first, p.name))
+    steps = max((p.last + 1 for p in placed), default=1)
+    size = max(arena.size, 1)
+    left, right, top, bottom = 72.0, 16.0, 40.0, 40.0
+    plot_w = max(width - left - right, 1.0)
+    plot_h = max(height - top - bottom, 1.0)
+    xs, ys = plot_w / steps, plot_h / size
+
+    def num(x: float) -> str:
+        return f"{x:.2f}".rstrip("0").rstrip(".")
+
+    title = (
+        f"{key}: arena {arena.size} B, lower bound {arena.lower_bound_of(key)} B, "
+        f"transients {arena.transient_bytes(key)} B"
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="10">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{num(width / 2)}" y="16" text-anchor="middle" '
+        f'font-size="12">{escape(title)}</text>',
+        f'<rect x="{num(left)}" y="{num(top)}" width="{num(plot_w)}" '
+        f'height="{num(plot_h)}" fill="none" stroke="#888"/>',
+    ]
+    colours = {"transient": 0, "resident": 0}
+    for p in placed:
+        family = _RESIDENT_COLOURS if p.kind == "resident" else _TRANSIENT_COLOURS
+        fill = family[colours[p.kind] % len(family)]
+        colours[p.kind] += 1
+        x = left + p.first * xs
+        w = (p.last + 1 - p.first) * xs
+        y = top + plot_h - p.end * ys
+        h = max(p.nbytes * ys, 0.5)
+        tip = (
+            f"{p.name} ({p.kind}): bytes [{p.offset}, {p.end}), "
+            f"steps {p.first}..{p.last}"
+        )
+        out.append(
+            f'<rect x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}" '
+            f'fill="{fill}" stroke="white" stroke-width="0.5">'
+            f"<title>{escape(tip)}</title></rect>"
+        )
+        if w >= 6.5 * len(p.name) + 4 and h >= 12:
+            out.append(
+                f'<text x="{num(x + w / 2)}" y="{num(y + h / 2 + 3.5)}" '
+                f'text-anchor="middle" fill="white">{escape(p.name)}</text>'
+            )
+    for s in _ticks(steps):
+        x = left + (s + 0.5) * xs
+        out.append(
+            f'<text x="{num(x)}" y="{num(top + plot_h + 14)}" '
+            f'text-anchor="middle">{s}</text>'
+        )
+    for b in (0, arena.size):
+        y = top + plot_h - b * ys
+        out.append(
+            f'<text x="{num(left - 4)}" y="{num(y + 3.5)}" text-anchor="end">{b}</text>'
+        )
+    out.append(
+        f'<text x="{num(left + plot_w / 2)}" y="{num(height - 6)}" '
+        f'text-anchor="middle">step</text>'
+    )
+    out.append(
+        f'<text x="14" y="{num(top + plot_h / 2)}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {num(top + plot_h / 2)})">byte offset</text>'
+    )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _ticks(steps: int) -> list[int]:
+    """At most about ten evenly spaced step numbers, 0 and the last included."""
+    every = max(1, -(-steps // 10))
+    ticks = list(range(0, steps, every))
+    if steps - 1 not in ticks:
+        ticks.append(steps - 1)
+    return ticks

@@ -1,0 +1,205 @@
+"""Planning: the pure, deterministic half of ``compile``.
+
+Given a device and a :class:`~iron.core.recording.Recording`, :func:`plan`
+decides how the graph is packaged (one full ELF, or one xclbin per step), how
+its steps split into commands around host steps, which per-call words the
+image reads, and where every buffer lives in device memory (through the
+graph's shared :class:`~iron.core.arena.ArenaPlan`). No runtime, no toolchain:
+a :class:`Plan` is data a runtime builds from, and :meth:`Plan.report`
+explains every choice in words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from iron.core.arena import ArenaPlan, Placed, version_key
+from iron.core.device import Device, as_device
+from iron.core.percall import evaluate
+from iron.core.recording import Recording, Step
+from iron.core.words import Word, words_of
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclasses.dataclass(eq=False)
+class Plan:
+    """How one version of a graph is packaged, laid out and fed per call.
+
+    Attributes:
+        device: The device planned for.
+        name: The recording's (graph's) name.
+        version: This version's key in the arena.
+        full_elf: One full ELF for the whole version, else an xclbin per step.
+        reasons: Why the version is dispatched per step (empty for a full ELF).
+        commands: The device steps between host steps, as runs of step indices.
+        words: The scratchpad words the image reads each call.
+        arena: The graph's arena plan, shared by all its versions.
+        buffers: This version's buffers: offset, size, liveness and kind.
+    """
+
+    device: Device
+    name: str
+    version: str
+    full_elf: bool
+    reasons: tuple[str, ...]
+    commands: list[tuple[int, ...]]
+    words: list[Word]
+    arena: ArenaPlan
+    buffers: dict[str, Placed]
+
+    @property
+    def loops(self) -> bool:
+        """Whether the version can run asynchronously and loop on the device.
+
+        Only a full ELF with no host step between its commands can.
+        """
+        return self.full_elf and len(self.commands) <= 1
+
+    def idle(self, steps: Iterable[Step], values: Mapping[str, int]) -> frozenset[int]:
+        """The steps that do no work this call: a per-call bound of zero rows.
+
+        A runtime skips them.
+        """
+        idle = set()
+        for step in steps:
+            for h in (*step.inputs, *step.outputs):
+                if h is None:
+                    continue
+                if any(evaluate(b, values) <= 0 for b in h.valid.values()):
+                    idle.add(step.index)
+                    break
+        return frozenset(idle)
+
+    def report(self, name: str | None = None) -> str:
+        """Explain every choice of this plan in words."""
+        title = name or self.name
+        dev = self.device
+        lines = [f"{title} on {dev.name}: version {self.version}"]
+        if self.full_elf:
+            lines.append(
+                f"  packaging: one full ELF ({dev.name} runs a whole version as one "
+                f"image, so intermediates never leave the device between steps)"
+            )
+        else:
+            lines.append(
+                "  packaging: one xclbin per step, because "
+                + "; ".join(self.reasons)
+            )
+        steps = sum(len(c) for c in self.commands)
+        if len(self.commands) > 1:
+            lines.append(
+                f"  commands: {len(self.commands)} runs of device steps split by "
+                f"host steps ({', '.join(_span(c) for c in self.commands)}); the "
+                f"version cannot loop on the device"
+            )
+        else:
+            lines.append(f"  commands: one run of {steps} device steps")
+        if self.words:
+            lines.append(
+                f"  per-call words: {len(self.words)} of {dev.scratchpad_words} "
+                f"scratchpad words"
+            )
+            for w in self.words:
+                lines.append(f"    {w.symbol} = {w.expr}  ({'; '.join(w.uses)})")
+        else:
+            lines.append("  per-call words: none (nothing varies per call)")
+        transient = self.arena.transient_bytes(self.version)
+        bound = self.arena.lower_bound_of(self.version)
+        ratio = transient / bound if bound else 1.0
+        lines.append(
+            f"  arena: {self.arena.size} bytes shared by the graph's versions; "
+            f"{self.arena.resident_bytes} bytes of residents placed once; this "
+            f"version's transients span {transient} bytes against a lower bound of "
+            f"{bound} ({ratio:.3f}x; {self.arena.no_reuse_bytes(self.version)} "
+            f"bytes without reuse)"
+        )
+        width = max((len(n) for n in self.buffers), default=4)
+        for placed in sorted(
+            self.buffers.values(), key=lambda p: (_KIND_ORDER[p.kind], p.offset, p.name)
+        ):
+            where = (
+                f"@{placed.offset:>10}" if placed.in_arena else "  own buffer"
+            )
+            lines.append(
+                f"    {placed.name.ljust(width)}  {placed.kind:<9} {where}  "
+                f"{placed.nbytes:>10} B  steps {placed.first}..{placed.last}"
+            )
+        return "\n".join(lines)
+
+
+_KIND_ORDER = {"input": 0, "output": 1, "resident": 2, "transient": 3}
+
+
+def _span(command: tuple[int, ...]) -> str:
+    if not command:
+        return "none"
+    return f"steps {command[0]}..{command[-1]}" if len(command) > 1 else f"step {command[0]}"
+
+
+def _commands(recording: Recording) -> list[tuple[int, ...]]:
+    """Runs of device step indices, split where a host step runs."""
+    cuts = sorted({h.after for h in recording.host})
+    commands: list[tuple[int, ...]] = []
+    start = 0
+    for cut in [*cuts, len(recording.steps)]:
+        run = tuple(range(start, min(cut, len(recording.steps))))
+        if run:
+            commands.append(run)
+        start = max(start, cut)
+    return commands
+
+
+def plan(
+    dev: Device | str,
+    recording: Recording,
+    full_elf: bool | None = None,
+    check: bool = False,
+    *,
+    arena: ArenaPlan | None = None,
+) -> Plan:
+    """Plan one version of a graph for ``dev``.
+
+    Args:
+        dev: The device (or its name).
+        recording: The version's recording.
+        full_elf: One full ELF (True), one xclbin per step (False), or
+            derived from the device and ``check`` (None).
+        check: Dispatch each step alone, so each can be judged on its own.
+        arena: The graph's arena plan from an earlier version, to share.
+
+    Raises:
+        ValueError: ``full_elf=True`` where something forces per-step
+            images (listing every reason), or the version does not fit the
+            arena (a resident at another size).
+    """
+    device = as_device(dev)
+    reasons = []
+    if not device.full_elf:
+        reasons.append(f"{device.name} has no full ELF")
+    if check:
+        reasons.append("check=True dispatches each step on its own")
+    if full_elf is True and reasons:
+        raise ValueError(
+            f"{recording.name}: full_elf=True cannot be planned on {device.name}: "
+            + "; ".join(reasons)
+        )
+    if full_elf is False and not reasons:
+        reasons.append("full_elf=False was asked")
+    full = not reasons
+    words = words_of(recording, device, share=full)
+    shared = arena if arena is not None else ArenaPlan()
+    version = version_key(recording)
+    buffers = shared.add(recording, version)
+    return Plan(
+        device=device,
+        name=recording.name,
+        version=version,
+        full_elf=full,
+        reasons=tuple(reasons),
+        commands=_commands(recording),
+        words=words,
+        arena=shared,
+        buffers=buffers,
+    )
