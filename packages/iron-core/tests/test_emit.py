@@ -355,7 +355,9 @@ def test_target_parameter_not_carried_cannot_be_known():
 
 def test_next_value_reading_a_non_carried_value_cannot_be_known():
     site = EmitSite(("position",))
-    with pytest.raises(NotCarriedError, match="carried position = n \\+ position reads n"):
+    with pytest.raises(
+        NotCarriedError, match="carried position = n \\+ position reads n"
+    ):
         compose(site, {"position": PerCall("position") + PerCall("n")}, [])
 
 
@@ -432,9 +434,11 @@ def test_emit_reproduces_the_host_evaluation_of_a_decode_loop():
     program = compose(site, rec.carry, words, [v.name for v in rec.reads])
     for position, token, sampled in [(0, 0, 5), (7, 3, 31), (14, 31, 0)]:
         values = {"position": position, "token": token}
-        nxt = evaluate_carry(rec.carry, values, lambda h: np.asarray([sampled]))
+        token_buffer = np.asarray([sampled], dtype=np.int32)
+        nxt = evaluate_carry(rec.carry, values, lambda h, b=token_buffer: b)
         got_words, got_carried = run(
-            program, {"position": position, "token": token, "token.made": sampled},
+            program,
+            {"position": position, "token": token, "token.made": sampled},
             site=site,
         )
         assert got_carried.tolist() == [nxt["position"], nxt["token"]]

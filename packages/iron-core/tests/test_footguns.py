@@ -130,6 +130,20 @@ def test_python_control_flow_on_a_constructor_argument_is_decided_once():
     np.testing.assert_array_equal(graph.reference(x), scale(x, 2.0))
 
 
+def test_the_reference_records_at_the_dtype_of_the_arrays_given():
+    """A float32 (or a list's float64) array is a float32 input, not a bf16 one.
+
+    The reference does not cast to what a step takes: it records the graph
+    for the arrays given, so a step taking bf16 refuses the input by name.
+    """
+    graph = Scaled()
+    with pytest.raises(TypeError, match=r"Scale\.x takes bfloat16, got x\[8\] f32"):
+        graph.reference(np.zeros(8, np.float32))
+    with pytest.raises(TypeError, match=r"Scale\.x takes bfloat16, got x\[8\] float64"):
+        graph.reference([0.0] * 8)
+    graph.reference(np.zeros(8, bfloat16))
+
+
 # -- body runs once per shape ----------------------------------------------------------
 
 

@@ -178,6 +178,20 @@ def test_a_graph_without_a_body_says_so():
         NoBody().record()
 
 
+@pytest.mark.parametrize("default", [True, 1.5, "2", None])
+def test_a_per_call_default_is_an_int(default):
+    class Defaulted(iron.Graph):
+        def body(self, x, *, n: iron.Scratchpad[int] = default):
+            return x
+
+    with pytest.raises(TypeError) as info:
+        Defaulted().record(x=(8,))
+    assert str(info.value) == (
+        f"Defaulted.body: per-call n defaults to {default!r}; a per-call value's "
+        f"default is an int"
+    )
+
+
 def test_per_call_defaults_are_used_when_not_given():
     graph = Head()
     assert graph.record(x=(8,)).defaults == {"n": 4}
@@ -260,7 +274,9 @@ def test_missing_and_unknown_shapes_are_named_together():
 def test_an_unknown_shape_alone_raises():
     with pytest.raises(TypeError) as info:
         ScaleThenMul().record(x=(16,), y=(16,), z=(16,))
-    assert str(info.value) == "ScaleThenMul: shapes for [] missing; ['z'] are not inputs"
+    assert (
+        str(info.value) == "ScaleThenMul: shapes for [] missing; ['z'] are not inputs"
+    )
 
 
 def test_recording_without_a_device_names_the_three_ways(monkeypatch):
@@ -322,7 +338,9 @@ def test_two_handles_disagreeing_on_a_dimension_name_both_sources():
     with pytest.raises(DimensionConflictError) as info:
         Gemv().record(w=(4, 2048), x=(1024,))
     assert isinstance(info.value, ValueError)
-    assert str(info.value) == "MatVec: K is 2048 from w.shape[1] but 1024 from x.shape[0]"
+    assert (
+        str(info.value) == "MatVec: K is 2048 from w.shape[1] but 1024 from x.shape[0]"
+    )
 
 
 def test_a_keyword_disagreeing_with_a_handle_names_both():
@@ -415,6 +433,19 @@ def test_step_outside_a_body_says_where_it_belongs_and_how_to_run_alone():
     assert "Scale.step records a step into a Graph.body" in message
     assert "Scale(...)(arrays...)" in message
     assert "Scale(...).reference(arrays...)" in message
+
+
+def test_a_failed_record_leaves_no_body_recording():
+    class Fails(iron.Graph):
+        def body(self, x):
+            Scale.step(x)
+            raise RuntimeError("body failed")
+
+    with pytest.raises(RuntimeError, match="body failed"):
+        Fails().record(x=(8,))
+    assert context.graph_recorder.get() is None
+    with pytest.raises(StepOutsideBodyError):
+        Scale.step(bf16(8))
 
 
 def test_body_must_return_handles_then_a_carry():
@@ -903,11 +934,24 @@ def test_once_a_version_exists_an_uncompiled_shape_raises(backend):
     graph.compile(x=(16,), y=(16,))
     with pytest.raises(ValueError) as info:
         graph(bf16(32), bf16(32))
-    message = str(info.value)
-    assert message.startswith("ScaleThenMul: no version for shapes")
-    assert "{'x': [32], 'y': [32]}" in message
-    assert "(16,)" in message
+    assert str(info.value).startswith(
+        "ScaleThenMul: no version for shapes {x: [32] bfloat16, y: [32] bfloat16}; "
+        "compiled: {x: [16] bfloat16, y: [16] bfloat16}. Compile every shape "
+        "before the first call"
+    )
     assert len(backend.compiled) == 1
+
+
+def test_an_uncompiled_dtype_names_the_dtypes(backend):
+    graph = ScaleThenMul()
+    graph.compile(x=(16,), y=(16,))
+    graph.compile(x=(8,), y=(8,))
+    with pytest.raises(ValueError) as info:
+        graph(np.zeros(16, np.float32), np.zeros(16, np.float32))
+    assert (
+        "no version for shapes {x: [16] float32, y: [16] float32}; compiled: "
+        "{x: [16] bfloat16, y: [16] bfloat16}; {x: [8] bfloat16, y: [8] bfloat16}."
+    ) in str(info.value)
 
 
 def test_a_call_checks_its_inputs_first(backend):
@@ -1001,9 +1045,7 @@ def test_the_carry_comes_last():
 
 def test_the_carry_names_exactly_the_carried_values():
     class Wrong(iron.Graph):
-        def body(
-            self, x, *, position: iron.Carried[int], n: iron.Scratchpad[int] = 1
-        ):
+        def body(self, x, *, position: iron.Carried[int], n: iron.Scratchpad[int] = 1):
             return x, iron.carry(n=n + 1)
 
     with pytest.raises(TypeError) as info:

@@ -226,7 +226,9 @@ def test_load_state_dict_takes_a_nested_tree():
     }
     graph = Model()
     graph.load_state_dict(tree)
-    np.testing.assert_array_equal(graph.layers[1].b, flat["layers.1.b"].astype(bfloat16))
+    np.testing.assert_array_equal(
+        graph.layers[1].b, flat["layers.1.b"].astype(bfloat16)
+    )
 
 
 def test_load_state_dict_under_a_path_ignores_tensors_outside_it():
@@ -470,7 +472,8 @@ def test_a_graph_may_load_from_another_graph():
     source.load_state_dict(model_tree())
     target = Model()
     target.load_state_dict(source)
-    assert target.embed is source.embed
+    assert isinstance(target.embed, _Param)
+    np.testing.assert_array_equal(target.embed, source.embed)
 
 
 # -- state() -------------------------------------------------------------------------
@@ -485,6 +488,8 @@ def test_a_state_is_zeros_on_the_host_until_written():
     assert (s.shape, s.dtype, s.name) == ((2, 3), np.dtype(np.int32), "kv")
     assert repr(s) == "State 'kv'([2, 3], int32)"
     assert repr(iron.state(8)) == "State([8], bfloat16)"
+    assert iron.state(np.int64(8)).shape == (8,)
+    assert iron.state([np.int64(2), 3]).shape == (2, 3)
 
 
 class Cache(iron.Graph):
@@ -507,7 +512,9 @@ def test_a_step_writes_a_state_at_a_per_call_position():
     rows = bf16(4, 8)
     for position in (2, 0, 3):
         out = graph.reference(rows[position], position=position)
-        np.testing.assert_array_equal(out, (2 * rows[position].astype(np.float32)).astype(bfloat16))
+        np.testing.assert_array_equal(
+            out, (2 * rows[position].astype(np.float32)).astype(bfloat16)
+        )
     expected = rows.copy()
     expected[1] = 0
     np.testing.assert_array_equal(graph.cache.host, expected)
@@ -590,6 +597,24 @@ def test_a_whole_state_is_written_and_read_across_calls():
     x = np.full(8, 2, bfloat16)
     for k in range(1, 4):
         np.testing.assert_array_equal(graph.reference(x), np.full(8, 2**k, bfloat16))
+
+
+def test_a_state_returned_as_an_output_is_a_copy():
+    class Whole(iron.Graph):
+        def __init__(self):
+            self.st = iron.state(8)
+
+        def body(self, x):
+            Copy.step(x, out=self.st)
+            return Copy.step(self.st), self.st[:]
+
+    graph, x = Whole(), bf16(8)
+    copied, state = graph.reference(x)
+    np.testing.assert_array_equal(copied, x)
+    np.testing.assert_array_equal(state, x)
+    assert not np.shares_memory(state, graph.st.host)
+    graph.reference(np.zeros(8, bfloat16))
+    np.testing.assert_array_equal(state, x)
 
 
 def test_indexing_a_state_outside_a_body_raises_type_error():

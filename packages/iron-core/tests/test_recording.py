@@ -167,7 +167,10 @@ def test_steps_hold_the_operator_and_the_handles_read_and_written():
     assert first.inputs == (x,)
     assert second.inputs == (first.outputs[0], y)
     assert recording.outputs == [second.outputs[0]]
-    assert repr(first) == "Step(0, Scale(size=16, factor=2.0, tile_size=16, num_columns=8))"
+    assert (
+        repr(first)
+        == "Step(0, Scale(size=16, factor=2.0, tile_size=16, num_columns=8))"
+    )
 
 
 def test_inputs_outputs_values_carry_and_device():
@@ -348,7 +351,9 @@ def test_on_host_writes_only_states():
             iron.on_host(show, writes=a)
             return a
 
-    with pytest.raises(ValueError, match=r"on_host writes parts of states; .* transient"):
+    with pytest.raises(
+        ValueError, match=r"on_host writes parts of states; .* transient"
+    ):
         Transient().record(x=(8,))
 
 
@@ -399,7 +404,9 @@ def test_a_gather_by_ids_a_step_made_reads_them_on_the_host():
     recording = Everything().record(x=(8,), w=(2,))
     x = np.zeros(8, bfloat16)
     x[1] = 4
-    (_, _, rows, _), carry = recording.reference({"x": x, "w": bf16(2)}, {"token": 0, "n": 2})
+    (_, _, rows, _), carry = recording.reference(
+        {"x": x, "w": bf16(2)}, {"token": 0, "n": 2}
+    )
     np.testing.assert_array_equal(rows, np.arange(8, 16).astype(bfloat16)[None])
     assert carry == {"token": 1}
 

@@ -225,5 +225,7 @@ def test_evaluate_words_range_checks_int32():
 
 def test_evaluate_words_names_a_missing_value():
     words = [Word("w0", PerCall("n").affine(), ("a",))]
-    with pytest.raises(KeyError, match="w0 = n reads n, which this call gives no value for"):
+    with pytest.raises(
+        KeyError, match="w0 = n reads n, which this call gives no value for"
+    ):
         evaluate_words(words, {})

@@ -43,6 +43,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "get_current_device": ("iron.core.device", "get_current_device"),
     "use_device": ("iron.core.device", "use_device"),
     "TensorAccessPattern": ("iron.core.tap", "TensorAccessPattern"),
+    "plan": ("iron.core.plan", "plan"),
+    "Plan": ("iron.core.plan", "Plan"),
+    "ArenaPlan": ("iron.core.arena", "ArenaPlan"),
+    "arena_svg": ("iron.core.arena", "arena_svg"),
+    "roofline": ("iron.core.cost", "roofline"),
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -63,6 +68,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from iron.core.arena import ArenaPlan, arena_svg
+    from iron.core.cost import roofline
     from iron.core.device import (
         NPU1,
         NPU2,
@@ -76,6 +83,7 @@ if TYPE_CHECKING:
     from iron.core.held import param, state, weight
     from iron.core.operator import Operator
     from iron.core.percall import Carried, Carry, Scratchpad, clamp
+    from iron.core.plan import Plan, plan
     from iron.core.precision import Precision
     from iron.core.profile import Profile
     from iron.core.recorder import carry, on_host

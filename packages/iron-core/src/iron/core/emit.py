@@ -76,9 +76,13 @@ __all__ = [
     "slots_of",
 ]
 
-MAGIC = 0x49524F4E  # "IRON"
+#: The first header word of every Emit program (``"IRON"`` in ASCII).
+MAGIC = 0x49524F4E
+#: The encoding's version, the second header word.
 VERSION = 1
+#: Header words before the first instruction.
 HEADER = 8
+#: Words per instruction: ``[op, dst, a, b, imm]``.
 WIDTH = 5
 _SHIFT_MAX = 31  # an int32 shifted right by 31 or more is its sign
 
@@ -188,13 +192,17 @@ def emit_site(recording: Recording, *, program_symbol: str = "emit") -> EmitSite
     ``cache[position]`` is proven not to overflow. A value the device makes
     (a sampled token) is taken to keep the same limits, as the next run
     reads it through the same views; :func:`run` still checks it.
+
+    Args:
+        recording: The source version's recording.
+        program_symbol: The device symbol the program is written to.
+
+    Returns:
+        The site: carried values in the recording's order, the ones a
+        handle feeds, and the ranges its limits prove.
     """
     carried = tuple(v.name for v in recording.values if v.kind is Kind.CARRIED)
-    handles = tuple(
-        n
-        for n in carried
-        if not isinstance(recording.carry.get(n), (Affine, PerCall, int))
-    )
+    handles = tuple(n for n in carried if _device_made(recording.carry.get(n)))
     ranges = {n: (0, VALUE_MAX) for n in carried}
     for limit in recording.limits:
         expr = limit.expr
@@ -292,7 +300,7 @@ class _Builder:
 
     def add(self, x: _Node, y: _Node, sign: int) -> _Node:
         if sign > 0:
-            lo, hi, text = 0, 0, f"{x.text} + {y.text}"
+            lo, hi, text = x.lo + y.lo, x.hi + y.hi, f"{x.text} + {y.text}"
             return self._new(Op.ADD, x.reg, y.reg, 0, lo, hi, text)
         lo, hi, text = x.lo - y.hi, x.hi - y.lo, f"{x.text} - {_paren(y)}"
         return self._new(Op.SUB, x.reg, y.reg, 0, lo, hi, text)
@@ -362,8 +370,15 @@ class _Builder:
         )
 
 
+def _show(x: Any) -> str:
+    if isinstance(x, (Affine, PerCall, int, np.integer)):
+        return str(x)
+    name = getattr(x, "name", None)
+    return f"a handle of {name}" if name else f"a {type(x).__name__}"
+
+
 def _device_made(nxt: Any) -> bool:
-    return not isinstance(nxt, (Affine, PerCall, int))
+    return not isinstance(nxt, (Affine, PerCall, int, np.integer))
 
 
 def _refuse(who: str, name: str) -> NotCarriedError:
@@ -421,7 +436,8 @@ def compose(
             kind = "a handle's element" if c in site.handles else "an expression"
             raise ValueError(
                 f"the Emit site takes carried {c}'s next value as {kind}, but "
-                f"carry gives {carry[c]!r}: make the site from the same recording"
+                f"carry gives {_show(carry[c])}: make the site from the same "
+                f"recording"
             )
     b = _Builder(site)
     nexts: dict[str, _Node] = {}
@@ -432,7 +448,7 @@ def compose(
     def next_of(name: str) -> _Node:
         if name not in nexts:
             nxt = carry[name]
-            b.what = f"carried {name} = {nxt!r}"
+            b.what = f"carried {name}"
             if isinstance(nxt, PerCall):
                 nxt = nxt.affine()
             if isinstance(nxt, Affine):
@@ -441,7 +457,7 @@ def compose(
                     if n not in site.carried:
                         raise _refuse(f"carried {name} = {nxt}", n)
                 nexts[name] = b.affine(nxt, current)
-            elif isinstance(nxt, int):
+            elif isinstance(nxt, (int, np.integer)):
                 nexts[name] = b.const(int(nxt))
             else:
                 nexts[name] = b.load(made(name))

@@ -77,6 +77,11 @@ def _kind(dtype: Any) -> str:
     return {"u": "i", "c": "f"}.get(kind, kind)
 
 
+def _shown(signature: tuple) -> str:
+    """A version's signature as ``{x: [2048] bfloat16, ...}``."""
+    return "{" + ", ".join(f"{n}: {list(s)} {d}" for n, s, d in signature) + "}"
+
+
 def _results(outputs: Sequence[Any], carry: Carry | None) -> Any:
     items = list(outputs) + ([carry] if carry is not None else [])
     return items[0] if len(items) == 1 else tuple(items)
@@ -167,7 +172,15 @@ class Graph:
                     )
                 values[p.name] = (kind, np.int32)
                 if p.default is not p.empty:
-                    defaults[p.name] = int(p.default)
+                    default = p.default
+                    if isinstance(default, bool) or not isinstance(
+                        default, (int, np.integer)
+                    ):
+                        raise TypeError(
+                            f"{self.name}.body: per-call {p.name} defaults to "
+                            f"{default!r}; a per-call value's default is an int"
+                        )
+                    defaults[p.name] = int(default)
                 continue
             inputs.append(p.name)
             if p.default is not p.empty:
@@ -233,8 +246,7 @@ class Graph:
             if not isinstance(p, _Unbound):
                 continue
             frozen = (
-                dataclasses.is_dataclass(parent)
-                and parent.__dataclass_params__.frozen
+                dataclasses.is_dataclass(parent) and parent.__dataclass_params__.frozen
             )
             if isinstance(parent, tuple) or frozen:
                 raise TypeError(
@@ -567,14 +579,13 @@ class Graph:
         version = self.versions.get(key)
         if version is None:
             if self.versions:
-                have = [dict((n, s) for n, s, _ in k) for k in self.versions]
-                want = {n: list(t.shape) for n, t in given.items()}
+                have = "; ".join(_shown(k) for k in self.versions)
                 raise ValueError(
-                    f"{self.name}: no version for shapes {want}; compiled: {have}. "
-                    f"Compile every shape before the first call (they share an "
-                    f"arena a later compile grows)"
+                    f"{self.name}: no version for shapes {_shown(key)}; compiled: "
+                    f"{have}. Compile every shape before the first call (they "
+                    f"share an arena a later compile grows)"
                 )
-            logger.info("%s: compiling shapes %s on first call", self.name, key)
+            logger.info("%s: compiling shapes %s on first call", self.name, _shown(key))
             version = self.compile(**{n: (t.shape, t.dtype) for n, t in given.items()})
         return version(*tensors, **values)
 

@@ -61,7 +61,7 @@ class State:
     """
 
     def __init__(self, shape: Any, dtype: Any = bfloat16, name: str | None = None):
-        if isinstance(shape, int):
+        if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)

@@ -14,7 +14,7 @@ call's value into the graph.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from numbers import Number
 from typing import Annotated, Any, TypeVar
@@ -372,9 +372,19 @@ def _evaluate_atom(atom: Atom, values: Mapping[str, int]) -> int:
     return inner
 
 
-def evaluate(expr: Affine | PerCall | int, values: Mapping[str, int]) -> int:
-    """Evaluate ``expr`` (or pass an int through) for one call's ``values``."""
+def evaluate(
+    expr: Affine | PerCall | int,
+    values: Mapping[str, int] | Callable[[Affine], int],
+) -> int:
+    """Evaluate ``expr`` (or pass an int through) for one call.
+
+    ``values`` maps each per-call value to its int; or it is a function from
+    a whole expression to its value, as a device that reads each expression
+    from a scratchpad word evaluates it.
+    """
     if isinstance(expr, _Expr):
+        if callable(values) and not isinstance(values, Mapping):
+            return int(values(expr.affine()))
         return expr.affine().evaluate(values)
     return int(expr)
 

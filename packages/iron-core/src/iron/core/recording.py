@@ -193,18 +193,22 @@ class Recording:
         host = sorted(self.host, key=lambda s: s.after)
         for step in self.steps:
             while host and host[0].after <= step.index:
-                self._run_host(host.pop(0), values, buffers)
-            self._run_step(step, values, buffers)
+                self.run_host(host.pop(0), values, buffers)
+            self.run_step(step, values, buffers)
         for rest in host:
-            self._run_host(rest, values, buffers)
+            self.run_host(rest, values, buffers)
         outputs = [read(h, values, buffers) for h in self.outputs]
         carry = evaluate_carry(self.carry, values, lambda h: read(h, values, buffers))
         return outputs, carry
 
     @staticmethod
-    def _run_step(
-        step: Step, values: Mapping[str, int], buffers: dict[str, np.ndarray]
-    ) -> None:
+    def run_step(step: Step, values: Any, buffers: Mapping[str, np.ndarray]) -> None:
+        """Run one step through its operator's reference, on ``buffers``.
+
+        ``values`` maps per-call values to ints, or evaluates an expression
+        (as a device reading scratchpad words does); the emulated NPU runs
+        its steps through this same function on device memory.
+        """
         op = step.op.bind(values)
         args = [None if h is None else read(h, values, buffers) for h in step.inputs]
         result = op.reference(*args)
@@ -222,9 +226,8 @@ class Recording:
             write(h, values, buffers, r)
 
     @staticmethod
-    def _run_host(
-        host: HostStep, values: Mapping[str, int], buffers: dict[str, np.ndarray]
-    ) -> None:
+    def run_host(host: HostStep, values: Any, buffers: Mapping[str, np.ndarray]) -> None:
+        """Run one host step: ``fn(*reads, *writes)``, then store what it wrote."""
         reads = [read(h, values, buffers) for h in host.reads]
         writes = [read(h, values, buffers) for h in host.writes]
         host.fn(*reads, *writes)

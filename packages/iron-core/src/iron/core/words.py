@@ -40,7 +40,9 @@ __all__ = [
     "words_of",
 ]
 
+#: The least value a scratchpad word (an int32) holds.
 INT32_MIN = -(1 << 31)
+#: The greatest value a scratchpad word (an int32) holds.
 INT32_MAX = (1 << 31) - 1
 
 

@@ -1,0 +1,163 @@
+"""The cost model: a recording's modelled time per step, and its roofline.
+
+Each operator reports ``cost(dev)``: the multiply-accumulates it does and the
+bytes it moves between DDR and the array. A step's modelled time is the
+larger of its compute time (MACs at the device's peak bf16 rate) and its
+memory time (bytes at the device's DDR bandwidth), plus the device's
+per-dispatch overhead for each dispatch: one per step when each step is its
+own xclbin, one for the whole version under a full ELF. The model ignores
+placement, routing and overlap between steps; it drives tuning where no NPU
+is present and the benchmark that sets a decode step against the memory
+bandwidth bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from iron.core.device import Device, require_device
+from iron.core.recording import Recording
+
+__all__ = ["Roofline", "StepTime", "roofline", "step_time"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTime:
+    """One step's modelled time and what bounds it.
+
+    Attributes:
+        index: The step's index in its recording.
+        name: The operator's class name.
+        macs: Multiply-accumulates (or element operations).
+        bytes: Bytes moved between DDR and the array.
+        compute_s: ``macs`` at the device's peak bf16 MAC rate.
+        memory_s: ``bytes`` at the device's DDR bandwidth.
+        dispatch_s: The dispatch overhead charged to this step.
+        seconds: ``max(compute_s, memory_s) + dispatch_s``.
+    """
+
+    index: int
+    name: str
+    macs: int
+    bytes: int
+    compute_s: float
+    memory_s: float
+    dispatch_s: float
+    seconds: float
+
+    @property
+    def bound(self) -> str:
+        """What limits the step: ``compute``, ``memory`` or ``dispatch``."""
+        work = max(self.compute_s, self.memory_s)
+        if self.dispatch_s > work:
+            return "dispatch"
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def step_time(
+    op: object, dev: Device, *, dispatches: int = 1, index: int = 0
+) -> StepTime:
+    """Model one operator call on ``dev`` with ``dispatches`` dispatches charged."""
+    cost = op.cost(dev)  # type: ignore[attr-defined]
+    compute = cost.macs / dev.peak_bf16_macs_per_s
+    memory = cost.bytes / dev.ddr_bytes_per_s
+    dispatch = dispatches * dev.dispatch_seconds
+    return StepTime(
+        index=index,
+        name=type(op).__name__,
+        macs=int(cost.macs),
+        bytes=int(cost.bytes),
+        compute_s=compute,
+        memory_s=memory,
+        dispatch_s=dispatch,
+        seconds=max(compute, memory) + dispatch,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+    """A recording's modelled time, step by step, against the device's limits.
+
+    Attributes:
+        device: The device modelled.
+        name: The recording's name.
+        full_elf: Whether the version is one dispatch (full ELF).
+        steps: Each step's modelled time.
+    """
+
+    device: Device
+    name: str
+    full_elf: bool
+    steps: Sequence[StepTime]
+
+    @property
+    def seconds(self) -> float:
+        """The version's modelled time per call."""
+        return sum(s.seconds for s in self.steps)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes moved between DDR and the array per call."""
+        return sum(s.bytes for s in self.steps)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per call."""
+        return sum(s.macs for s in self.steps)
+
+    @property
+    def bandwidth_bound_s(self) -> float:
+        """The time the bytes alone take at the DDR bandwidth: no call is faster."""
+        return self.bytes / self.device.ddr_bytes_per_s
+
+    def slowest(self, n: int = 5) -> list[StepTime]:
+        """The ``n`` steps with the most modelled time, slowest first."""
+        return sorted(self.steps, key=lambda s: (-s.seconds, s.index))[:n]
+
+    def table(self) -> str:
+        """A readable table of every step's modelled time."""
+        lines = [
+            f"{self.name} on {self.device.name} "
+            f"({'full ELF' if self.full_elf else 'xclbin per step'}): "
+            f"{self.seconds * 1e6:.1f} us modelled, bandwidth bound "
+            f"{self.bandwidth_bound_s * 1e6:.1f} us",
+            f"  {'#':>4}  {'operator':<18} {'MACs':>12} {'bytes':>12} "
+            f"{'compute us':>11} {'memory us':>10} {'total us':>9}  bound",
+        ]
+        for s in self.steps:
+            lines.append(
+                f"  {s.index:>4}  {s.name:<18} {s.macs:>12} {s.bytes:>12} "
+                f"{s.compute_s * 1e6:>11.2f} {s.memory_s * 1e6:>10.2f} "
+                f"{s.seconds * 1e6:>9.2f}  {s.bound}"
+            )
+        return "\n".join(lines)
+
+
+def roofline(
+    recording: Recording,
+    dev: Device | str | None = None,
+    *,
+    full_elf: bool | None = None,
+) -> Roofline:
+    """Model ``recording`` on ``dev`` (else its own device, else the current one).
+
+    Args:
+        recording: The version to model.
+        dev: The device; by default the one it was recorded for.
+        full_elf: One dispatch for the whole version (True) or one per step
+            (False); by default whether the device runs a full ELF.
+
+    Raises:
+        NotImplementedError: A step's operator reports no cost.
+    """
+    device = require_device(dev if dev is not None else recording.device)
+    whole = device.full_elf if full_elf is None else full_elf
+    steps = []
+    for step in recording.steps:
+        first = step.index == 0
+        dispatches = (1 if first else 0) if whole else 1
+        steps.append(
+            step_time(step.op, device, dispatches=dispatches, index=step.index)
+        )
+    return Roofline(device, recording.name, whole, steps)

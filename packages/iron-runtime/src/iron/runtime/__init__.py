@@ -1,0 +1,29 @@
+"""IRON's runtime: backends, scratch arenas, compiled graphs and carried loops.
+
+``Graph.compile`` finds it through the ``iron.backends`` entry point. The
+backend is the emulated NPU unless an NPU with XRT is present
+(``IRON_BACKEND=emu|xrt|auto``, or :func:`set_backend`).
+"""
+
+from iron.runtime.__about__ import __version__
+from iron.runtime.arena import ScratchArena
+from iron.runtime.carried import CarriedLoop
+from iron.runtime.compiled import UPLOAD_PIECE, CompiledGraph
+from iron.runtime.driver import RunError
+from iron.runtime.emu.execute import StepCheckError
+from iron.runtime.select import backend_name, set_backend, set_poison
+from iron.runtime.xrt import BackendUnavailableError
+
+__all__ = [
+    "UPLOAD_PIECE",
+    "BackendUnavailableError",
+    "CarriedLoop",
+    "CompiledGraph",
+    "RunError",
+    "ScratchArena",
+    "StepCheckError",
+    "__version__",
+    "backend_name",
+    "set_backend",
+    "set_poison",
+]

@@ -1,0 +1,137 @@
+"""The runtime as iron-core finds it: compile a recording, call an operator.
+
+``Graph.compile`` records and then asks the object this module registers
+under the ``iron.backends`` entry point to build the version: plan it into
+the graph's shared arena, build its images for the backend in use (the
+emulated NPU or XRT), and wrap them in a :class:`CompiledGraph`. A standalone
+operator call (``AXPY(size=2048, scalar_factor=2.0)(x, y)``) compiles a
+one-step graph the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from iron.core.arena import ArenaPlan
+from iron.core.emit import emit_site
+from iron.core.graph import Graph
+from iron.core.operator import Operator
+from iron.core.plan import plan
+from iron.core.recording import Recording
+from iron.runtime.arena import ScratchArena
+from iron.runtime.compiled import CompiledGraph
+from iron.runtime.select import open_device
+
+__all__ = ["Runtime"]
+
+logger = logging.getLogger("iron.runtime")
+
+
+def _arena(graph: Graph, recording: Recording, device: Any) -> ScratchArena:
+    arenas = graph.__dict__.setdefault("_arenas", {})
+    key = (device.backend, recording.device.name)
+    arena = arenas.get(key)
+    if arena is None:
+        arena = arenas[key] = ScratchArena(device, ArenaPlan(), graph.name)
+    return arena
+
+
+class Runtime:
+    """Builds recordings into versions on the backend in use."""
+
+    def __init__(self) -> None:
+        self._standalone: dict[tuple, Graph] = {}
+
+    def compile(
+        self,
+        graph: Graph,
+        recording: Recording,
+        *,
+        full_elf: bool | None = None,
+        check: bool = False,
+        feeds: CompiledGraph | None = None,
+    ) -> CompiledGraph:
+        """Plan and build one version of ``graph`` from its ``recording``.
+
+        Raises:
+            ValueError: ``feeds`` is given for a version that cannot loop,
+                or the version does not fit the graph's arena.
+        """
+        description = recording.device
+        device = open_device(description)
+        arena = _arena(graph, recording, device)
+        planned = plan(description, recording, full_elf, check, arena=arena.plan)
+        logger.info("%s", planned.report(graph.name))
+        loops = planned.loops and bool(recording.carry)
+        if feeds is not None and not loops:
+            why = (
+                "it carries no values"
+                if not recording.carry
+                else "it is not one full ELF: "
+                + "; ".join(planned.reasons or ["host steps"])
+            )
+            raise ValueError(
+                f"{graph.name}: feeds= needs a version that loops on the device, "
+                f"but {why}"
+            )
+        emit = None
+        if loops and (feeds is not None or not recording.inputs):
+            emit = emit_site(recording)
+        params = graph._parameters
+        declared = {name: params.defaults.get(name) for name in params.values}
+        version = CompiledGraph(
+            recording,
+            planned,
+            arena,
+            device,
+            input_names=params.inputs,
+            declared=declared,
+            check=check,
+            emit=emit,
+        )
+        if emit is not None:
+            version.emit_to(feeds if feeds is not None else version)
+        return version
+
+    def call_operator(self, op: Operator, arrays: tuple[Any, ...]) -> Any:
+        """Run ``op`` alone on the current device: a one-step graph, compiled once."""
+        cls = type(op)
+        names = [spec.name for spec in cls.declaration.inputs]
+        fields = {
+            name: value
+            for name, value in op.fields().items()
+            if value is not None and not cls.declaration.params[name].derived
+        }
+        graph = self._standalone.get((cls, repr(op)))
+        if graph is None:
+            graph = self._standalone[(cls, repr(op))] = _OneStep(cls, names, fields)
+        return graph(*arrays)
+
+
+class _OneStep(Graph):
+    """A graph of one step: how a standalone operator call runs."""
+
+    def __init__(self, cls: type[Operator], names: list[str], fields: dict) -> None:
+        self._cls, self._names, self._fields = cls, names, fields
+
+    @property
+    def name(self) -> str:
+        return self._cls.__name__
+
+    def signature(self) -> inspect.Signature:
+        optional = {s.name for s in self._cls.declaration.inputs if s.optional}
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    n,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=None if n in optional else inspect.Parameter.empty,
+                )
+                for n in self._names
+            ]
+        )
+
+    def body(self, *handles: Any) -> Any:
+        return self._cls.step(*handles, **self._fields)

@@ -1,0 +1,429 @@
+"""``CompiledGraph``: one version of a graph built into images, ready to call.
+
+It holds the recording, the plan, the graph's scratch arena and the images
+(loaded lazily, so a host with no device can compile). A call checks the
+tensors and per-call values before anything is written, uploads weights not
+yet loaded, stages inputs, writes the scratchpad words, runs each command
+(host steps between them), and returns the outputs as numpy arrays cut to
+their bounds, with a ``Carry`` when the graph carries values.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from iron.core.emit import EmitSite, compose
+from iron.core.handle import Handle, read
+from iron.core.held import State, Weight
+from iron.core.percall import VALUE_MAX, Carry
+from iron.core.plan import Plan
+from iron.core.recorder import evaluate_carry
+from iron.core.recording import Recording
+from iron.core.words import evaluate_words
+from iron.runtime.arena import ScratchArena
+from iron.runtime.driver import BufferObject, DriverDevice, LoadedImage, Run
+from iron.runtime.image import ImageSpec, build_images
+
+__all__ = ["UPLOAD_PIECE", "CompiledGraph", "Loaded"]
+
+logger = logging.getLogger("iron.runtime")
+
+#: Bytes copied per piece when uploading a weight (then ``release`` is called).
+UPLOAD_PIECE = 16 << 20
+
+
+class Loaded:
+    """A version's images on the device, each with a run it reuses."""
+
+    def __init__(self, images: Sequence[LoadedImage]) -> None:
+        self.images = list(images)
+        self.runs = [image.new_run() for image in self.images]
+
+    @property
+    def run(self) -> Run:
+        """The run of a single-image version (a full ELF)."""
+        if len(self.images) != 1:
+            raise ValueError(
+                f"a version of {len(self.images)} images has no single run; only "
+                f"a full ELF without host steps runs as one"
+            )
+        return self.runs[0]
+
+    def new_run(self) -> Run:
+        """Another run of a single-image version (for runs in flight)."""
+        return self.images[0].new_run() if len(self.images) == 1 else self.run
+
+    @staticmethod
+    def wait(*runs: Run) -> None:
+        """Wait for every run given."""
+        for run in runs:
+            run.wait()
+
+    def release(self) -> None:
+        """Unload the images."""
+        for image in self.images:
+            image.release()
+
+
+class _HostViews(Mapping[str, np.ndarray]):
+    """Typed host views of a version's buffers, synced from the device on access."""
+
+    def __init__(self, version: CompiledGraph) -> None:
+        self.version = version
+        self.buffers = version.recording.buffers
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        bo, offset, nbytes = self.version._where(name)
+        bo.from_device(offset, nbytes)
+        buffer = self.buffers[name]
+        raw = bo.host()[offset : offset + nbytes]
+        return raw.view(buffer.dtype).reshape(buffer.shape)
+
+    def __iter__(self):
+        return iter(self.buffers)
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+
+class CompiledGraph:
+    """A recorded graph built into an image, ready to call.
+
+    Called with the per-call values this version reads
+    (``recording.reads``); the graph's others go unused.
+
+    Attributes:
+        recording: The version's recording.
+        plan: Its plan: packaging, words, arena layout.
+        arena: The graph's scratch arena, shared by its versions.
+        emit: The Emit site when the version loops, else None.
+        words: The scratchpad words it reads each call.
+        parameters: The per-call values it reads.
+    """
+
+    def __init__(
+        self,
+        recording: Recording,
+        plan: Plan,
+        arena: ScratchArena,
+        device: DriverDevice,
+        *,
+        input_names: Sequence[str] | None = None,
+        declared: Mapping[str, int | None] | None = None,
+        check: bool = False,
+        emit: EmitSite | None = None,
+    ) -> None:
+        self.recording = recording
+        self.plan = plan
+        self.arena = arena
+        self.device = device
+        self.emit = emit
+        self.check = check
+        self.words = plan.words
+        self.parameters = recording.reads
+        self.input_names = list(input_names or [h.name for h in recording.inputs])
+        # every per-call value the graph declares -> its default (None: none)
+        self.declared = dict(
+            declared
+            if declared is not None
+            else {v.name: recording.defaults.get(v.name) for v in recording.values}
+        )
+        self.images: list[ImageSpec] = build_images(
+            plan, recording, check=check, emit=emit
+        )
+        self._callable: Loaded | None = None
+        self._io: dict[str, BufferObject] = {}
+
+    @property
+    def name(self) -> str:
+        """The version's name: graph and input shapes."""
+        return self.plan.version
+
+    # -- device memory ---------------------------------------------------------
+
+    @property
+    def callable(self) -> Loaded:
+        """The loaded images, made on first use so a host without an NPU can compile."""
+        if self._callable is None:
+            self._callable = Loaded([self.device.load(spec) for spec in self.images])
+        return self._callable
+
+    def _io_buffer(self, key: str, nbytes: int) -> BufferObject:
+        bo = self._io.get(key)
+        if bo is None:
+            bo = self._io[key] = self.device.alloc(max(nbytes, 4), f"{self.name} {key}")
+        return bo
+
+    def _args(self) -> dict[str, BufferObject]:
+        args: dict[str, BufferObject] = {"arena": self.arena.buffer()}
+        for name, place in self.images[0].placement.items():
+            if place.where != "arena":
+                key = f"{place.where}:{name}"
+                args[key] = self._io_buffer(key, place.nbytes)
+        return args
+
+    def _where(self, name: str) -> tuple[BufferObject, int, int]:
+        place = self.images[0].placement.get(name)
+        if place is None:
+            raise KeyError(f"{self.name}: no buffer {name!r} in this version")
+        if place.where == "arena":
+            return self.arena.buffer(), place.offset, place.nbytes
+        return self._io_buffer(f"{place.where}:{name}", place.nbytes), 0, place.nbytes
+
+    def _storage(self, x: Any) -> str:
+        if isinstance(x, Handle):
+            return x.name
+        if isinstance(x, str):
+            return x
+        for tensor, h in (
+            *self.recording.states.values(),
+            *self.recording.weights.values(),
+        ):
+            if tensor is x or (isinstance(x, Weight) and x.array is tensor):
+                return h.name
+        kind = "state" if isinstance(x, State) else type(x).__name__
+        raise KeyError(f"{self.name}: this version holds no {kind} {x!r}")
+
+    def read(self, x: Any) -> np.ndarray:
+        """``x``'s buffer as the device left it: a view of its host memory.
+
+        ``x`` is a handle, a held state or weight, or a buffer name.
+        """
+        name = self._storage(x)
+        view = _HostViews(self)[name]
+        shape = x.shape if isinstance(x, (Handle, State)) else view.shape
+        return view.reshape(-1)[: int(np.prod(shape))].reshape(tuple(shape))
+
+    def push(self, x: Any) -> None:
+        """Send to the device what the host wrote into ``read(x)``'s view."""
+        bo, offset, nbytes = self._where(self._storage(x))
+        bo.to_device(offset, nbytes)
+
+    def upload(
+        self,
+        release: Callable[[np.ndarray], None] | None = None,
+        piece_bytes: int = UPLOAD_PIECE,
+    ) -> None:
+        """Copy every held weight into its buffer, once per storage, piecewise.
+
+        ``release(piece)`` is called after each piece is on the device, so a
+        memory-mapped checkpoint can drop its pages as it goes.
+        """
+        if piece_bytes <= 0:
+            raise ValueError(f"piece_bytes is positive, got {piece_bytes}")
+        for tensor, h in self.recording.weights.values():
+            if h.name in self.arena.loaded:
+                continue
+            bo, offset, nbytes = self._where(h.name)
+            source = np.ascontiguousarray(np.asarray(tensor), dtype=h.dtype)
+            flat = source.reshape(-1).view(np.uint8)
+            host = bo.host()
+            for start in range(0, nbytes, piece_bytes):
+                end = min(start + piece_bytes, nbytes)
+                host[offset + start : offset + end] = flat[start:end]
+                bo.to_device(offset + start, end - start)
+                if release is not None:
+                    release(flat[start:end])
+            self.arena.loaded.add(h.name)
+
+    def load(
+        self,
+        release: Callable[[np.ndarray], None] | None = None,
+        piece_bytes: int = UPLOAD_PIECE,
+    ) -> CompiledGraph:
+        """Load the image and upload its weights now rather than on first call."""
+        self.callable  # noqa: B018 - loads the images
+        self.upload(release, piece_bytes)
+        return self
+
+    def release(self) -> None:
+        """Free this version's runs, images and the buffers it holds outside the arena."""
+        if self._callable is not None:
+            self._callable.release()
+        self._callable = None
+        for bo in self._io.values():
+            bo.free()
+        self._io.clear()
+
+    # -- one call ----------------------------------------------------------------
+
+    def _given(self, tensors: Sequence[Any]) -> dict[str, np.ndarray]:
+        if len(tensors) > len(self.input_names):
+            raise TypeError(
+                f"{self.name} takes {len(self.input_names)} inputs "
+                f"({', '.join(self.input_names)}), got {len(tensors)}"
+            )
+        given = {
+            n: np.asarray(t) for n, t in zip(self.input_names, tensors) if t is not None
+        }
+        want = {h.name: h for h in self.recording.inputs}
+        if set(given) != set(want):
+            raise TypeError(
+                f"{self.name} takes inputs {sorted(want)}, got {sorted(given)}"
+            )
+        for name, array in given.items():
+            h = want[name]
+            if tuple(array.shape) != tuple(h.shape) or array.dtype != np.dtype(h.dtype):
+                raise ValueError(
+                    f"{self.name}: {name} is {list(array.shape)} {array.dtype.name}, "
+                    f"but this version takes {list(h.shape)} {np.dtype(h.dtype).name}; "
+                    f"compile a version for it"
+                )
+        return given
+
+    def _values(self, values: Mapping[str, Any]) -> dict[str, int]:
+        unknown = sorted(set(values) - set(self.declared))
+        if unknown:
+            raise TypeError(
+                f"{self.name}: {unknown} are not per-call values; it takes "
+                f"{sorted(self.declared)}"
+            )
+        full = {n: d for n, d in self.declared.items() if d is not None}
+        full.update(values)
+        needed = {p.name for p in self.parameters}
+        missing = sorted(needed - set(full))
+        if missing:
+            raise TypeError(f"{self.name}: per-call values {missing} missing")
+        checked = {}
+        for name, v in full.items():
+            if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{self.name}: per-call {name}={v!r} is not an int")
+            if not 0 <= int(v) <= VALUE_MAX:
+                raise ValueError(
+                    f"{self.name}: per-call {name}={v} is outside [0, 2**30): a "
+                    f"scratchpad word holds 30 bits"
+                )
+            checked[name] = int(v)
+        self.recording.check_values(checked)
+        return checked
+
+    def _scratchpad(self, values: Mapping[str, int]) -> np.ndarray:
+        spec = self.images[0]
+        pad = np.zeros(spec.scratchpad_words, np.int32)
+        pad[: len(self.words)] = evaluate_words(self.words, values)
+        for name in spec.carried:
+            pad[spec.carried_slot(name)] = values.get(name, 0)
+        return pad
+
+    def _stage(self, tensors: Sequence[Any], values: Mapping[str, Any]):
+        given = self._given(tensors)
+        checked = self._values(values)
+        self.callable  # noqa: B018 - loads the images
+        self.upload()
+        args = self._args()
+        for name, array in given.items():
+            bo = args[f"input:{name}"]
+            raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            bo.host()[: raw.size] = raw
+            bo.to_device(0, raw.size)
+        self.arena.called = True
+        return checked, args
+
+    def _host_steps_after(self, done: int, values: Mapping[str, int]) -> None:
+        views = _HostViews(self)
+        for host in self.recording.host:
+            if host.after == done:
+                Recording.run_host(host, values, views)
+                for h in host.writes:
+                    self.push(h)
+
+    def __call__(self, *tensors: Any, **values: Any) -> Any:
+        """Run the version on ``tensors`` and ``values``; return its outputs.
+
+        Returns:
+            The output (or a tuple of outputs), numpy, cut to bounds; with a
+            ``Carry`` last when the graph carries values.
+
+        Raises:
+            TypeError: An input or per-call value is missing or unknown.
+            ValueError: An input's shape or dtype is not this version's.
+            IndexError: The values index or bound a view outside it.
+        """
+        checked, args = self._stage(tensors, values)
+        pad = self._scratchpad(checked)
+        loaded = self.callable
+        self._host_steps_after(0, checked)
+        for spec, run in zip(self.images, loaded.runs):
+            run.set_args(args)
+            run.bind_feedback(None)
+            run.scratchpad[:] = pad
+            run.start(idle=self.plan.idle(spec.steps, checked))
+            run.wait()
+            if spec.steps:
+                self._host_steps_after(spec.steps[-1].index + 1, checked)
+        views = _HostViews(self)
+        outputs = [read(h, checked, views) for h in self.recording.outputs]
+        if not self.recording.carry:
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        nxt = evaluate_carry(
+            self.recording.carry, checked, lambda h: read(h, checked, views)
+        )
+        return (*outputs, Carry(**nxt)) if outputs else Carry(**nxt)
+
+    # -- runs in flight (full ELF) -------------------------------------------------
+
+    def start(self, run: Run, /, *tensors: Any, **values: Any) -> None:
+        """Start a call of this full ELF on ``run`` without waiting for it.
+
+        Raises:
+            ValueError: A host step runs between its commands.
+        """
+        if self.recording.host:
+            raise ValueError(
+                f"{self.recording.name}: a host step runs between its commands; "
+                f"call it, which waits on each"
+            )
+        if len(self.images) != 1:
+            raise ValueError(
+                f"{self.name} is dispatched per step ({'; '.join(self.plan.reasons)}); "
+                f"call it, which waits on each"
+            )
+        checked, args = self._stage(tensors, values)
+        run.set_args(args)
+        run.scratchpad[:] = self._scratchpad(checked)
+        run.start(idle=self.plan.idle(self.images[0].steps, checked))
+
+    def restart(self, run: Run) -> None:
+        """Start ``run`` again on the scratchpad its feeder's Emit wrote."""
+        run.set_args(self._args())
+        run.start()
+
+    def emit_to(self, target: CompiledGraph) -> None:
+        """Program this version's Emit to start a call of ``target``.
+
+        Raises:
+            ValueError: This version has no Emit step, or ``target`` gathers
+                by ids the device made, whose addresses no carried value holds.
+        """
+        if self.emit is None:
+            raise ValueError(f"{self.recording.name}: this version has no Emit step")
+        if target.recording.addresses:
+            tables = sorted(
+                {table for table, _, _ in target.recording.addresses.values()}
+            )
+            raise ValueError(
+                f"{target.recording.name}: an Emit cannot start it: its gather by ids "
+                f"the device made reads the address of {tables}, which the host "
+                f"writes each call and no carried value holds"
+            )
+        if tuple(target.recording.carry) != tuple(self.recording.carry):
+            raise ValueError(
+                f"{target.name} carries {list(target.recording.carry)}, not "
+                f"{list(self.recording.carry)}: they are not versions of one graph"
+            )
+        program = compose(
+            self.emit,
+            self.recording.carry,
+            target.words,
+            [p.name for p in target.parameters],
+        )
+        self.images[-1].program = program
+        self.emits_to = target
+
+    def __repr__(self) -> str:
+        packaging = "full ELF" if self.plan.full_elf else "xclbin per step"
+        return f"<CompiledGraph {self.name} on {self.device.backend} {self.device.name}: {packaging}>"

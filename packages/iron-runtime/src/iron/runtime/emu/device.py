@@ -1,0 +1,201 @@
+"""The emulated NPU's driver: buffers, images and runs on a worker thread.
+
+A functional model of the device at the level the runtime sees. Device
+memory is real host memory: every buffer object has a host view and a
+separate device copy, moved only by ``to_device``/``from_device`` (so a
+missing sync is a wrong answer here too). Runs execute in order on one
+worker thread, so ``start`` returns at once, ``wait`` blocks, and several
+runs can be in flight; a run's Emit writes the scratchpad of the run its
+feedback is bound to. The emulator is named as one wherever it is used; it
+models no timing, placement or routing.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Mapping
+
+import numpy as np
+
+from iron.core.device import Device
+from iron.runtime.driver import (
+    BufferObject,
+    DriverDevice,
+    LoadedImage,
+    Run,
+    RunError,
+    RunState,
+)
+from iron.runtime.emu.execute import execute
+from iron.runtime.image import ImageSpec
+
+__all__ = ["EmuBuffer", "EmuDevice", "EmuImage", "EmuRun"]
+
+logger = logging.getLogger("iron.runtime.emu")
+
+
+class EmuBuffer(BufferObject):
+    """A buffer object: a host view and the device's own copy of its bytes."""
+
+    def __init__(self, nbytes: int, name: str) -> None:
+        self.nbytes = int(nbytes)
+        self.name = name
+        self._host = np.zeros(self.nbytes, np.uint8)
+        self.device = np.zeros(self.nbytes, np.uint8)
+        self.freed = False
+
+    def _range(self, offset: int, nbytes: int | None) -> slice:
+        if self.freed:
+            raise RunError(f"buffer {self.name} was freed")
+        end = self.nbytes if nbytes is None else offset + nbytes
+        if not 0 <= offset <= end <= self.nbytes:
+            raise ValueError(
+                f"buffer {self.name}: bytes [{offset}, {end}) are outside its "
+                f"{self.nbytes}"
+            )
+        return slice(offset, end)
+
+    def host(self) -> np.ndarray:
+        if self.freed:
+            raise RunError(f"buffer {self.name} was freed")
+        return self._host
+
+    def to_device(self, offset: int = 0, nbytes: int | None = None) -> None:
+        span = self._range(offset, nbytes)
+        self.device[span] = self._host[span]
+
+    def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
+        span = self._range(offset, nbytes)
+        self._host[span] = self.device[span]
+
+    def free(self) -> None:
+        self.freed = True
+        self._host = self.device = np.zeros(0, np.uint8)
+
+
+class EmuRun(Run):
+    """A run of an emulated image: queued to the device's worker thread."""
+
+    def __init__(self, image: EmuImage) -> None:
+        self.image = image
+        self.scratchpad = np.zeros(image.spec.scratchpad_words, np.int32)
+        self._args: dict[str, EmuBuffer] = {}
+        self._feedback: EmuRun | None = None
+        self._state = RunState.NEW
+        self._done = threading.Event()
+        self._done.set()
+        self._error: BaseException | None = None
+        self._idle: frozenset[int] = frozenset()
+
+    def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
+        for key, bo in buffers.items():
+            if not isinstance(bo, EmuBuffer):
+                raise TypeError(f"argument {key} is not an emulator buffer: {bo!r}")
+        self._args = dict(buffers)  # type: ignore[arg-type]
+
+    def start(self, idle: frozenset[int] = frozenset()) -> None:
+        if self._state in (RunState.QUEUED, RunState.RUNNING):
+            raise RunError(f"{self.image.spec.name}: this run is already in flight")
+        if self.image.released:
+            raise RunError(f"{self.image.spec.name}: the image was released")
+        self._idle = idle
+        self._error = None
+        self._done.clear()
+        self._state = RunState.QUEUED
+        self.image.device.submit(self)
+
+    def wait(self, timeout: float | None = None) -> None:
+        if not self._done.wait(timeout):
+            raise TimeoutError(
+                f"{self.image.spec.name}: the run did not finish in {timeout} s"
+            )
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def state(self) -> RunState:
+        return self._state
+
+    def bind_feedback(self, target: Run | None) -> None:
+        if target is not None and not isinstance(target, EmuRun):
+            raise TypeError(f"feedback target is not an emulator run: {target!r}")
+        self._feedback = target
+
+    def execute(self) -> None:
+        """Run on the worker thread (the device's command processor)."""
+        self._state = RunState.RUNNING
+        try:
+            memory = {key: bo.device for key, bo in self._args.items()}
+            feedback = self._feedback.scratchpad if self._feedback else None
+            execute(
+                self.image.spec,
+                memory,
+                self.scratchpad,
+                idle=self._idle,
+                poison=self.image.device.poison,
+                feedback=feedback,
+            )
+            self._state = RunState.COMPLETED
+        except BaseException as error:  # reported to whoever waits
+            self._error = error
+            self._state = RunState.ERROR
+        finally:
+            self._done.set()
+
+
+class EmuImage(LoadedImage):
+    """An image loaded on the emulated device."""
+
+    def __init__(self, device: EmuDevice, spec: ImageSpec) -> None:
+        self.device = device
+        self.spec = spec
+        self.released = False
+
+    def new_run(self) -> EmuRun:
+        return EmuRun(self)
+
+    def release(self) -> None:
+        self.released = True
+
+
+class EmuDevice(DriverDevice):
+    """The emulated NPU for one device description.
+
+    Args:
+        description: The device it emulates (npu1 or npu2).
+        poison: Fill dead transients with a NaN pattern.
+    """
+
+    backend = "emu"
+
+    def __init__(self, description: Device, poison: bool = False) -> None:
+        self.description = description
+        self.name = description.name
+        self.poison = poison
+        self._queue: queue.Queue[EmuRun | None] = queue.Queue()
+        self._worker = threading.Thread(
+            target=self._serve, name=f"iron-emu-{self.name}", daemon=True
+        )
+        self._worker.start()
+
+    def _serve(self) -> None:
+        while True:
+            run = self._queue.get()
+            if run is None:
+                return
+            run.execute()
+
+    def submit(self, run: EmuRun) -> None:
+        """Queue ``run`` behind the runs already in flight."""
+        self._queue.put(run)
+
+    def alloc(self, nbytes: int, name: str) -> EmuBuffer:
+        return EmuBuffer(nbytes, name)
+
+    def load(self, image: ImageSpec) -> EmuImage:
+        return EmuImage(self, image)
+
+    def close(self) -> None:
+        self._queue.put(None)

@@ -1,0 +1,196 @@
+"""How the emulated NPU runs one image on its memory.
+
+Each step reads its operands from the bytes of the buffers they live in (the
+arena at the planned offset, or an input or output buffer), through their
+layouts, with every per-call offset, bound, repeat and length read from the
+run's scratchpad words — never from the host's values. It runs the
+operator's kernel model (its ``reference()``) and writes the result back to
+the planned bytes. In poison mode each transient's bytes are filled with a
+NaN pattern when it becomes live and again when it dies, so a planning bug
+(an overlap, a read of a dead buffer) shows up as a wrong answer.
+
+At the end of a run with an Emit step and a feedback target, the Emit
+program computes the next run's scratchpad from this run's carried slots
+and the values the device made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from iron.core.emit import run as run_emit
+from iron.core.emit import slots_of
+from iron.core.handle import Handle, read
+from iron.core.percall import Affine, evaluate
+from iron.core.recording import Recording
+from iron.core.tolerance import compare
+from iron.runtime.driver import RunError
+from iron.runtime.image import ImageSpec
+
+__all__ = ["POISON_BYTES", "StepCheckError", "execute"]
+
+#: The poison pattern: bf16 and f32 NaNs (0x7FC0 halves), garbage as ints.
+POISON_BYTES = np.frombuffer(bytes.fromhex("c07fc07f"), np.uint8)
+
+
+class StepCheckError(ValueError):
+    """A step's result is outside its tolerance (``check=True``)."""
+
+
+class DeviceViews(Mapping[str, np.ndarray]):
+    """Typed views of device memory by buffer name, as the image places them."""
+
+    def __init__(self, spec: ImageSpec, memory: Mapping[str, np.ndarray]) -> None:
+        self.spec = spec
+        self.memory = memory
+        self.buffers = spec.recording.buffers
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        view = self._cache.get(name)
+        if view is not None:
+            return view
+        buffer = self.buffers[name]
+        place = self.spec.placement.get(name)
+        if place is None:
+            raise RunError(f"{self.spec.name}: buffer {name} has no placement")
+        key = "arena" if place.where == "arena" else f"{place.where}:{name}"
+        raw = self.memory[key][place.offset : place.offset + buffer.nbytes]
+        view = raw.view(buffer.dtype).reshape(buffer.shape)
+        self._cache[name] = view
+        return view
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.spec.placement)
+
+    def __len__(self) -> int:
+        return len(self.spec.placement)
+
+
+def scratchpad_evaluator(spec: ImageSpec, scratchpad: np.ndarray):
+    """A function reading each per-call expression from its scratchpad word."""
+
+    def value(expr: Affine) -> int:
+        slot = spec.slot_of_key.get(expr.key())
+        if slot is None:
+            raise RunError(
+                f"{spec.name}: no scratchpad word holds {expr}; the plan's words "
+                f"miss a use (a planning bug)"
+            )
+        return int(scratchpad[slot])
+
+    return value
+
+
+def _poison(memory: Mapping[str, np.ndarray], offset: int, nbytes: int) -> None:
+    region = memory["arena"][offset : offset + nbytes]
+    whole, rest = divmod(nbytes, 4)
+    region[: whole * 4].reshape(-1, 4)[:] = POISON_BYTES
+    region[whole * 4 :] = POISON_BYTES[:rest]
+
+
+def _zero_rows(step: Any, ev: Any) -> bool:
+    for h in (*step.inputs, *step.outputs):
+        if h is not None and any(evaluate(b, ev) <= 0 for b in h.valid.values()):
+            return True
+    return False
+
+
+def execute(
+    spec: ImageSpec,
+    memory: Mapping[str, np.ndarray],
+    scratchpad: np.ndarray,
+    *,
+    idle: frozenset[int] = frozenset(),
+    poison: bool = False,
+    feedback: np.ndarray | None = None,
+) -> None:
+    """Run ``spec``'s steps on ``memory`` (device bytes by buffer key).
+
+    ``memory`` maps ``"arena"``, ``"input:<name>"`` and ``"output:<name>"`` to
+    ``uint8`` arrays. ``feedback`` is the scratchpad the Emit step writes.
+
+    Raises:
+        RunError: A step failed; the message names the image and the step.
+        StepCheckError: With ``check``, a step is outside its tolerance.
+    """
+    views = DeviceViews(spec, memory)
+    ev = scratchpad_evaluator(spec, scratchpad)
+    born = {}
+    dead = {}
+    for placed in spec.transients:
+        born.setdefault(placed.first, []).append(placed)
+        dead.setdefault(placed.last, []).append(placed)
+    for step in spec.steps:
+        if poison:
+            for placed in born.get(step.index, ()):
+                _poison(memory, placed.offset, placed.nbytes)
+        if step.index not in idle and not _zero_rows(step, ev):
+            inputs = None
+            if spec.check:
+                inputs = [
+                    None if h is None else read(h, ev, views) for h in step.inputs
+                ]
+            try:
+                Recording.run_step(step, ev, views)
+            except RunError:
+                raise
+            except Exception as error:  # the device reports where it failed
+                raise RunError(
+                    f"{spec.name}: step {step.index} {type(step.op).__name__} "
+                    f"failed: {error}"
+                ) from error
+            if spec.check:
+                _check(spec, step, ev, views, inputs)
+        if poison:
+            for placed in dead.get(step.index, ()):
+                _poison(memory, placed.offset, placed.nbytes)
+    if spec.emit is not None and feedback is not None:
+        _emit(spec, views, scratchpad, feedback)
+
+
+def _check(
+    spec: ImageSpec, step: Any, ev: Any, views: DeviceViews, inputs: list
+) -> None:
+    op = step.op.bind(ev)
+    expected = op.reference(*inputs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    tolerance = op.tolerance(*[i for i in inputs if i is not None])
+    for h, want in zip(step.outputs, expected):
+        got = read(h, ev, views)
+        want = np.asarray(want)
+        if want.shape != got.shape:
+            want = want[tuple(slice(0, n) for n in got.shape)]
+        verdict = compare(got, want, tolerance)
+        if not verdict:
+            raise StepCheckError(
+                f"{spec.name}: step {step.index} {type(step.op).__name__} wrote "
+                f"{h!r} outside its tolerance: {verdict}"
+            )
+
+
+def _emit(
+    spec: ImageSpec, views: DeviceViews, scratchpad: np.ndarray, feedback: np.ndarray
+) -> None:
+    site = spec.emit
+    assert site is not None
+    if spec.program is None or spec.program.size == 0:
+        raise RunError(
+            f"{spec.name}: its Emit has no program; call emit_to(target) first"
+        )
+    ev = scratchpad_evaluator(spec, scratchpad)
+    slots = []
+    for name in slots_of(site):
+        if name in site.carried:
+            slots.append(int(scratchpad[spec.carried_slot(name)]))
+        else:
+            carried_name = name.rsplit(".", 1)[0]
+            handle = spec.recording.carry[carried_name]
+            assert isinstance(handle, Handle)
+            slots.append(int(np.asarray(read(handle, ev, views)).reshape(-1)[0]))
+    words, carried = run_emit(spec.program, slots)
+    feedback[: len(words)] = words
+    feedback[len(words) : len(words) + len(carried)] = carried

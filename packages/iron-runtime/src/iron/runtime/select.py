@@ -1,0 +1,94 @@
+"""Choosing the backend: ``IRON_BACKEND=emu|xrt|auto`` or :func:`set_backend`.
+
+``auto`` (the default) takes xrt where an NPU and pyxrt are present, else the
+emulated NPU, and logs once which it chose and why. Devices are opened once
+per backend and device description. ``IRON_EMU_POISON=1`` (or
+:func:`set_poison`) makes the emulator poison dead memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from iron.core.device import Device
+from iron.runtime import xrt
+from iron.runtime.driver import DriverDevice
+from iron.runtime.emu import EmuDevice
+
+__all__ = ["BACKENDS", "backend_name", "open_device", "set_backend", "set_poison"]
+
+logger = logging.getLogger("iron.runtime")
+
+BACKENDS = ("emu", "xrt", "auto")
+
+_chosen: str | None = None
+_poison: bool | None = None
+_logged: set[str] = set()
+_devices: dict[tuple[str, str, bool], DriverDevice] = {}
+_lock = threading.Lock()
+
+
+def set_backend(name: str | None) -> None:
+    """Choose the backend for this process (None: back to ``IRON_BACKEND``).
+
+    Raises:
+        ValueError: ``name`` is not emu, xrt or auto.
+    """
+    global _chosen
+    if name is not None and name not in BACKENDS:
+        raise ValueError(f"backend {name!r} is not one of {', '.join(BACKENDS)}")
+    _chosen = name
+
+
+def set_poison(on: bool | None) -> None:
+    """Make the emulator poison dead memory (None: back to ``IRON_EMU_POISON``)."""
+    global _poison
+    _poison = on
+
+
+def _poisoning() -> bool:
+    if _poison is not None:
+        return _poison
+    return os.environ.get("IRON_EMU_POISON", "") not in ("", "0")
+
+
+def backend_name() -> str:
+    """The backend in use: ``emu`` or ``xrt`` (``auto`` resolved).
+
+    Raises:
+        ValueError: ``IRON_BACKEND`` names no backend.
+    """
+    name = _chosen or os.environ.get("IRON_BACKEND") or "auto"
+    if name not in BACKENDS:
+        raise ValueError(f"IRON_BACKEND={name!r} is not one of {', '.join(BACKENDS)}")
+    if name != "auto":
+        return name
+    lacks = xrt.missing()
+    chosen = "emu" if lacks else "xrt"
+    if chosen not in _logged:
+        _logged.add(chosen)
+        if lacks:
+            logger.info(
+                "backend auto: the emulated NPU, because this machine lacks %s",
+                "; ".join(lacks),
+            )
+        else:
+            logger.info("backend auto: xrt (an NPU and pyxrt are present)")
+    return chosen
+
+
+def open_device(description: Device) -> DriverDevice:
+    """The opened device for ``description`` on the backend in use."""
+    name = backend_name()
+    poison = _poisoning() if name == "emu" else False
+    key = (name, description.name, poison)
+    with _lock:
+        device = _devices.get(key)
+        if device is None:
+            if name == "xrt":
+                xrt.open_device(description)
+            device = EmuDevice(description, poison=poison)
+            _devices[key] = device
+    return device
