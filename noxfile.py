@@ -9,6 +9,7 @@ subpackage of ``iron``).
 Sessions:
     core         iron-core's own tests.
     operators    iron-operators' tests, with iron-core installed.
+    runtime      iron-runtime's tests on the emulated NPU (poison on).
     integration  cross-package tests and examples in tests/.
     layering     import iron is light; iron-core imports no other distribution.
     wheels       build every package's wheel and sdist and check their contents.
@@ -26,11 +27,13 @@ ROOT = Path(__file__).resolve().parent
 PYTHON = "3.11"
 CORE = "packages/iron-core"
 OPERATORS = "packages/iron-operators"
+RUNTIME = "packages/iron-runtime"
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = [
     "core",
     "operators",
+    "runtime",
     "integration",
     "layering",
     "wheels",
@@ -53,16 +56,35 @@ def operators(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def runtime(session: nox.Session) -> None:
+    """Run iron-runtime's tests on the emulated NPU, dead memory poisoned."""
+    session.install("-e", CORE, "-e", OPERATORS, "-e", f"{RUNTIME}[test]")
+    session.run(
+        "pytest",
+        f"{RUNTIME}/tests",
+        *session.posargs,
+        env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """Run the cross-package tests and examples in tests/."""
-    session.install("-e", CORE, "-e", OPERATORS, "pytest", "hypothesis")
-    session.run("pytest", "tests", *session.posargs)
+    """Run the cross-package tests and examples in tests/ (emulated NPU)."""
+    session.install("-e", CORE, "-e", OPERATORS, "-e", RUNTIME, "pytest", "hypothesis")
+    session.run(
+        "pytest",
+        "tests",
+        *session.posargs,
+        env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
+    )
 
 
 @nox.session(python=PYTHON)
 def layering(session: nox.Session) -> None:
     """Check what ``import iron`` loads and what iron-core's source imports."""
-    session.install("-e", CORE, "-e", OPERATORS)
+    # The runtime is installed too, so "import iron loads no runtime" is tested
+    # where it could.
+    session.install("-e", CORE, "-e", OPERATORS, "-e", RUNTIME)
     session.run("python", "tests/layering/check_layering.py")
 
 

@@ -8,9 +8,10 @@ bf16 lattice distance that the ulps kind is measured in).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import ml_dtypes
@@ -66,6 +67,12 @@ class Tolerance:
       passes when ``|a - b| <= max(atol, rtol * (|a| + |b|))``, the C++
       testbench's formula, with ``a`` the result, ``b`` the reference and an
       unset figure taken as 0.
+    * **bounded** (``bound`` set, nothing else): an element passes when
+      ``|a - b| <= bound``, a per-element absolute bound broadcast to the
+      result's shape, usually computed from the step's inputs (a matmul's
+      error grows with ``|A| @ |B|``, which no single relative figure
+      follows under cancellation). ``+inf`` in the bound accepts any finite
+      value there.
 
     Under every kind a NaN must match a NaN (the payload and sign do not
     matter), and an infinity must match an infinity of the same sign. Such
@@ -78,6 +85,8 @@ class Tolerance:
         atol: Absolute figure: the floor of the relative kind, or the
             alternative bound of the ulps kind; None when unused.
         ulps: Largest bf16 ULP distance allowed (ulps kind), or None.
+        bound: Per-element absolute bound (bounded kind), a read-only float64
+            array broadcast to the result's shape, or None.
         max_mismatch_frac: Fraction of elements, in ``[0, 1]``, allowed to fall
             outside the tolerance.
         note: Where the figures came from (a measurement, an error analysis, a
@@ -85,8 +94,9 @@ class Tolerance:
 
     Raises:
         ValueError: A figure is negative or not finite, ``ulps`` is negative,
-            ``max_mismatch_frac`` is outside ``[0, 1]``, or ``rtol`` is set
-            together with ``ulps``.
+            ``max_mismatch_frac`` is outside ``[0, 1]``, ``rtol`` is set
+            together with ``ulps``, ``bound`` is set together with another
+            figure, or ``bound`` has a negative or NaN element.
         TypeError: A figure is not a number, ``ulps`` is not an integer, or
             ``note`` is not a string.
 
@@ -102,6 +112,10 @@ class Tolerance:
     ulps: int | None = None
     max_mismatch_frac: float = 0.0
     note: str = ""
+    bound: np.ndarray | None = field(default=None, compare=False)
+    # The bound's shape and a digest of its bytes: what equality and hashing
+    # compare in place of the array itself.
+    _bound_key: tuple | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rtol", _check_bound("rtol", self.rtol))
@@ -147,6 +161,41 @@ class Tolerance:
                 f"Tolerance note={self.note!r} is not a string; give a str "
                 f"saying where the figures came from"
             )
+        if self.bound is not None:
+            self._set_bound()
+
+    def _set_bound(self) -> None:
+        """Check ``bound`` and store it as a read-only float64 array with its key."""
+        others = [
+            f"{name}={getattr(self, name)}"
+            for name in ("rtol", "atol", "ulps")
+            if getattr(self, name) is not None
+        ]
+        if others:
+            raise ValueError(
+                f"Tolerance bound is set together with {', '.join(others)}; a "
+                f"bounded tolerance is the bound alone, so drop the other figures"
+            )
+        try:
+            bound = np.array(self.bound, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Tolerance bound={self.bound!r} is not an array of numbers; give "
+                f"a float array of per-element bounds >= 0"
+            ) from None
+        bad = np.isnan(bound) | (bound < 0)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"Tolerance bound has {bound[where]!r} at {where}; every element "
+                f"must be >= 0 (use +inf where no finite bound holds)"
+            )
+        bound.setflags(write=False)
+        digest = hashlib.blake2b(
+            np.ascontiguousarray(bound).tobytes(), digest_size=16
+        ).hexdigest()
+        object.__setattr__(self, "bound", bound)
+        object.__setattr__(self, "_bound_key", (bound.shape, digest))
 
     @classmethod
     def exact(cls, note: str = "") -> Tolerance:
@@ -204,9 +253,31 @@ class Tolerance:
         """
         return cls(rtol=rtol, atol=atol, max_mismatch_frac=max_mismatch_frac, note=note)
 
+    @classmethod
+    def bounded(cls, bound: np.ndarray, note: str = "") -> Tolerance:
+        """Return the tolerance ``|a - b| <= bound``, elementwise.
+
+        Args:
+            bound: Per-element absolute bounds, ``>= 0`` (``+inf`` allowed),
+                broadcast to the result's shape when compared; typically
+                derived from the step's inputs.
+            note: The derivation the bound comes from.
+
+        Returns:
+            A tolerance of kind ``"bounded"``; the array is copied and made
+            read-only.
+
+        Raises:
+            ValueError: An element is negative or NaN.
+            TypeError: ``bound`` is not numeric.
+        """
+        return cls(bound=bound, note=note)
+
     @property
-    def kind(self) -> Literal["exact", "ulps", "relative"]:
-        """Which rule applies: ``"exact"``, ``"ulps"`` or ``"relative"``."""
+    def kind(self) -> Literal["exact", "ulps", "relative", "bounded"]:
+        """Which rule applies: ``"exact"``, ``"ulps"``, ``"relative"`` or ``"bounded"``."""
+        if self.bound is not None:
+            return "bounded"
         if self.ulps is not None:
             return "ulps"
         if self.rtol is None and self.atol is None:
@@ -216,6 +287,11 @@ class Tolerance:
     def __str__(self) -> str:
         if self.kind == "exact":
             text = "exact"
+        elif self.kind == "bounded":
+            assert self.bound is not None
+            text = "<= bound"
+            if self.bound.size:
+                text += f" (max {_fmt(float(self.bound.max()))})"
         elif self.kind == "ulps":
             unit = "ulp" if self.ulps == 1 else "ulps"
             text = f"<= {self.ulps} bf16 {unit}"
@@ -389,7 +465,7 @@ def compare(
 
     Errors are computed in float64. For a floating result, the exact kind casts
     the reference to the result's dtype first; the ulps kind rounds it to bf16;
-    the relative kind uses it as given. For an integer (or bool) result, exact
+    the relative and bounded kinds use it as given. For an integer (or bool) result, exact
     compares the cast reference for equality, and ulps and relative treat the
     values as numbers, with a ULP of 1 (the ulp distance is the absolute
     difference).
@@ -404,7 +480,8 @@ def compare(
         A `Verdict`; truthy when the result passed.
 
     Raises:
-        ValueError: The shapes differ.
+        ValueError: The shapes differ, or a bounded tolerance's bound does not
+            broadcast to them.
         TypeError: ``tolerance`` is not a `Tolerance`, or a dtype is neither
             real floating nor integer.
     """
@@ -428,6 +505,16 @@ def compare(
             )
     integer = _is_int(res.dtype)
     kind = tolerance.kind
+    if kind == "bounded":
+        assert tolerance.bound is not None
+        try:
+            bound = np.broadcast_to(tolerance.bound, res.shape)
+        except ValueError:
+            raise ValueError(
+                f"compare got a bounded tolerance of shape "
+                f"{tolerance.bound.shape}, which does not broadcast to the "
+                f"result's shape {res.shape}; give a bound of the result's shape"
+            ) from None
     with np.errstate(all="ignore"):
         a = res.astype(np.float64)
         if kind != "exact":
@@ -465,6 +552,9 @@ def compare(
             if tolerance.atol is not None:
                 ok |= diff <= tolerance.atol
             score = dist
+        elif kind == "bounded":
+            ok = diff <= bound
+            score = np.where(diff == 0, 0.0, np.where(bound > 0, diff / bound, np.inf))
         else:
             rtol = tolerance.rtol or 0.0
             atol = tolerance.atol or 0.0
