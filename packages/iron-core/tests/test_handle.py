@@ -430,7 +430,7 @@ def test_reshape_keeps_a_leading_bound_in_whole_rows():
     a = np.arange(24.0).reshape(4, 6)
     assert np.array_equal(read(r, {"n": 3}, {"x": a}), a[:3].reshape(6, 3))
     assert h.reshape(4, 2, 3).valid == {0: n}
-    with pytest.raises(ValueError, match="divide"):
+    with pytest.raises(ValueError, match="not a whole number of rows"):
         h.reshape(2, 12)
     with pytest.raises(ValueError, match="leading"):
         whole((4, 6))[:, :n].reshape(24)
@@ -548,9 +548,10 @@ def test_per_call_slice_forms_that_raise():
     h = whole((4, 6))
     with pytest.raises(ValueError, match="step"):
         h[:n:2]
-    with pytest.raises(ValueError, match="stop"):
+    # a per-call start takes a fixed length: x[p : p + k]
+    with pytest.raises(ValueError, match="fixed length"):
         h[n:]
-    with pytest.raises(ValueError, match="stop"):
+    with pytest.raises(ValueError, match="fixed length"):
         h[n:5]
     with pytest.raises(ValueError, match="stop"):
         h[:4:n]
@@ -926,3 +927,39 @@ def test_layouts_are_values():
     assert Dense(3) == Dense(3)
     assert dataclasses.replace(Strided(BLOCKS), shift=pos).shift == pos
     assert isinstance(whole((4, 6))[pos].layout.offset, Affine)
+
+
+# ------------------------------------------------ per-call windows x[p : p + k]
+
+
+def test_a_window_with_a_per_call_start_reads_k_rows_from_p():
+    p = PerCall("p")
+    h = whole((16, 4))
+    window = h[p : p + 3]
+    assert window.shape == (3, 4) and isinstance(window.layout, Dense)
+    a = np.arange(64.0).reshape(16, 4)
+    for start in (0, 5, 13):
+        got = read(window, {"p": start}, {"x": a})
+        np.testing.assert_array_equal(got, a[start : start + 3])
+
+
+def test_a_window_records_the_range_its_start_keeps():
+    class G(iron.Graph):
+        def __init__(self):
+            self.table = iron.param(np.zeros((16, 4), np.float32))
+
+        def body(self, *, p: iron.Scratchpad[int]):
+            return self.table[p : p + 3]
+
+    with iron.use_device("npu2"):
+        recording = G().record()
+    (limit,) = recording.limits
+    assert (str(limit.expr), limit.lo, limit.hi) == ("p", 0, 14)
+    with pytest.raises(IndexError, match="outside"):
+        recording.check_values({"p": 14})
+
+
+def test_a_window_of_a_bounded_axis_raises():
+    p = PerCall("p")
+    with pytest.raises(ValueError, match="bounded per call"):
+        whole((16, 4))[:n][p : p + 2]

@@ -708,3 +708,53 @@ def test_a_weight_the_graph_does_not_hold_is_refused():
 def test_indexing_a_weight_outside_a_body_raises_type_error():
     with pytest.raises(TypeError, match="only while a graph's body is recorded"):
         Lookup().table[[0]]
+
+
+# -- a held param indexed in a body; out= writes only the bounded rows -------------
+
+
+class EmbedRow(iron.Graph):
+    """``self.table[token]``: a held param indexed by a per-call value."""
+
+    def __init__(self):
+        self.table = iron.param(
+            np.arange(32, dtype=np.float32).reshape(8, 4).astype(bfloat16)
+        )
+
+    def body(self, *, token: iron.Scratchpad[int]):
+        return Copy.step(self.table[token])
+
+
+def test_a_held_param_indexed_in_a_body_is_a_view_of_its_resident_handle():
+    graph = EmbedRow()
+    recording = graph.record()
+    (step,) = recording.steps
+    assert step.inputs[0].name == "table" and step.inputs[0].buffer.role == "weight"
+    for token in (0, 5, 7):
+        np.testing.assert_array_equal(graph.reference(token=token), graph.table[token])
+    # outside a body it indexes as the array it is
+    assert isinstance(graph.table[1], np.ndarray)
+    with pytest.raises(IndexError, match="outside"):
+        graph.reference(token=8)
+
+
+class WriteRows(iron.Graph):
+    """Writes the first n rows of x into a state; the rest keep their values."""
+
+    def __init__(self):
+        self.store = iron.state((4, 3), bfloat16)
+
+    def body(self, x, *, n: iron.Scratchpad[int]):
+        Copy2D.step(x[:n], out=self.store[:, :])
+        return Copy2D.step(self.store[:, :])
+
+
+def test_out_takes_the_bound_of_the_rows_the_step_writes():
+    graph = WriteRows()
+    recording = graph.record(x=(4, 3))
+    written = recording.steps[0].outputs[0]
+    assert str(written.valid[0]) == "n"
+    graph.store.host[:] = -1
+    out = graph.reference(np.ones((4, 3), bfloat16), n=2)
+    np.testing.assert_array_equal(out[:2], 1)
+    np.testing.assert_array_equal(out[2:], -1)  # rows past n untouched

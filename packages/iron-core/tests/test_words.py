@@ -127,6 +127,8 @@ def test_uses_of_one_expression_share_a_word():
         "x[:n] bound of axis 0 (step 0 Scale reads)",
         "scale0[:n] bound of axis 0 (step 0 Scale writes)",
         "scale0[:n] bound of axis 0 (step 1 CopyTo reads)",
+        # out= takes the rows its input bounds: the write is bounded too
+        "cache[:n] bound of axis 0 (step 1 CopyTo writes)",
         "x[:n] bound of axis 0 (step 2 Scale reads)",
         "scale2[:n] bound of axis 0 (step 2 Scale writes)",
     )
@@ -145,10 +147,10 @@ def test_share_false_gives_a_word_per_use():
     rec = _record(Decode(), x=((8,), np.float32))
     shared = words_of(rec, iron.NPU2)
     each = words_of(rec, iron.NPU2, share=False)
-    assert len(each) == sum(len(w.uses) for w in shared) == 6
-    assert [w.symbol for w in each] == [f"w{i}" for i in range(6)]
+    assert len(each) == sum(len(w.uses) for w in shared) == 7
+    assert [w.symbol for w in each] == [f"w{i}" for i in range(7)]
     assert all(len(w.uses) == 1 for w in each)
-    assert [str(w.expr) for w in each].count("n") == 5
+    assert [str(w.expr) for w in each].count("n") == 6
 
 
 def test_per_call_operator_field_is_a_word():

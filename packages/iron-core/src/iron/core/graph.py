@@ -590,6 +590,13 @@ class Graph:
         return version(*tensors, **values)
 
     def release(self) -> None:
-        """Free the device memory this graph's versions hold; a call after reloads."""
+        """Free the device memory this graph's versions and arena hold.
+
+        A call after it loads them again (weights upload again; states start
+        from zeros).
+        """
         for version in self.versions.values():
             version.release()
+        # The runtime keeps the graph's arenas here, one per backend and device.
+        for arena in self.__dict__.get("_arenas", {}).values():
+            arena.release()

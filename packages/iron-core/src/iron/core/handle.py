@@ -342,6 +342,28 @@ class Handle:
                 if recorder is not None:
                     recorder.limit(index, 0, size, self)
                 offset = offset + index * stride
+            elif isinstance(k, slice) and _is_window(k):
+                # x[p : p + 8]: a per-call start, a fixed length
+                first = _as_affine(k.start)
+                length = (_as_affine(k.stop) - first) if k.stop is not None else None
+                if not isinstance(length, int) or not 0 < length <= size:
+                    raise ValueError(
+                        f"{self!r}[{k.start}:{k.stop}]: a window with a per-call "
+                        f"start has a fixed length in [1, {size}] (x[p : p + n] "
+                        f"with n an int); use x[:n] for a per-call length"
+                    )
+                if k.step not in (None, 1):
+                    raise ValueError(f"{self!r}: a per-call window takes no step")
+                if bound is not None:
+                    raise ValueError(
+                        f"{self!r}: axis {axis} is bounded per call ({bound}); "
+                        f"only a whole slice ':' keeps it"
+                    )
+                if recorder is not None:
+                    recorder.limit(first, 0, size - length + 1, self)
+                offset = offset + first * stride
+                shape.append(length)
+                strides.append(stride)
             elif isinstance(k, slice):
                 start, stop, step, per_call = _slice(k, size, self)
                 n = len(range(start, stop, step))
@@ -557,6 +579,11 @@ def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
     return key[:i] + (slice(None),) * (ndim - taken) + key[i + 1 :]
 
 
+def _is_window(k: slice) -> bool:
+    """Whether a slice starts at a per-call value (``x[p : p + 8]``)."""
+    return isinstance(k.start, (PerCall, Affine))
+
+
 def _slice(k: slice, size: int, h: Handle) -> tuple[int, int, int, Affine | None]:
     """A slice's static start, stop, step, and its per-call stop if any."""
     stop = k.stop
@@ -585,12 +612,27 @@ def _rescale_bounds(h: Handle, shape: tuple[int, ...]) -> dict[int, int | Affine
         )
     old_row = prod(h.shape[1:])
     new_row = prod(shape[1:])
-    if new_row == 0 or old_row % new_row:
-        raise ValueError(
-            f"cannot reshape {h!r} to {list(shape)}: a row of the new shape must "
-            f"divide a row of the old, so its bound stays whole rows"
-        )
-    return {0: h.valid[0] * (old_row // new_row)}
+    bound = h.valid[0]
+    if new_row and old_row % new_row == 0:
+        return {0: bound * (old_row // new_row)}
+    if old_row and new_row % old_row == 0:
+        # rows merge: the bound must be a whole number of new rows
+        exact = _exact_quotient(bound, new_row // old_row)
+        if exact is not None:
+            return {0: exact}
+    raise ValueError(
+        f"cannot reshape {h!r} to {list(shape)}: its bound {bound} is not a whole "
+        f"number of rows of the new shape"
+    )
+
+
+def _exact_quotient(expr: int | Affine, k: int) -> int | Affine | None:
+    """``expr / k`` when every coefficient and the constant divide by ``k``."""
+    if isinstance(expr, int):
+        return expr // k if expr % k == 0 else None
+    if expr.const % k or any(c % k for _, c in expr.terms):
+        return None
+    return Affine(tuple((a, c // k) for a, c in expr.terms), expr.const // k)
 
 
 def shim_descriptor_fits(dev: Device, tap: TensorAccessPattern, dtype: Any) -> bool:

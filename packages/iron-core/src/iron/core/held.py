@@ -22,7 +22,18 @@ __all__ = ["State", "Weight", "param", "state", "walk", "weight"]
 
 
 class _Param(np.ndarray):
-    """An array a graph holds as a weight (see :func:`param`)."""
+    """An array a graph holds as a weight (see :func:`param`).
+
+    While a graph that holds it is recorded, indexing it gives a view of its
+    resident handle (``self.embed[token]``), as a state's does; elsewhere it
+    indexes as the array it is.
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        recorder = context.graph_recorder.get()
+        if recorder is not None and id(self) in recorder.held:
+            return recorder.handle_of(self)[key]
+        return super().__getitem__(key)
 
 
 class _Unbound(np.ndarray):

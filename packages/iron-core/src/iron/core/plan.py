@@ -84,8 +84,7 @@ class Plan:
             )
         else:
             lines.append(
-                "  packaging: one xclbin per step, because "
-                + "; ".join(self.reasons)
+                "  packaging: one xclbin per step, because " + "; ".join(self.reasons)
             )
         steps = sum(len(c) for c in self.commands)
         if len(self.commands) > 1:
@@ -119,9 +118,7 @@ class Plan:
         for placed in sorted(
             self.buffers.values(), key=lambda p: (_KIND_ORDER[p.kind], p.offset, p.name)
         ):
-            where = (
-                f"@{placed.offset:>10}" if placed.in_arena else "  own buffer"
-            )
+            where = f"@{placed.offset:>10}" if placed.in_arena else "  own buffer"
             lines.append(
                 f"    {placed.name.ljust(width)}  {placed.kind:<9} {where}  "
                 f"{placed.nbytes:>10} B  steps {placed.first}..{placed.last}"
@@ -135,7 +132,11 @@ _KIND_ORDER = {"input": 0, "output": 1, "resident": 2, "transient": 3}
 def _span(command: tuple[int, ...]) -> str:
     if not command:
         return "none"
-    return f"steps {command[0]}..{command[-1]}" if len(command) > 1 else f"step {command[0]}"
+    return (
+        f"steps {command[0]}..{command[-1]}"
+        if len(command) > 1
+        else f"step {command[0]}"
+    )
 
 
 def _commands(recording: Recording) -> list[tuple[int, ...]]:

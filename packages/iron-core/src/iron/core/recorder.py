@@ -215,7 +215,9 @@ class Recorder:
                     f"{len(outs)}"
                 )
             result = []
-            for spec, shape, dtype, o in zip(specs, shapes, dtypes, outs):
+            for spec, shape, dtype, o, bounds in zip(
+                specs, shapes, dtypes, outs, valid
+            ):
                 h = self.handle_of(o, f"{cls.__name__} out=")
                 if h.buffer.role != "state":
                     raise ValueError(
@@ -227,6 +229,11 @@ class Recorder:
                     raise ValueError(
                         f"{cls.__name__}.step(out={h!r}): its {spec.name} is "
                         f"{list(shape)} {np.dtype(dtype).name}"
+                    )
+                if bounds:
+                    # the step writes only the rows its inputs bound this call
+                    h = Handle(
+                        h.buffer, h.shape, h.dtype, {**h.valid, **bounds}, h.layout
                     )
                 result.append(h)
             return tuple(result)

@@ -226,7 +226,9 @@ class Recording:
             write(h, values, buffers, r)
 
     @staticmethod
-    def run_host(host: HostStep, values: Any, buffers: Mapping[str, np.ndarray]) -> None:
+    def run_host(
+        host: HostStep, values: Any, buffers: Mapping[str, np.ndarray]
+    ) -> None:
         """Run one host step: ``fn(*reads, *writes)``, then store what it wrote."""
         reads = [read(h, values, buffers) for h in host.reads]
         writes = [read(h, values, buffers) for h in host.writes]

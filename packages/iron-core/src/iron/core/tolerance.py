@@ -187,7 +187,7 @@ class Tolerance:
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(
-                f"Tolerance bound has {bound[where]!r} at {where}; every element "
+                f"Tolerance bound has {float(bound[where])!r} at {where}; every element "
                 f"must be >= 0 (use +inf where no finite bound holds)"
             )
         bound.setflags(write=False)

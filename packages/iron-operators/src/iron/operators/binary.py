@@ -1,4 +1,4 @@
-"""Elementwise binary arithmetic over two flat bf16 vectors: ``ElementwiseAdd``, ``ElementwiseMul``.
+"""Binary elementwise arithmetic: ``ElementwiseAdd`` and ``ElementwiseMul``.
 
 Each is an ``_Elementwise`` operator (``size`` elements in ``tile_size`` tiles
 over ``num_aie_columns`` columns; see :mod:`iron.operators.elementwise`) that
@@ -32,8 +32,11 @@ class ElementwiseAdd(_Binary):
     """``a + b`` elementwise, in bf16.
 
     The sum is computed in fp32 and rounded once to bf16. It is not always
-    exact in fp32 (``2**100 + 1``), so this is a double rounding, still within
-    one bf16 ulp of the exact sum (AMD IRON's eltwise contract).
+    exact in fp32 (``2**100 + 1``), but fp32's 24 bits are more than twice
+    bf16's 8 plus 2, so rounding through fp32 still gives the correctly
+    rounded sum (Figueroa, "When is double rounding innocuous?", 1995); one
+    ulp is AMD IRON's eltwise contract and also covers a kernel that rounds
+    toward zero.
     """
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from iron.core.arena import ArenaPlan
+from iron.core.device import require_device
 from iron.core.emit import emit_site
 from iron.core.graph import Graph
 from iron.core.operator import Operator
@@ -38,11 +39,13 @@ def _arena(graph: Graph, recording: Recording, device: Any) -> ScratchArena:
     return arena
 
 
+#: The one-step graphs of standalone operator calls, by operator and device.
+#: Module-level: iron-core makes a new ``Runtime`` for every call it forwards.
+_standalone: dict[tuple, Graph] = {}
+
+
 class Runtime:
     """Builds recordings into versions on the backend in use."""
-
-    def __init__(self) -> None:
-        self._standalone: dict[tuple, Graph] = {}
 
     def compile(
         self,
@@ -104,9 +107,11 @@ class Runtime:
             for name, value in op.fields().items()
             if value is not None and not cls.declaration.params[name].derived
         }
-        graph = self._standalone.get((cls, repr(op)))
+        # A graph's versions are keyed by shapes alone: one graph per device.
+        key = (cls, repr(op), require_device().name)
+        graph = _standalone.get(key)
         if graph is None:
-            graph = self._standalone[(cls, repr(op))] = _OneStep(cls, names, fields)
+            graph = _standalone[key] = _OneStep(cls, names, fields)
         return graph(*arrays)
 
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from iron.runtime.compiled import CompiledGraph
+from iron.runtime.compiled import CompiledGraph, Loaded
 from iron.runtime.driver import Run
 
 __all__ = ["CarriedLoop"]
@@ -52,27 +52,28 @@ class CarriedLoop:
         first.emit_to(body)
         body.emit_to(body)
         self._runs: list[Run] | None = None
-        self._first_run: Run | None = None
+        self._loaded: Loaded | None = None
 
     def start(self, *tensors: Any, **values: Any) -> None:
         """Run ``first`` on ``tensors`` and ``values``, and wait for it."""
         body_call = self.body.load().callable
-        if self._runs is None:
+        if self._runs is None or self._loaded is not body_call:
+            # Made again when body was released and loaded since.
+            self._loaded = body_call
             self._runs = [body_call.run] + [
                 body_call.new_run() for _ in range(self.depth - 1)
             ]
-            for k, run in enumerate(self._runs):
-                run.bind_feedback(self._runs[(k + 1) % self.depth])
+        # Bound again each start: a host call of body between loops reuses
+        # its first run and unbinds that run's feedback.
+        for k, run in enumerate(self._runs):
+            run.bind_feedback(self._runs[(k + 1) % self.depth])
         if self.first is self.body:
             first_run = self._runs[-1]
         else:
-            first_run = self._first_run or self.first.callable.run
-            self._first_run = first_run
+            first_run = self.first.callable.run
         first_run.bind_feedback(self._runs[0])
         self.first.start(first_run, *tensors, **values)
         first_run.wait()
-        if self.first is self.body:
-            first_run.bind_feedback(self._runs[0])
 
     def steps(self, steps: int) -> Iterator[int]:
         """Run ``steps`` steps of ``body``, yielding each index once complete.

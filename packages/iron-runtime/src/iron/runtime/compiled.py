@@ -10,13 +10,14 @@ their bounds, with a ``Carry`` when the graph carries values.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from iron.core.emit import EmitSite, compose
+from iron.core.emit import EmitSite, compose, emit_site, made
 from iron.core.handle import Handle, read
 from iron.core.held import State, Weight
 from iron.core.percall import VALUE_MAX, Carry
@@ -416,7 +417,7 @@ class CompiledGraph:
                 f"{list(self.recording.carry)}: they are not versions of one graph"
             )
         program = compose(
-            self.emit,
+            _with_target_ranges(self.emit, target),
             self.recording.carry,
             target.words,
             [p.name for p in target.parameters],
@@ -427,3 +428,21 @@ class CompiledGraph:
     def __repr__(self) -> str:
         packaging = "full ELF" if self.plan.full_elf else "xclbin per step"
         return f"<CompiledGraph {self.name} on {self.device.backend} {self.device.name}: {packaging}>"
+
+
+def _with_target_ranges(site: EmitSite, target: CompiledGraph) -> EmitSite:
+    """``site`` with each device-made value limited as ``target``'s views limit it.
+
+    A sampled token the source never indexes by is still bounded where the
+    target reads it (``embed[token]``), so the composed program is proven not
+    to overflow over the values the target can take; ``run`` checks them too.
+    """
+    ranges = {name: (lo, hi) for name, lo, hi in site.ranges}
+    for name, lo, hi in emit_site(target.recording).ranges:
+        if name in site.handles:
+            key = made(name)
+            old_lo, old_hi = ranges.get(key, (lo, hi))
+            ranges[key] = (max(lo, old_lo), min(hi, old_hi))
+    return dataclasses.replace(
+        site, ranges=tuple((n, lo, hi) for n, (lo, hi) in ranges.items())
+    )

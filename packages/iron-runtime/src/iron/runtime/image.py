@@ -103,7 +103,8 @@ def build_images(
     if plan.full_elf:
         groups = plan.commands or [()]
     else:
-        groups = [(i,) for command in plan.commands for i in command]
+        # A version of no device steps still has one (empty) image.
+        groups = [(i,) for command in plan.commands for i in command] or [()]
     images = []
     for k, group in enumerate(groups):
         last = k == len(groups) - 1

@@ -1,0 +1,3 @@
+"""The version of the iron-lm distribution (read by hatch at build time)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,320 @@
+"""The Llama decoder as an ``iron.Graph``: two versions sharing one arena.
+
+One body serves both versions. Given ``tokens`` (a prompt chunk of ``rows``
+ids, the first ``n`` valid this call) it is the *prompt* version: embedding
+rows gathered by id, every layer on ``rows`` rows with causal attention that
+continues the KV cache from ``position``, logits for every row, and the next
+token sampled from row ``n - 1``. Given no tensor it is the *decode* version:
+the carried ``token`` embedded at ``position``, matrix-vector products,
+attention over the first ``position + 1`` cache positions, the next token
+sampled on the device. Both write the sampled token into ``generated`` at
+the position it will take, and carry ``token``, ``position`` and ``n`` so a
+device loop can run the decode version run after run.
+
+Per layer: RMSNorm -> q/k/v projections -> RoPE (the cos/sin table held as a
+weight, its rows taken at the position) -> K and V written into the layer's
+cache state at the position -> attention -> output projection + residual ->
+RMSNorm -> SwiGLU MLP + residual; then the final norm and the LM head (the
+embedding when tied).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+import iron
+import iron.core.held
+from iron.lm.config import LlamaConfig
+from iron.operators.activations import SiLUMul
+from iron.operators.attention import CausalAttention, DecodeAttention
+from iron.operators.binary import ElementwiseAdd
+from iron.operators.matmul import GEMM, GEMV
+from iron.operators.movers import Copy
+from iron.operators.norms import RMSNorm
+from iron.operators.rope import RoPE, rope_table
+from iron.operators.sample import Sample
+
+__all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
+
+
+@dataclasses.dataclass
+class Linear:
+    """A Hugging Face ``nn.Linear`` without bias: its ``weight`` is (out, in)."""
+
+    weight: np.ndarray
+
+    @classmethod
+    def declare(cls, out_features: int, in_features: int) -> Linear:
+        """A linear layer whose weight ``load_state_dict`` binds."""
+        return cls(iron.param(out_features, in_features))
+
+
+@dataclasses.dataclass
+class Norm:
+    """A Hugging Face ``LlamaRMSNorm``: its ``weight`` is (hidden,)."""
+
+    weight: np.ndarray
+
+
+@dataclasses.dataclass
+class Attention:
+    """A layer's attention weights and KV cache (Hugging Face's ``self_attn``)."""
+
+    q_proj: Linear
+    k_proj: Linear
+    v_proj: Linear
+    o_proj: Linear
+    k_cache: iron.core.held.State
+    v_cache: iron.core.held.State
+
+    @classmethod
+    def declare(cls, c: LlamaConfig, context: int) -> Attention:
+        """Weights to bind, and caches of ``context`` positions."""
+        q_out = c.num_attention_heads * c.head_dim
+        kv_out = c.num_key_value_heads * c.head_dim
+        shape = (c.num_key_value_heads, context, c.head_dim)
+        return cls(
+            Linear.declare(q_out, c.hidden_size),
+            Linear.declare(kv_out, c.hidden_size),
+            Linear.declare(kv_out, c.hidden_size),
+            Linear.declare(c.hidden_size, q_out),
+            iron.state(shape, bfloat16),
+            iron.state(shape, bfloat16),
+        )
+
+
+@dataclasses.dataclass
+class Mlp:
+    """A layer's SwiGLU MLP weights (Hugging Face's ``mlp``)."""
+
+    gate_proj: Linear
+    up_proj: Linear
+    down_proj: Linear
+
+    @classmethod
+    def declare(cls, c: LlamaConfig) -> Mlp:
+        """Weights to bind."""
+        return cls(
+            Linear.declare(c.intermediate_size, c.hidden_size),
+            Linear.declare(c.intermediate_size, c.hidden_size),
+            Linear.declare(c.hidden_size, c.intermediate_size),
+        )
+
+
+@dataclasses.dataclass
+class Layer:
+    """One decoder layer (Hugging Face's ``model.layers.{i}``)."""
+
+    input_layernorm: Norm
+    self_attn: Attention
+    post_attention_layernorm: Norm
+    mlp: Mlp
+
+    @classmethod
+    def declare(cls, c: LlamaConfig, context: int) -> Layer:
+        """Weights to bind, and caches of ``context`` positions."""
+        return cls(
+            Norm(iron.param(c.hidden_size)),
+            Attention.declare(c, context),
+            Norm(iron.param(c.hidden_size)),
+            Mlp.declare(c),
+        )
+
+
+@dataclasses.dataclass
+class Model:
+    """Hugging Face's ``model``: embeddings, layers, final norm."""
+
+    embed_tokens: Norm  # an nn.Embedding: its weight is (vocab, hidden)
+    layers: list[Layer]
+    norm: Norm
+
+    @classmethod
+    def declare(cls, c: LlamaConfig, context: int) -> Model:
+        """Weights to bind, and caches of ``context`` positions."""
+        return cls(
+            Norm(iron.param(c.vocab_size, c.hidden_size)),
+            [Layer.declare(c, context) for _ in range(c.num_hidden_layers)],
+            Norm(iron.param(c.hidden_size)),
+        )
+
+
+class Llama(iron.Graph):
+    """A Llama decoder: prompt chunks and device-side decode steps.
+
+    Weights are held at Hugging Face's names (``model.layers.3.mlp.up_proj.weight``)
+    for ``load_state_dict``; the KV caches and the generated tokens are states.
+
+    Args:
+        config: The model's configuration.
+        context: Positions the caches hold (at most the model's
+            ``max_position_embeddings``).
+        rows: Tokens in one prompt chunk (the prompt version's input length).
+        temperature: Sampling temperature; 0 is greedy.
+        top_k: Candidates a draw is from.
+    """
+
+    def __init__(
+        self,
+        config: LlamaConfig,
+        *,
+        context: int | None = None,
+        rows: int = 16,
+        temperature: float = 0.0,
+        top_k: int = 1,
+    ) -> None:
+        context = min(
+            context or config.max_position_embeddings, config.max_position_embeddings
+        )
+        if rows < 1 or rows > context:
+            raise ValueError(
+                f"a prompt chunk of rows={rows} must hold 1..{context} tokens"
+            )
+        self.config = config
+        self.context = context
+        self.rows = rows
+        self.temperature = temperature
+        self.top_k = top_k
+        self.model = Model.declare(config, context)
+        if not config.tie_word_embeddings:
+            self.lm_head = Linear.declare(config.vocab_size, config.hidden_size)
+        scaling = config.rope_scaling.to_dict() if config.rope_scaling else None
+        self.rope = iron.param(
+            rope_table(context, config.head_dim, config.rope_theta, scaling)
+        )
+        self.generated = iron.state((context + 1, 1), np.int32)
+
+    @property
+    def head(self) -> np.ndarray:
+        """The LM head's (vocab, hidden) weight: the embedding when tied."""
+        if self.config.tie_word_embeddings:
+            return self.model.embed_tokens.weight
+        return self.lm_head.weight
+
+    def body(
+        self,
+        tokens=None,
+        *,
+        token: iron.Carried[int] = 0,
+        position: iron.Carried[int] = 0,
+        n: iron.Carried[int] = 1,
+        seed: iron.Carried[int] = 0,
+    ):
+        if tokens is None:
+            return self._decode(token, position, seed)
+        return self._prompt(tokens, position, n, seed)
+
+    # -- the prompt version ------------------------------------------------------
+
+    def _prompt(self, tokens: Any, position: Any, n: Any, seed: Any) -> Any:
+        c = self.config
+        rows = tokens.shape[0]
+        x = Copy.step(
+            self.model.embed_tokens.weight[tokens[:n]]
+        )  # (rows, hidden), n valid
+        cos_sin = self.rope[position : position + rows]
+        for layer in self.model.layers:
+            x = self._prompt_layer(layer, x, cos_sin, position, rows)
+        h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
+        logits = GEMM.step(h, self.head, b_transposed=True)  # (rows, vocab)
+        last = logits[n - 1]
+        token = Sample.step(
+            last,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            seed=seed + position + n,
+        )
+        Copy.step(token, out=self.generated[position + n])
+        return logits, iron.carry(token=token, position=position + n, n=1, seed=seed)
+
+    def _prompt_layer(
+        self, layer: Layer, x: Any, cos_sin: Any, position: Any, rows: int
+    ):
+        c = self.config
+        attn = layer.self_attn
+        h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
+        q = GEMM.step(h, attn.q_proj.weight, b_transposed=True)
+        k = GEMM.step(h, attn.k_proj.weight, b_transposed=True)
+        v = GEMM.step(h, attn.v_proj.weight, b_transposed=True)
+        q = RoPE.step(q.reshape(rows, c.num_attention_heads, c.head_dim), cos_sin)
+        k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
+        v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
+        window = slice(position, position + rows)
+        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, window])
+        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, window])
+        o = CausalAttention.step(q, attn.k_cache, attn.v_cache, start=position)
+        o = GEMM.step(o.reshape(rows, -1), attn.o_proj.weight, b_transposed=True)
+        x = _add(x, o)
+        h = RMSNorm.step(
+            x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
+        )
+        mlp = layer.mlp
+        gate = GEMM.step(h, mlp.gate_proj.weight, b_transposed=True)
+        up = GEMM.step(h, mlp.up_proj.weight, b_transposed=True)
+        act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
+        down = GEMM.step(act, mlp.down_proj.weight, b_transposed=True)
+        return _add(x, down)
+
+    # -- the decode version --------------------------------------------------------
+
+    def _decode(self, token: Any, position: Any, seed: Any) -> Any:
+        c = self.config
+        x = Copy.step(self.model.embed_tokens.weight[token])  # (hidden,)
+        cos_sin = self.rope[position : position + 1]
+        for layer in self.model.layers:
+            x = self._decode_layer(layer, x, cos_sin, position)
+        h = RMSNorm.step(
+            x.reshape(1, -1), weight=self.model.norm.weight, eps=c.rms_norm_eps
+        )
+        logits = GEMV.step(self.head, h.reshape(-1))  # (vocab,)
+        nxt = Sample.step(
+            logits,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            seed=seed + position + 1,
+        )
+        Copy.step(nxt, out=self.generated[position + 1])
+        return logits, iron.carry(token=nxt, position=position + 1, n=1, seed=seed)
+
+    def _decode_layer(self, layer: Layer, x: Any, cos_sin: Any, position: Any):
+        c = self.config
+        attn = layer.self_attn
+        h = RMSNorm.step(
+            x.reshape(1, -1), weight=layer.input_layernorm.weight, eps=c.rms_norm_eps
+        ).reshape(-1)
+        q = GEMV.step(attn.q_proj.weight, h)
+        k = GEMV.step(attn.k_proj.weight, h)
+        v = GEMV.step(attn.v_proj.weight, h)
+        q = RoPE.step(q.reshape(1, c.num_attention_heads, c.head_dim), cos_sin)
+        k = RoPE.step(k.reshape(1, c.num_key_value_heads, c.head_dim), cos_sin)
+        v = v.reshape(1, c.num_key_value_heads, c.head_dim)
+        at = slice(position, position + 1)
+        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, at])
+        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, at])
+        o = DecodeAttention.step(
+            q.reshape(c.num_attention_heads, c.head_dim),
+            attn.k_cache,
+            attn.v_cache,
+            length=position + 1,
+        )
+        o = GEMV.step(attn.o_proj.weight, o.reshape(-1))
+        x = ElementwiseAdd.step(x, o)
+        h = RMSNorm.step(
+            x.reshape(1, -1),
+            weight=layer.post_attention_layernorm.weight,
+            eps=c.rms_norm_eps,
+        ).reshape(-1)
+        mlp = layer.mlp
+        act = SiLUMul.step(
+            GEMV.step(mlp.gate_proj.weight, h), GEMV.step(mlp.up_proj.weight, h)
+        )
+        return ElementwiseAdd.step(x, GEMV.step(mlp.down_proj.weight, act))
+
+
+def _add(a: Any, b: Any) -> Any:
+    """A residual add of two (rows, hidden) handles, as one flat elementwise step."""
+    return ElementwiseAdd.step(a.reshape(-1), b.reshape(-1)).reshape(a.shape)

@@ -1,0 +1,403 @@
+"""Tokenizers: text to ids and back, streamed decoding, chat templates.
+
+``Tokenizer`` wraps a Hugging Face ``tokenizer.json`` (read by the
+tokenizers library) with what ``tokenizer_config.json`` adds to it: the
+bos/eos tokens, whether to prepend bos, and the chat template of instruct
+models. ``Detokenizer`` turns ids into text as they are generated without
+ever splitting a multi-byte character. Chat templates render in a sandboxed
+Jinja environment set up as transformers sets up its own (trim_blocks,
+lstrip_blocks, loop controls, a ``tojson`` that keeps non-ASCII text,
+``raise_exception`` and ``strftime_now``; ``messages``,
+``add_generation_prompt``, the special tokens such as ``bos_token`` and
+``eos_token``, and any extra keyword as variables), so a model's own
+template gives the text it was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ChatTemplateError",
+    "Detokenizer",
+    "Tokenizer",
+    "TokenizerError",
+    "TokenizerNotFoundError",
+]
+
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+_SPECIAL_KEYS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "pad_token",
+    "sep_token",
+    "cls_token",
+    "mask_token",
+)
+
+
+class TokenizerError(ValueError):
+    """A tokenizer directory whose files are malformed or inconsistent."""
+
+
+class TokenizerNotFoundError(TokenizerError, FileNotFoundError):
+    """A tokenizer directory, or its tokenizer.json, that does not exist."""
+
+
+class ChatTemplateError(ValueError):
+    """No chat template, or the template refused the messages."""
+
+
+class Tokenizer:
+    """Text to token ids and back, with the checkpoint's special tokens.
+
+    Attributes:
+        bos_token: The beginning-of-sequence token text, or None.
+        eos_token: The end-of-sequence token text, or None.
+        chat_template: The Jinja chat template, or None (base models).
+        add_bos_token: True/False as ``tokenizer_config.json`` says, or None
+            when it is silent (then the post-processor decides, as in
+            transformers).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        chat_template: str | None = None,
+        add_bos_token: bool | None = None,
+        eos_token_ids: Iterable[int] = (),
+        special_tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        self._tok = tokenizer
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.chat_template = chat_template
+        self.add_bos_token = add_bos_token
+        self._special = dict(special_tokens or {})
+        if bos_token is not None:
+            self._special.setdefault("bos_token", bos_token)
+        if eos_token is not None:
+            self._special.setdefault("eos_token", eos_token)
+        self.bos_id = self._id_of(bos_token, "bos_token")
+        eos = [] if eos_token is None else [self._id_of(eos_token, "eos_token")]
+        self.eos_ids: tuple[int, ...] = tuple(dict.fromkeys([*eos, *eos_token_ids]))
+
+    def _id_of(self, token: str | None, what: str) -> int | None:
+        if token is None:
+            return None
+        i = self._tok.token_to_id(token)
+        if i is None:
+            raise TokenizerError(
+                f"{what} {token!r} is not in the tokenizer's vocabulary"
+            )
+        return i
+
+    # -- construction ----------------------------------------------------------
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike[str]) -> Tokenizer:
+        """Load ``tokenizer.json`` and what the directory says around it.
+
+        Reads, when present: ``tokenizer_config.json`` (bos/eos tokens,
+        ``add_bos_token``, ``chat_template``: a string, or a list of named
+        templates of which "default" is taken), ``chat_template.jinja`` (the
+        file newer transformers write; it wins over the config's), and the
+        ``eos_token_id`` of ``config.json`` and ``generation_config.json``
+        (Llama 3 instruct models stop on several ids).
+
+        Raises:
+            TokenizerNotFoundError: No such directory, or no tokenizer.json.
+            TokenizerError: A file that cannot be read as what it should be.
+        """
+        from tokenizers import Tokenizer as _HFTokenizer
+
+        root = Path(directory)
+        if not root.is_dir():
+            raise TokenizerNotFoundError(
+                f"tokenizer directory {str(root)!r} does not exist"
+            )
+        path = root / TOKENIZER_FILE
+        if not path.is_file():
+            raise TokenizerNotFoundError(
+                f"{str(root)!r} has no {TOKENIZER_FILE}; IRON reads Hugging Face "
+                "fast tokenizers (tokenizer.json), not tokenizer.model alone"
+            )
+        try:
+            tokenizer = _HFTokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises plain Exception
+            raise TokenizerError(f"cannot read {str(path)!r}: {e}") from None
+        config = _read_json(root / CONFIG_FILE) or {}
+        template = _pick_template(config.get("chat_template"), root / CONFIG_FILE)
+        jinja_file = root / "chat_template.jinja"
+        if jinja_file.is_file():
+            template = jinja_file.read_text(encoding="utf-8")
+        specials = {
+            k: _token_text(config[k])
+            for k in _SPECIAL_KEYS
+            if config.get(k) is not None
+        }
+        add_bos = config.get("add_bos_token")
+        eos_ids: list[int] = []
+        for name in ("config.json", "generation_config.json"):
+            model = _read_json(root / name) or {}
+            value = model.get("eos_token_id")
+            if isinstance(value, int):
+                eos_ids.append(value)
+            elif isinstance(value, list):
+                eos_ids.extend(v for v in value if isinstance(v, int))
+            bos_id = model.get("bos_token_id")
+            if "bos_token" not in specials and isinstance(bos_id, int):
+                token = tokenizer.id_to_token(bos_id)
+                if token is not None:
+                    specials["bos_token"] = token
+        return cls(
+            tokenizer,
+            bos_token=specials.get("bos_token"),
+            eos_token=specials.get("eos_token"),
+            chat_template=template,
+            add_bos_token=None if add_bos is None else bool(add_bos),
+            eos_token_ids=eos_ids,
+            special_tokens=specials,
+        )
+
+    # -- vocabulary -------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Every id the tokenizer can produce (added special tokens included)."""
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._tok.id_to_token(token_id)
+
+    # -- encode / decode ----------------------------------------------------------
+
+    def encode(self, text: str, *, add_bos: bool = True) -> list[int]:
+        """Token ids of ``text``; special tokens written in it are matched.
+
+        With ``add_bos`` the tokenizer's post-processor runs (Llama 3's puts
+        bos first), bos is prepended if ``add_bos_token`` asks and it did not,
+        and a bos doubled because ``text`` already began with it (a rendered
+        chat template) is kept once. Without, the ids are the text's alone.
+        """
+        if not add_bos:
+            return list(self._tok.encode(text, add_special_tokens=False).ids)
+        ids = list(self._tok.encode(text, add_special_tokens=True).ids)
+        bos = self.bos_id
+        if bos is None:
+            return ids
+        if (
+            ids[:2] == [bos, bos]
+            and self.bos_token is not None
+            and text.startswith(self.bos_token)
+        ):
+            ids = ids[1:]
+        if self.add_bos_token and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+        """The text of ``ids`` (bytes that do not form UTF-8 become U+FFFD)."""
+        return self._tok.decode(
+            [int(i) for i in ids], skip_special_tokens=skip_special_tokens
+        )
+
+    def detokenizer(self, *, skip_special_tokens: bool = False) -> Detokenizer:
+        """A streaming decoder for ids as they are generated."""
+        return Detokenizer(self, skip_special_tokens=skip_special_tokens)
+
+    # -- chat --------------------------------------------------------------------
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool = True,
+        **kwargs: Any,
+    ) -> str:
+        """Render ``messages`` ([{"role": ..., "content": ...}, ...]) as text.
+
+        ``add_generation_prompt`` ends it with the header of an assistant
+        turn, so the model answers. Extra keywords are template variables
+        (``tools``, ``date_string``, ...). Encode the result with
+        ``encode(text)``: the template's own bos is kept once.
+
+        Raises:
+            ChatTemplateError: No chat template (a base model), or the
+                template's ``raise_exception`` refused the messages.
+        """
+        if self.chat_template is None:
+            raise ChatTemplateError(
+                "this tokenizer has no chat template (tokenizer_config.json has no "
+                "'chat_template'): use an instruct model for chat, or a plain prompt"
+            )
+        import jinja2
+
+        template = _compile(self.chat_template)
+        variables = {
+            **self._special,
+            "messages": [dict(m) for m in messages],
+            "add_generation_prompt": add_generation_prompt,
+            "tools": None,
+            "documents": None,
+        }
+        variables.update(kwargs)
+        try:
+            return template.render(**variables)
+        except jinja2.TemplateError as e:
+            raise ChatTemplateError(f"chat template: {e}") from None
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, bos={self.bos_token!r}, "
+            f"eos_ids={self.eos_ids}, chat={self.chat_template is not None})"
+        )
+
+
+class Detokenizer:
+    """Text from ids as they arrive, emitted only when it is stable.
+
+    Each ``push`` decodes a short window: the ids since the last emitted
+    piece plus the ones before them for context (so decoders that drop a
+    leading space, or bytes split across tokens, come out as in a full
+    decode). New text is emitted once it no longer ends in U+FFFD, the mark
+    of an unfinished UTF-8 sequence. ``flush`` emits what is left. The
+    pieces joined equal ``Tokenizer.decode`` of all the ids.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, *, skip_special_tokens: bool = False):
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self.ids: list[int] = []
+        self._prefix = 0  # first id of the context window
+        self._read = 0  # ids before this are emitted
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=self._skip)
+
+    def push(self, token_id: int) -> str:
+        """Add one id; returns the text it completes (often "")."""
+        self.ids.append(int(token_id))
+        return self._emit(final=False)
+
+    def extend(self, ids: Iterable[int]) -> str:
+        """Add several ids; returns the text they complete."""
+        return "".join(self.push(i) for i in ids)
+
+    def flush(self) -> str:
+        """Emit whatever is left (an unfinished character as U+FFFD)."""
+        return self._emit(final=True)
+
+    def _emit(self, *, final: bool) -> str:
+        if self._read == len(self.ids):
+            return ""
+        before = self._decode(self.ids[self._prefix : self._read])
+        text = self._decode(self.ids[self._prefix :])
+        if not final and (len(text) <= len(before) or text.endswith("\ufffd")):
+            return ""
+        self._prefix, self._read = self._read, len(self.ids)
+        return text[len(before) :]
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TokenizerError(f"{str(path)!r} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise TokenizerError(f"{str(path)!r} must hold a JSON object")
+    return data
+
+
+def _token_text(value: Any) -> str:
+    """A special token as tokenizer_config.json writes it: text, or an
+    AddedToken object with its text under "content"."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, str):
+        raise TokenizerError(f"special token {value!r} is not text")
+    return value
+
+
+def _pick_template(value: Any, where: Path) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        if "default" in named:
+            return named["default"]
+        raise TokenizerError(
+            f"{str(where)!r} lists chat templates {sorted(map(str, named))} but no "
+            "'default'"
+        )
+    raise TokenizerError(f"{str(where)!r}: 'chat_template' must be text or a list")
+
+
+@lru_cache(maxsize=8)
+def _compile(source: str) -> Any:
+    """The chat template in a sandbox, with transformers' helpers."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(jinja2.ext.Extension):
+        # {% generation %}...{% endgeneration %} marks assistant text for
+        # training masks in transformers; rendering keeps the body as is.
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ) -> str:
+        # Jinja's own tojson escapes HTML characters; chat text must stay as is.
+        return json.dumps(
+            value,
+            ensure_ascii=ensure_ascii,
+            indent=indent,
+            separators=separators,
+            sort_keys=sort_keys,
+        )
+
+    def strftime_now(fmt: str) -> str:
+        return datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[Generation, jinja2.ext.loopcontrols],
+    )
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise ChatTemplateError(f"chat template does not parse: {e}") from None

@@ -1,0 +1,584 @@
+"""Attention over a key/value cache: ``DecodeAttention`` and ``CausalAttention``.
+
+Both read a query and the caches ``k_cache``, ``v_cache`` of shape
+``(kv_heads, max_len, head_dim)``, with grouped-query heads: query head ``h``
+uses kv head ``h // (heads // kv_heads)``. ``DecodeAttention`` takes one
+query token and attends to the first ``length`` cache positions;
+``CausalAttention`` takes a chunk of ``rows`` prompt tokens whose own keys
+and values are already in the caches at ``start .. start + rows - 1``, and row
+``i`` attends to positions ``0 .. start + i``. ``length`` and ``start`` may be
+per-call values.
+
+The kernel model (what :meth:`reference` computes): scores ``q . k`` in fp32
+(bf16 products are exact in fp32) times the fp32 scale ``1/sqrt(head_dim)``;
+softmax in fp32 (max subtracted, fp32 ``exp``); the weighted sum of ``v`` in
+fp32, divided by the fp32 sum of weights; one rounding to bf16. Positions a
+row does not attend to are excluded by selection, never by multiplying by a
+zero weight, so whatever a cache holds there (stale values, NaN) is never read
+into a result.
+
+On the device a core takes one kv head's query group at a time and streams
+that kv head's keys and values in chunks of ``kv_tile`` positions (a per-call
+repeat count of chunks), keeping the running max, sum and fp32 accumulator;
+kv heads are spread over ``num_aie_columns`` columns.
+
+The tolerance is derived in this module (see :func:`fp32_error_bound`): a
+result is within one bf16 ulp of the reference, or within an absolute bound
+computed from the inputs that covers fp32 evaluation in another order.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+from iron.core.declare import Divisors, Input, Output, param, tunable
+from iron.core.device import Device
+from iron.core.handle import Handle, is_expr
+from iron.core.operator import Cost, Operator, RefusedShapeError
+from iron.core.tolerance import Tolerance
+
+__all__ = ["CausalAttention", "DecodeAttention", "fp32_error_bound"]
+
+#: Lanes of an fp32 accumulator register (512 bits): the width the q . k and
+#: p . v dot products run at, so head_dim and kv_tile are multiples of it.
+LANES = 16
+_COLUMNS = (1, 2, 4, 8)
+_BF16 = 2
+_F32 = 4
+#: Bytes of a core's data memory kept for its stack.
+STACK_BYTES = 1024
+#: The largest kv_tile resolve picks (larger chunks only grow the scores).
+_KV_TILE_MAX = 256
+#: The largest q_tile resolve picks for CausalAttention.
+_Q_TILE_MAX = 32
+
+#: Query rows the host reference takes at a time (bounds its memory).
+_ROW_BLOCK = 32
+
+#: fp32 unit roundoff.
+U = 2.0**-24
+#: The kernel's fp32 exp is within 4 fp32 ulps (relative 8u) of exp.
+EXP_ERROR = 8 * U
+#: Floor for results a kernel flushes to zero (the smallest normal bf16).
+FLUSH_FLOOR = 2.0**-126
+
+
+def attend(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, limits: np.ndarray
+) -> np.ndarray:
+    """The kernel model: fp32 grouped-query attention, rounded once to bf16.
+
+    Args:
+        q: ``(rows, heads, head_dim)`` queries.
+        k: ``(kv_heads, positions, head_dim)`` keys (only the first
+            ``max(limits)`` positions are read).
+        v: Values, as ``k``.
+        limits: ``(rows,)`` how many leading positions each row attends to.
+
+    Returns:
+        ``(rows, heads, head_dim)`` bf16.
+    """
+    rows, heads, head_dim = q.shape
+    kv_heads = k.shape[0]
+    group = heads // kv_heads
+    end = int(limits.max()) if rows else 0
+    scale = np.float32(1.0 / math.sqrt(head_dim))
+    qf = q.astype(np.float32).reshape(rows, kv_heads, group, head_dim)
+    kf = k[:, :end].astype(np.float32)
+    vf = v[:, :end].astype(np.float32)
+    out = np.empty((rows, kv_heads, group, head_dim), np.float32)
+    attended = np.arange(end)[None, :] < limits[:, None]  # (rows, end)
+    with np.errstate(all="ignore"):
+        for g in range(kv_heads):
+            for r in range(0, rows, _ROW_BLOCK):
+                mask = attended[r : r + _ROW_BLOCK]
+                scores = np.matmul(qf[r : r + _ROW_BLOCK, g], kf[g].T) * scale
+                scores = np.where(mask[:, None, :], scores, np.float32(-np.inf))
+                top = scores.max(axis=-1, keepdims=True)
+                weights = np.exp(scores - top)
+                weights = np.where(mask[:, None, :], weights, np.float32(0))
+                total = weights.sum(axis=-1, keepdims=True, dtype=np.float32)
+                # Positions not attended are selected away: a NaN there is unread.
+                values = np.where(mask[:, :, None], vf[g][None], np.float32(0))
+                acc = np.matmul(weights, values)  # (block, group, head_dim) fp32
+                out[r : r + _ROW_BLOCK, g] = acc / total
+    return out.reshape(rows, heads, head_dim).astype(bfloat16)
+
+
+def fp32_error_bound(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, limits: np.ndarray, chunks: int
+) -> float:
+    """The largest error of an fp32 evaluation of ``attend``, before its rounding.
+
+    For each output, a first-order bound (then made safe for large exponent
+    errors) on ``|o32 - o|``, ``o32`` an fp32 evaluation in any order and ``o``
+    the exact attention. With ``u = 2**-24``, ``D = head_dim``,
+    ``a_j = scale * sum_i |q_i k_ji|`` and ``m`` the largest score:
+
+    - a score's error is ``(D + 2) u a_j`` (a dot product of ``D`` exact
+      products, the scale), so the exponent ``s_j - m`` is off by
+      ``d_j = (D + 2) u (a_j + a_m) + u |s_j - m|``;
+    - a weight's relative error is ``eta_j = expm1(d_j)(1 + e) + e + c``, with
+      ``e`` the fp32 exp's error (4 ulps) and ``c = chunks * (e + 4u)`` the
+      running-max rescales at chunk boundaries;
+    - the sums of ``L`` terms add ``g = (L + 1) u``;
+    - so ``|o32 - o| <= (sum_j p_j (eta_j + g) |v_j| + |o| sum_j p_j (eta_j + g))
+      / (P * low) + u |o|``, with ``P = sum_j p_j`` and ``low`` the least
+      ratio of the computed sum of weights to ``P``.
+
+    Non-finite inputs count as 0 here (NaN and infinities are judged apart).
+
+    Returns:
+        The bound's largest value over every output element (a finite float).
+    """
+    rows, heads, head_dim = q.shape
+    kv_heads = k.shape[0]
+    group = heads // kv_heads
+    end = int(limits.max()) if rows else 0
+    if end == 0:
+        return 0.0
+
+    def finite(x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.float64)
+        return np.where(np.isfinite(x), x, 0.0)
+
+    scale = 1.0 / math.sqrt(head_dim)
+    qd = finite(q).reshape(rows, kv_heads, group, head_dim)
+    kd, vd = finite(k[:, :end]), finite(v[:, :end])
+    attended = (np.arange(end)[None, :] < limits[:, None])[:, None, :]
+    worst = 0.0
+    with np.errstate(all="ignore"):
+        for g in range(kv_heads):
+            s = np.matmul(qd[:, g], kd[g].T) * scale  # (rows, group, end)
+            a = np.matmul(np.abs(qd[:, g]), np.abs(kd[g]).T) * scale
+            s = np.where(attended, s, -np.inf)
+            top = np.argmax(s, axis=-1)[..., None]
+            m = np.take_along_axis(s, top, axis=-1)
+            a_m = np.take_along_axis(a, top, axis=-1)
+            gap = np.where(attended, np.abs(s - m), 0.0)
+            d = (head_dim + 2) * U * (a + a_m) + U * gap
+            d = np.where(attended, d, 0.0)
+            eta = np.expm1(d) * (1 + EXP_ERROR) + EXP_ERROR
+            eta += chunks * (EXP_ERROR + 4 * U)
+            gamma = ((limits + 1) * U)[:, None, None]
+            p = np.where(attended, np.exp(s - m), 0.0)
+            P = p.sum(axis=-1, keepdims=True)
+            weighted = p * (eta + gamma)
+            o = np.matmul(p, vd[g]) / P
+            dn = np.matmul(weighted, np.abs(vd[g]))
+            dp = weighted.sum(axis=-1, keepdims=True)
+            low = np.min(np.where(attended, np.exp(-d), 1.0), axis=-1, keepdims=True)
+            low = low * (1 - EXP_ERROR) * (1 - gamma)
+            low = np.maximum(low, sys.float_info.min)
+            bound = (dn + np.abs(o) * dp) / (P * low) + U * np.abs(o)
+            bound = np.where(np.isfinite(bound), bound, sys.float_info.max)
+            worst = max(worst, float(bound.max()))
+    return min(worst, sys.float_info.max)
+
+
+def _unit_bound(head_dim: int, length: int, chunks: int) -> float:
+    """``fp32_error_bound`` for any inputs with every element in ``[-1, 1]``."""
+    root = math.sqrt(head_dim)  # a_j <= scale * head_dim
+    d = (head_dim + 2) * U * 2 * root + U * 2 * root
+    eta = math.expm1(d) * (1 + EXP_ERROR) + EXP_ERROR + chunks * (EXP_ERROR + 4 * U)
+    gamma = (length + 1) * U
+    low = math.exp(-d) * (1 - EXP_ERROR) * (1 - gamma)
+    # |v| <= 1 and |o| <= 1: both sums are at most P * (eta + gamma).
+    return 2 * (eta + gamma) / low + U
+
+
+def _tolerance(bound: float, where: str) -> Tolerance:
+    # Device and reference are each within E of the exact result, so within
+    # 2E of each other; a rounding to bf16 each adds at most half an ulp,
+    # which is at most E where the 1-ulp rule does not already hold: 4E.
+    atol = min(4 * bound + FLUSH_FLOOR, sys.float_info.max)
+    return Tolerance.bf16_ulps(
+        1,
+        atol=atol,
+        note=(
+            "fp32 scores, softmax and weighted sum, one rounding to bf16: within "
+            "1 bf16 ulp, or within atol = 4E + 2**-126 where E bounds an fp32 "
+            f"evaluation's error in any order ({where}; dot products of head_dim "
+            "exact products, exp within 4 fp32 ulps, sums of length terms, chunk "
+            "rescales; see attention.fp32_error_bound); 4E covers two fp32 "
+            "evaluations and their roundings, 2**-126 flushed subnormals"
+        ),
+    )
+
+
+class _Attention(Operator):
+    """Grouped-query attention over ``(kv_heads, max_len, head_dim)`` caches."""
+
+    heads: int = param(doc="query heads")
+    kv_heads: int = param(doc="key/value heads (heads is a multiple of it)")
+    head_dim: int = param(doc="elements of one head")
+    max_len: int = param(doc="positions the caches hold")
+    kv_tile: int = tunable(
+        domain=Divisors("max_len", multiple_of=LANES),
+        doc="cache positions streamed to a core per chunk",
+    )
+    num_aie_columns: int = tunable(
+        domain=_COLUMNS, doc="columns the kv heads spread over"
+    )
+
+    # -- what subclasses say ------------------------------------------------------
+
+    def _q_tile(self) -> int:
+        return 1
+
+    def _q_tiles(self) -> list[int]:
+        return [1]
+
+    def _attended_end(self) -> int | None:
+        """The last position + 1 a call attends to, if fixed at record time."""
+        raise NotImplementedError
+
+    # -- device rules -------------------------------------------------------------
+
+    @property
+    def group(self) -> int:
+        """Query heads per kv head."""
+        return self.heads // self.kv_heads if self.kv_heads else 0
+
+    def core_bytes(self, q_tile: int, kv_tile: int) -> int:
+        """Data memory one core needs: double-buffered tiles, scratch, stack."""
+        q_rows = q_tile * self.group
+        hd = self.head_dim
+        return (
+            2 * 2 * kv_tile * hd * _BF16  # K and V chunks, double-buffered
+            + 2 * 2 * q_rows * hd * _BF16  # queries in, results out, double-buffered
+            + q_rows * kv_tile * _F32  # scores of one chunk
+            + q_rows * hd * _F32  # the fp32 accumulator
+            + q_rows * 2 * _F32  # running max and sum
+            + STACK_BYTES
+        )
+
+    def _refuse(self, dev: Device, rule: str) -> RefusedShapeError:
+        return RefusedShapeError(f"{type(self).__name__} on {dev}: {rule}")
+
+    def _shape_rules(self, dev: Device) -> None:
+        for field in ("heads", "kv_heads", "head_dim", "max_len"):
+            if getattr(self, field) < 1:
+                raise self._refuse(
+                    dev, f"{field}={getattr(self, field)} is not positive"
+                )
+        if self.heads % self.kv_heads:
+            raise self._refuse(
+                dev,
+                f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads} "
+                f"(each kv head serves a whole group of query heads)",
+            )
+        if self.head_dim % LANES:
+            raise self._refuse(
+                dev,
+                f"head_dim={self.head_dim} is not a multiple of the vector width "
+                f"{LANES} (the fp32 accumulator's lanes)",
+            )
+        if self.max_len % LANES:
+            raise self._refuse(
+                dev,
+                f"max_len={self.max_len} is not a multiple of {LANES} (keys and "
+                f"values stream in chunks of whole {LANES}-lane vectors)",
+            )
+
+    def check(self, dev: Device) -> None:
+        self._shape_rules(dev)
+        end = self._attended_end()
+        if end is not None and end > self.max_len:
+            raise self._refuse(dev, self._past_end_rule(end))
+        if self.num_aie_columns > dev.columns:
+            raise self._refuse(
+                dev,
+                f"num_aie_columns={self.num_aie_columns} exceeds the device's "
+                f"{dev.columns} columns",
+            )
+        if self.kv_heads % self.num_aie_columns:
+            raise self._refuse(
+                dev,
+                f"kv_heads={self.kv_heads} is not a multiple of num_aie_columns="
+                f"{self.num_aie_columns} (each column takes whole kv heads)",
+            )
+        chunks = self.max_len // self.kv_tile
+        need = self.core_bytes(self._q_tile(), self.kv_tile)
+        if chunks > dev.dma_repeat_max or need > dev.core_memory_bytes:
+            self._some_tile_works(dev)
+        if chunks > dev.dma_repeat_max:
+            raise self._refuse(
+                dev,
+                f"max_len={self.max_len} in chunks of kv_tile={self.kv_tile} is "
+                f"{chunks} chunks, over the DMA repeat count {dev.dma_repeat_max} "
+                f"a per-call length streams them by; use a larger kv_tile (a "
+                f"divisor of max_len, multiple of {LANES})",
+            )
+        if need > dev.core_memory_bytes:
+            raise self._refuse(
+                dev,
+                f"kv_tile={self.kv_tile} with head_dim={self.head_dim} and "
+                f"{self._q_tile() * self.group} query rows needs {need} bytes of "
+                f"core memory (double-buffered K/V chunks, queries, results, fp32 "
+                f"scores and accumulator, stack), over a core's "
+                f"{dev.core_memory_bytes} bytes; use smaller tiles",
+            )
+
+    def _past_end_rule(self, end: int) -> str:
+        raise NotImplementedError
+
+    def _some_tile_works(self, dev: Device) -> None:
+        """Refuse the shape itself when no kv_tile streams and fits one query row."""
+        rows = self.group
+        fitting = [
+            t
+            for t in Divisors("max_len", LANES).values(self.fields())
+            if self.core_bytes(1, t) <= dev.core_memory_bytes
+        ]
+        if not fitting:
+            need = self.core_bytes(1, LANES)
+            raise self._refuse(
+                dev,
+                f"head_dim={self.head_dim} with {rows} query rows needs {need} bytes "
+                f"of core memory even at kv_tile={LANES}, over a core's "
+                f"{dev.core_memory_bytes} bytes",
+            )
+        if self.max_len // max(fitting) > dev.dma_repeat_max:
+            raise self._refuse(
+                dev,
+                f"max_len={self.max_len} takes more than {dev.dma_repeat_max} chunks "
+                f"(the DMA repeat count) at every kv_tile that fits a core with "
+                f"head_dim={self.head_dim} and {rows} query rows (at most "
+                f"{max(fitting)}); use a max_len of at most "
+                f"{dev.dma_repeat_max * max(fitting)}",
+            )
+
+    def resolve(self, dev: Device) -> dict[str, int]:
+        if self.max_len < LANES or self.max_len % LANES:
+            # No kv_tile is in the domain (divisors of max_len, multiples of 16).
+            raise self._refuse(
+                dev,
+                f"max_len={self.max_len} is not a positive multiple of {LANES} "
+                f"(keys and values stream in chunks of whole {LANES}-lane vectors)",
+            )
+        columns = self.num_aie_columns or max(
+            c for c in _COLUMNS if c <= dev.columns and self.kv_heads % c == 0
+        )
+        domain = Divisors("max_len", LANES).values(self.fields())
+        streamable = [t for t in domain if self.max_len // t <= dev.dma_repeat_max]
+        kv_tiles = (
+            [self.kv_tile]
+            if self.kv_tile
+            else [t for t in streamable if t <= _KV_TILE_MAX]
+        )
+        q_tiles = self._q_tiles()
+        fits = [
+            (q * t, t, q)
+            for q in q_tiles
+            for t in kv_tiles
+            if self.core_bytes(q, t) <= dev.core_memory_bytes
+        ]
+        if fits:
+            _, kv_tile, q_tile = max(fits)
+        else:
+            # Nothing fits: the smallest tiles that stream, refused by check().
+            kv_tile = min(kv_tiles or streamable or domain)
+            q_tile = min(q_tiles)
+        chosen = {"num_aie_columns": columns, "kv_tile": kv_tile}
+        if "q_tile" in type(self).declaration.params:
+            chosen["q_tile"] = q_tile
+        return chosen
+
+    # -- cost and tolerance -------------------------------------------------------
+
+    def _chunks(self, end: int) -> int:
+        tile = self.kv_tile or self.max_len
+        return -(-end // tile)
+
+    def _tolerance(
+        self, inputs: tuple[np.ndarray, ...], limits: np.ndarray | None
+    ) -> Tolerance:
+        if not inputs:
+            bound = _unit_bound(self.head_dim, self.max_len, self._chunks(self.max_len))
+            return _tolerance(
+                bound, "for |q|, |k|, |v| <= 1; pass the inputs for theirs"
+            )
+        q, k, v = inputs[:3]
+        q = q.reshape(-1, self.heads, self.head_dim)
+        chunks = self._chunks(int(limits.max()) if limits.size else 0)
+        return _tolerance(
+            fp32_error_bound(q, k, v, limits, chunks), "from these inputs"
+        )
+
+
+class DecodeAttention(_Attention):
+    """One query token's grouped-query attention over the first ``length`` positions.
+
+    ``step(q, k_cache, v_cache, length=...)``: ``q`` is ``(heads, head_dim)``,
+    the caches ``(kv_heads, max_len, head_dim)``; the result is ``(heads,
+    head_dim)`` bf16. Query head ``h`` attends with kv head
+    ``h // (heads // kv_heads)`` to positions ``0 .. length - 1``, scaled by
+    ``1/sqrt(head_dim)``. ``length`` may be a per-call value
+    (``length=position + 1``); a call's ``length`` must be in
+    ``[1, max_len]``.
+
+    The reference computes scores, softmax and the weighted sum in fp32 and
+    rounds once to bf16 (module docstring); the tolerance is one bf16 ulp or
+    an absolute bound derived from the inputs (:func:`fp32_error_bound`).
+    """
+
+    length: int = param(per_call=True, doc="cache positions attended (per call)")
+    inputs = (
+        Input("q", "heads", "head_dim"),
+        Input("k_cache", "kv_heads", "max_len", "head_dim"),
+        Input("v_cache", "kv_heads", "max_len", "head_dim"),
+    )
+    outputs = (Output("out", "heads", "head_dim"),)
+
+    def _attended_end(self) -> int | None:
+        return None if is_expr(self.length) else int(self.length)
+
+    def _past_end_rule(self, end: int) -> str:
+        return f"length={end} is outside [1, max_len={self.max_len}]"
+
+    def check(self, dev: Device) -> None:
+        if not is_expr(self.length) and self.length < 1:
+            self._shape_rules(dev)
+            raise self._refuse(dev, self._past_end_rule(self.length))
+        super().check(dev)
+
+    def _length(self) -> int:
+        if is_expr(self.length):
+            raise ValueError(
+                f"DecodeAttention: length={self.length} is a per-call value; bind "
+                f"it first (op.bind(values)) to run or judge one call"
+            )
+        length = int(self.length)
+        if not 1 <= length <= self.max_len:
+            raise ValueError(
+                f"DecodeAttention: length={length} this call is outside "
+                f"[1, max_len={self.max_len}]; attend to at least one cached position"
+            )
+        return length
+
+    def reference(
+        self, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray
+    ) -> np.ndarray:
+        limits = np.array([self._length()])
+        out = attend(q[None], k_cache, v_cache, limits)
+        return out[0]
+
+    def tolerance(self, *inputs: np.ndarray) -> Tolerance:
+        limits = np.array([self._length()]) if inputs else None
+        return self._tolerance(inputs, limits)
+
+    def cost(self, dev: Device) -> Cost:
+        """MACs for the positions attended; bytes for the chunks streamed.
+
+        A per-call ``length`` is costed at ``max_len`` (the longest call).
+        """
+        length = self.max_len if is_expr(self.length) else int(self.length)
+        streamed = self._chunks(length) * (self.kv_tile or self.max_len)
+        streamed = min(streamed, self.max_len)
+        macs = 2 * self.heads * length * self.head_dim  # q . k and p . v
+        kv = 2 * self.kv_heads * streamed * self.head_dim * _BF16
+        qo = 2 * self.heads * self.head_dim * _BF16
+        return Cost(macs=macs, bytes=kv + qo)
+
+
+class CausalAttention(_Attention):
+    """A prompt chunk's causal grouped-query attention, continuing a cache.
+
+    ``step(q, k_cache, v_cache, start=...)``: ``q`` is ``(rows, heads,
+    head_dim)``, the caches ``(kv_heads, max_len, head_dim)`` already hold the
+    chunk's own keys and values at ``start .. start + rows - 1``; row ``i``
+    attends to positions ``0 .. start + i``. The result is ``(rows, heads,
+    head_dim)`` bf16. ``start`` may be a per-call value, and ``q`` may be
+    bounded per call (``q[:n]``): the result then has the same leading bound.
+    A call needs ``start + n <= max_len``.
+
+    The reference and tolerance are DecodeAttention's, row by row (module
+    docstring, :func:`fp32_error_bound`).
+    """
+
+    rows: int = param(doc="query rows in the chunk (the most a call gives)")
+    start: int = param(0, per_call=True, doc="cache position of the first row")
+    q_tile: int = tunable(
+        domain=Divisors("rows"), doc="query rows a core takes per kernel call"
+    )
+    inputs = (
+        Input("q", "rows", "heads", "head_dim"),
+        Input("k_cache", "kv_heads", "max_len", "head_dim"),
+        Input("v_cache", "kv_heads", "max_len", "head_dim"),
+    )
+    outputs = (Output("out", "rows", "heads", "head_dim"),)
+
+    def _q_tile(self) -> int:
+        return self.q_tile or 1
+
+    def _q_tiles(self) -> list[int]:
+        if self.q_tile:
+            return [self.q_tile]
+        tiles = Divisors("rows", at_most=_Q_TILE_MAX).values(self.fields())
+        return tiles or [1]
+
+    def _attended_end(self) -> int | None:
+        return None if is_expr(self.start) else int(self.start) + self.rows
+
+    def _past_end_rule(self, end: int) -> str:
+        return (
+            f"start={self.start} + rows={self.rows} = {end} is past max_len="
+            f"{self.max_len} (the chunk's keys are in the cache)"
+        )
+
+    def _shape_rules(self, dev: Device) -> None:
+        if self.rows < 1:
+            raise self._refuse(dev, f"rows={self.rows} is not positive")
+        super()._shape_rules(dev)
+
+    def output_valid(self, inputs: list[Handle | None]) -> list[dict[int, Any]]:
+        """The result's rows are bounded as ``q``'s are (``q[:n]``)."""
+        q = inputs[0]
+        return [{0: q.valid[0]} if q is not None and 0 in q.valid else {}]
+
+    def _limits(self, n: int) -> np.ndarray:
+        if is_expr(self.start):
+            raise ValueError(
+                f"CausalAttention: start={self.start} is a per-call value; bind it "
+                f"first (op.bind(values)) to run or judge one call"
+            )
+        start = int(self.start)
+        if start < 0 or start + n > self.max_len:
+            raise ValueError(
+                f"CausalAttention: start={start} with {n} rows this call reaches "
+                f"position {start + n - 1}, outside the cache's max_len="
+                f"{self.max_len}"
+            )
+        return start + 1 + np.arange(n)
+
+    def reference(
+        self, q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray
+    ) -> np.ndarray:
+        limits = self._limits(q.shape[0])
+        if q.shape[0] == 0:
+            return np.zeros(q.shape, bfloat16)
+        return attend(q, k_cache, v_cache, limits)
+
+    def tolerance(self, *inputs: np.ndarray) -> Tolerance:
+        limits = self._limits(inputs[0].shape[0]) if inputs else None
+        return self._tolerance(inputs, limits)
+
+    def cost(self, dev: Device) -> Cost:
+        """MACs for the causal triangle attended; bytes for the chunks streamed.
+
+        A per-call ``start`` is costed at ``max_len - rows`` (the longest call).
+        """
+        start = self.max_len - self.rows if is_expr(self.start) else int(self.start)
+        end = start + self.rows
+        attended = self.rows * start + self.rows * (self.rows + 1) // 2
+        streamed = min(self._chunks(end) * (self.kv_tile or self.max_len), self.max_len)
+        macs = 2 * self.heads * attended * self.head_dim
+        kv = 2 * self.kv_heads * streamed * self.head_dim * _BF16
+        qo = 2 * self.rows * self.heads * self.head_dim * _BF16
+        return Cost(macs=macs, bytes=kv + qo)

@@ -1,0 +1,364 @@
+"""Calling a CompiledGraph: inputs, per-call values, states, weights, host steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+from ops import Add1, Add32, Scale32, Take, Take2
+
+import iron
+from iron.core.percall import Carry
+from iron.operators import AXPY, ReLU
+from iron.runtime.emu import EmuBuffer
+
+
+def _bf16(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(n).astype(bfloat16)
+
+
+class Chain(iron.Graph):
+    def body(self, x, y):
+        return ReLU.step(AXPY.step(x, y, scalar_factor=2.0))
+
+
+class Bounded(iron.Graph):
+    """ReLU of the first ``n`` entries."""
+
+    def body(self, x, *, n: iron.Scratchpad[int]):
+        return ReLU.step(x[:n])
+
+
+class TwoOut(iron.Graph):
+    def body(self, x):
+        a = Scale32.step(x, factor=3.0)
+        return a, Add32.step(a, x)
+
+
+class Cache(iron.Graph):
+    """Writes ``x`` into row ``position`` of a state and returns the state."""
+
+    def __init__(self, rows: int = 8, cols: int = 64) -> None:
+        self.cache = iron.state((rows, cols), np.float32)
+
+    def body(self, x, *, position: iron.Scratchpad[int]):
+        Take.step(x, out=self.cache[position])
+        return Take2.step(self.cache)
+
+
+class Counter(iron.Graph):
+    """Adds one to ``x`` and carries ``i + 1``."""
+
+    def body(self, x, *, i: iron.Carried[int]):
+        return Add1.step(x), iron.carry(i=i + 1)
+
+
+class Weighted(iron.Graph):
+    """``2 x + w[:len(x)]`` with one weight held at two paths."""
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.w = iron.weight(w)
+        self.same = self.w
+
+    def body(self, x):
+        return AXPY.step(x, self.w[: x.shape[0]], scalar_factor=2.0)
+
+
+# -- outputs -----------------------------------------------------------------------
+
+
+def test_several_outputs_come_back_as_a_tuple():
+    graph = TwoOut()
+    x = np.linspace(-4, 4, 128, dtype=np.float32)
+    a, b = graph(x)
+    np.testing.assert_array_equal(a, 3 * x)
+    np.testing.assert_array_equal(b, 4 * x)
+
+
+def test_a_carried_value_comes_back_as_a_carry_last():
+    graph = Counter()
+    x = np.arange(32, dtype=np.int32)
+    out, carry = graph(x, i=7)
+    np.testing.assert_array_equal(out, x + 1)
+    assert isinstance(carry, Carry) and carry == {"i": 8}
+    assert graph.reference(x, i=7)[1] == carry
+
+
+# -- per-call values -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 17, 100, 256])
+def test_a_per_call_bound_cuts_the_output(n):
+    graph = Bounded()
+    graph.compile(x=(256,))
+    x = _bf16(256)
+    out = graph(x, n=n)
+    assert out.shape == (n,)
+    np.testing.assert_array_equal(out, np.maximum(x[:n], 0))
+    np.testing.assert_array_equal(out, graph.reference(x, n=n))
+
+
+def test_per_call_bounds_vary_call_to_call_on_one_version():
+    graph = Bounded()
+    version = graph.compile(x=(256,))
+    x = _bf16(256)
+    for n in (256, 3, 0, 128):
+        np.testing.assert_array_equal(version(x, n=n), np.maximum(x[:n], 0))
+
+
+def test_a_per_call_offset_writes_the_planned_row():
+    graph = Cache()
+    version = graph.compile(x=((64,), np.float32))
+    want = np.zeros((8, 64), np.float32)
+    for position in (3, 0, 7, 3):
+        x = np.arange(64, dtype=np.float32) + np.float32(position + 0.5)
+        want[position] = x
+        np.testing.assert_array_equal(version(x, position=position), want)
+    np.testing.assert_array_equal(version.read(graph.cache), want)
+
+
+def test_per_call_values_are_checked_before_anything_runs():
+    graph = Cache()
+    version = graph.compile(x=((64,), np.float32))
+    x = np.ones(64, np.float32)
+    with pytest.raises(IndexError, match="outside"):
+        version(x, position=8)
+    with pytest.raises(TypeError, match="missing"):
+        version(x)
+    with pytest.raises(TypeError, match="not per-call values"):
+        version(x, position=1, other=2)
+    with pytest.raises(TypeError, match="not an int"):
+        version(x, position=True)
+    with pytest.raises(TypeError, match="not an int"):
+        version(x, position=1.0)
+    with pytest.raises(ValueError, match="30 bits"):
+        version(x, position=1 << 30)
+    assert version._callable is None, "nothing was loaded for a refused call"
+
+
+class Defaulted(iron.Graph):
+    def body(self, x, *, n: iron.Scratchpad[int] = 3):
+        return ReLU.step(x[:n])
+
+
+def test_a_per_call_value_may_default():
+    graph = Defaulted()
+    x = _bf16(64)
+    np.testing.assert_array_equal(graph(x), np.maximum(x[:3], 0))
+    np.testing.assert_array_equal(graph(x, n=10), np.maximum(x[:10], 0))
+
+
+# -- inputs ----------------------------------------------------------------------------
+
+
+def test_input_mismatches_raise_before_anything_is_written():
+    graph = Chain()
+    version = graph.compile(x=(256,), y=(256,))
+    x, y = _bf16(256, 1), _bf16(256, 2)
+    with pytest.raises(ValueError, match=r"x is \[128\] bfloat16"):
+        version(x[:128], y)
+    with pytest.raises(ValueError, match="float32"):
+        version(x.astype(np.float32), y)
+    with pytest.raises(TypeError, match="takes 2 inputs"):
+        version(x, y, y)
+    with pytest.raises(TypeError, match="takes inputs"):
+        version(x)
+    assert version._callable is None and version.arena.nbytes == 0
+    assert not version.arena.called
+    np.testing.assert_array_equal(version(x, y), graph.reference(x, y))
+    staged = version._io["input:x"]
+    before = staged.device.copy()
+    with pytest.raises(ValueError):
+        version(x.astype(np.float32), y)
+    np.testing.assert_array_equal(staged.device, before)
+
+
+# -- states: read and push ---------------------------------------------------------------
+
+
+def test_read_and_push_a_state():
+    graph = Cache(rows=4, cols=16)
+    version = graph.compile(x=((16,), np.float32))
+    view = version.read(graph.cache)
+    assert view.shape == (4, 16) and view.dtype == np.float32
+    view[:] = np.arange(64, dtype=np.float32).reshape(4, 16)
+    version.push(graph.cache)
+    x = np.full(16, -1.0, np.float32)
+    out = version(x, position=2)
+    want = np.arange(64, dtype=np.float32).reshape(4, 16)
+    want[2] = -1
+    np.testing.assert_array_equal(out, want)
+
+
+def test_read_names_what_a_version_does_not_hold():
+    graph = Chain()
+    version = graph.compile(x=(256,), y=(256,))
+    with pytest.raises(KeyError, match="holds no state"):
+        version.read(iron.state((4,), np.float32))
+
+
+def test_states_persist_across_calls_and_versions():
+    graph = Cache(rows=4, cols=16)
+    first = graph.compile(x=((16,), np.float32))
+    first(np.ones(16, np.float32), position=1)
+    again = graph.compile(x=((16,), np.float32))
+    assert again is not first
+    out = again(np.full(16, 2.0, np.float32), position=3)
+    assert (out[1] == 1).all() and (out[3] == 2).all()
+
+
+# -- weights ---------------------------------------------------------------------------------
+
+
+def _uploads(monkeypatch) -> list[tuple[str, int, int]]:
+    sent: list[tuple[str, int, int]] = []
+    original = EmuBuffer.to_device
+
+    def spy(self, offset=0, nbytes=None):
+        sent.append((self.name, offset, self.nbytes if nbytes is None else nbytes))
+        return original(self, offset, nbytes)
+
+    monkeypatch.setattr(EmuBuffer, "to_device", spy)
+    return sent
+
+
+def test_weights_upload_once_per_storage_piecewise(monkeypatch):
+    w = _bf16(1024, seed=5)
+    graph = Weighted(w)
+    small = graph.compile(x=(256,))
+    big = graph.compile(x=(1024,))
+    assert len(small.recording.weights) == 1, "one storage held at two paths"
+    pieces: list[np.ndarray] = []
+    big.upload(release=pieces.append, piece_bytes=500)
+    assert [p.size for p in pieces] == [500, 500, 500, 500, 48]
+    np.testing.assert_array_equal(np.concatenate(pieces).view(bfloat16), w)
+    small.upload(release=pieces.append)
+    big.upload(release=pieces.append)
+    assert len(pieces) == 5, "the arena's weights are every version's"
+    sent = _uploads(monkeypatch)
+    x = _bf16(256, seed=6)
+    for _ in range(3):
+        np.testing.assert_array_equal(small(x), graph.reference(x))
+    assert not [s for s in sent if "arena" in s[0]], "no weight is sent again"
+
+
+def test_load_uploads_now():
+    w = _bf16(256, seed=1)
+    graph = Weighted(w)
+    version = graph.compile(x=(256,))
+    pieces: list[np.ndarray] = []
+    assert version.load(release=pieces.append) is version
+    assert sum(p.size for p in pieces) == w.nbytes
+    x = _bf16(256, seed=2)
+    np.testing.assert_array_equal(version(x), graph.reference(x))
+    assert sum(p.size for p in pieces) == w.nbytes
+
+
+def test_upload_refuses_a_piece_of_no_bytes():
+    graph = Weighted(_bf16(256))
+    version = graph.compile(x=(256,))
+    with pytest.raises(ValueError, match="piece_bytes"):
+        version.upload(piece_bytes=0)
+
+
+# -- release ---------------------------------------------------------------------------------
+
+
+def test_version_release_then_a_call_loads_again():
+    graph = Chain()
+    version = graph.compile(x=(256,), y=(256,))
+    x, y = _bf16(256, 1), _bf16(256, 2)
+    want = graph.reference(x, y)
+    np.testing.assert_array_equal(graph(x, y), want)
+    version.release()
+    assert version._callable is None and not version._io
+    np.testing.assert_array_equal(graph(x, y), want)
+
+
+def test_graph_release_frees_everything_and_reloads():
+    w = _bf16(256, seed=3)
+    graph = Weighted(w)
+    version = graph.compile(x=(256,))
+    x = _bf16(256, seed=4)
+    want = graph.reference(x)
+    np.testing.assert_array_equal(graph(x), want)
+    assert version.arena.nbytes > 0
+    graph.release()
+    assert version._callable is None
+    assert version.arena.nbytes == 0, "the arena is freed with the versions"
+    pieces: list[np.ndarray] = []
+    version.load(release=pieces.append)
+    assert sum(p.size for p in pieces) == w.nbytes, "weights upload again"
+    np.testing.assert_array_equal(graph(x), want)
+
+
+def test_graph_release_drops_states():
+    graph = Cache(rows=2, cols=16)
+    version = graph.compile(x=((16,), np.float32))
+    version(np.ones(16, np.float32), position=0)
+    graph.release()
+    out = version(np.full(16, 2.0, np.float32), position=1)
+    np.testing.assert_array_equal(out[0], 0)
+    np.testing.assert_array_equal(out[1], 2)
+
+
+# -- host steps ----------------------------------------------------------------------------
+
+
+class Host(iron.Graph):
+    """A step, a host step reading its result cut to ``n``, a step after."""
+
+    def __init__(self) -> None:
+        self.s = iron.state((64,), np.float32)
+        self._seen: list[np.ndarray] = []
+
+    def _on_host(self, a: np.ndarray, s: np.ndarray) -> None:
+        self._seen.append(a.copy())
+        s[:] = 0
+        s[: a.size] = a + 1
+
+    def body(self, x, *, n: iron.Scratchpad[int]):
+        a = Scale32.step(x, factor=2.0)
+        iron.on_host(self._on_host, a[:n], writes=self.s)
+        return Add32.step(a, self.s)
+
+
+@pytest.mark.parametrize("full_elf", [True, False])
+def test_host_steps_run_between_commands_on_bounded_reads(full_elf):
+    graph = Host()
+    version = graph.compile(x=((64,), np.float32), full_elf=full_elf)
+    assert version.plan.commands == [(0,), (1,)]
+    assert len(version.images) == 2
+    x = np.arange(64, dtype=np.float32)
+    for n in (5, 64, 0):
+        out = version(x, n=n)
+        np.testing.assert_array_equal(graph._seen[-1], 2 * x[:n])
+        want = 2 * x
+        want[:n] += 2 * x[:n] + 1
+        np.testing.assert_array_equal(out, want)
+
+
+def test_start_refuses_a_graph_with_host_steps():
+    graph = Host()
+    version = graph.compile(x=((64,), np.float32))
+    run = version.callable.runs[0]
+    with pytest.raises(ValueError, match="a host step runs between its commands"):
+        version.start(run, np.zeros(64, np.float32), n=1)
+
+
+def test_start_runs_a_full_elf_without_waiting():
+    graph = Chain()
+    version = graph.compile(x=(256,), y=(256,))
+    x, y = _bf16(256, 1), _bf16(256, 2)
+    run = version.callable.new_run()
+    version.start(run, x, y)
+    run.wait()
+    out = version.read(version.recording.outputs[0])
+    np.testing.assert_array_equal(out, graph.reference(x, y))
+
+
+def test_start_refuses_a_version_dispatched_per_step():
+    graph = Chain()
+    version = graph.compile(x=(256,), y=(256,), full_elf=False)
+    with pytest.raises(ValueError, match="dispatched per step"):
+        version.start(version.callable.runs[0], _bf16(256), _bf16(256))
