@@ -10,6 +10,13 @@ Sessions:
     core         iron-core's own tests.
     operators    iron-operators' tests, with iron-core installed.
     runtime      iron-runtime's tests on the emulated NPU (poison on).
+    lm           iron-lm's tests (no torch).
+    oracle       iron-lm against Hugging Face transformers (torch CPU), test-only.
+    demo         the main job: a Llama decode on the emulated NPU (embedded
+                 tiny model unless -- --checkpoint DIR is given).
+    docs         build the user's guide with mkdocs --strict (into site/).
+    bench        run the benchmarks, write benchmarks/results.json and
+                 BENCHMARKS.md (-- --quick for a CI-sized run).
     integration  cross-package tests and examples in tests/.
     layering     import iron is light; iron-core imports no other distribution.
     wheels       build every package's wheel and sdist and check their contents.
@@ -28,13 +35,20 @@ PYTHON = "3.11"
 CORE = "packages/iron-core"
 OPERATORS = "packages/iron-operators"
 RUNTIME = "packages/iron-runtime"
+LM = "packages/iron-lm"
+# torch from the CPU wheel this machine keeps (pip takes it for this exact
+# version); transformers from the registry. Only the oracle session installs them.
+ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6")
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = [
     "core",
     "operators",
     "runtime",
+    "lm",
+    "oracle",
     "integration",
+    "docs",
     "layering",
     "wheels",
     "lint",
@@ -67,10 +81,68 @@ def runtime(session: nox.Session) -> None:
     )
 
 
+def _install_all(session: nox.Session, lm_extra: str = "") -> None:
+    session.install(
+        "-e", CORE, "-e", OPERATORS, "-e", RUNTIME, "-e", f"{LM}{lm_extra}"
+    )
+
+
+@nox.session(python=PYTHON)
+def lm(session: nox.Session) -> None:
+    """Run iron-lm's tests on the emulated NPU (the oracle has its own session)."""
+    _install_all(session, "[test]")
+    session.run(
+        "pytest",
+        f"{LM}/tests",
+        "--ignore",
+        f"{LM}/tests/oracle",
+        *session.posargs,
+        env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
+def oracle(session: nox.Session) -> None:
+    """Compare iron-lm with transformers' LlamaForCausalLM (torch CPU)."""
+    _install_all(session, "[test]")
+    session.install(*ORACLE_DEPS)
+    session.run(
+        "pytest",
+        f"{LM}/tests/oracle",
+        *session.posargs,
+        env={"IRON_BACKEND": "emu"},
+    )
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """The main job: stream a Llama decode on the emulated NPU and summarize it."""
+    _install_all(session)
+    args = session.posargs or ["--prompt", "The NPU", "--max-new-tokens", "24"]
+    session.run("python", "-m", "iron.lm", "generate", *args)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site strictly: a broken link or missing docstring fails."""
+    _install_all(session)
+    session.install("-r", "docs/requirements.txt")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Measure the benchmark figures side by side with their peers and write them."""
+    _install_all(session)
+    session.install(*ORACLE_DEPS, "psutil")
+    session.run("python", "benchmarks/run.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
-    session.install("-e", CORE, "-e", OPERATORS, "-e", RUNTIME, "pytest", "hypothesis")
+    _install_all(session)
+    session.install("pytest", "hypothesis")
     session.run(
         "pytest",
         "tests",
@@ -82,9 +154,9 @@ def integration(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def layering(session: nox.Session) -> None:
     """Check what ``import iron`` loads and what iron-core's source imports."""
-    # The runtime is installed too, so "import iron loads no runtime" is tested
-    # where it could.
-    session.install("-e", CORE, "-e", OPERATORS, "-e", RUNTIME)
+    # Every distribution is installed, so "import iron loads no runtime" is
+    # tested where it could.
+    _install_all(session)
     session.run("python", "tests/layering/check_layering.py")
 
 
