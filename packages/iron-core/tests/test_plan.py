@@ -1,0 +1,123 @@
+"""Planning: packaging and its reasons, commands around host steps, idle steps, the report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+from ops_for_tests import Copy, Scale
+
+import iron
+from iron.core.arena import ArenaPlan
+
+
+class Chain(iron.Graph):
+    """Two scales; with ``host=True`` a host step runs between them."""
+
+    def __init__(self, host: bool = False):
+        self.host = host
+        self.seen = []
+
+    def body(self, x, *, n: iron.Scratchpad[int] = 16):
+        a = Scale.step(x[:n], factor=2.0)
+        if self.host:
+            iron.on_host(self.seen.append, a)
+        return Scale.step(a, factor=3.0)
+
+
+def _record(graph, dev="npu2", size=16):
+    with iron.use_device(dev):
+        return graph.record(x=(size,))
+
+
+def test_npu2_packages_a_full_elf_and_npu1_one_xclbin_per_step():
+    recording = _record(Chain())
+    whole = iron.plan("npu2", recording)
+    assert whole.full_elf and whole.reasons == () and whole.loops
+    each = iron.plan("npu1", _record(Chain(), "npu1"))
+    assert not each.full_elf and each.reasons == ("npu1 has no full ELF",)
+    assert not each.loops
+
+
+def test_check_forces_per_step_dispatch():
+    plan = iron.plan("npu2", _record(Chain()), check=True)
+    assert not plan.full_elf
+    assert plan.reasons == ("check=True dispatches each step on its own",)
+
+
+def test_full_elf_true_where_something_forces_per_step_raises_listing_every_reason():
+    recording = _record(Chain(), "npu1")
+    with pytest.raises(ValueError) as caught:
+        iron.plan("npu1", recording, full_elf=True, check=True)
+    message = str(caught.value)
+    assert "npu1 has no full ELF" in message
+    assert "check=True dispatches each step on its own" in message
+
+
+def test_full_elf_false_is_a_reason_of_its_own():
+    plan = iron.plan("npu2", _record(Chain()), full_elf=False)
+    assert not plan.full_elf and plan.reasons == ("full_elf=False was asked",)
+
+
+def test_host_steps_end_a_command_and_the_version_cannot_loop():
+    plan = iron.plan("npu2", _record(Chain(host=True)))
+    assert plan.commands == [(0,), (1,)]
+    assert plan.full_elf and not plan.loops
+    assert "cannot loop on the device" in plan.report()
+    assert iron.plan("npu2", _record(Chain())).commands == [(0, 1)]
+
+
+def test_idle_steps_are_those_with_a_zero_row_bound_this_call():
+    recording = _record(Chain())
+    plan = iron.plan("npu2", recording)
+    assert plan.idle(recording.steps, {"n": 0}) == frozenset({0, 1})
+    assert plan.idle(recording.steps, {"n": 5}) == frozenset()
+
+
+def test_versions_share_one_arena_and_the_report_explains_every_choice():
+    arena = ArenaPlan()
+    small = iron.plan("npu2", _record(Chain(), size=16), arena=arena)
+    big = iron.plan("npu2", _record(Chain(), size=64), arena=arena)
+    assert small.arena is big.arena is arena
+    assert len(arena.versions) == 2 and small.version != big.version
+    text = big.report("Chain")
+    assert text.splitlines()[0] == f"Chain on npu2: version {big.version}"
+    for phrase in (
+        "packaging: one full ELF",
+        "per-call words: 1 of 32",
+        "n  (",
+        "arena:",
+    ):
+        assert phrase in text, phrase
+    assert "lower bound" in text
+
+
+def test_a_version_without_per_call_values_has_no_words():
+    class Plain(iron.Graph):
+        def body(self, x):
+            return Scale.step(x, factor=2.0)
+
+    plan = iron.plan("npu2", _record(Plain()))
+    assert plan.words == []
+    assert "per-call words: none" in plan.report()
+
+
+def test_weights_and_states_are_residents_in_the_arena():
+    class Keeps(iron.Graph):
+        def __init__(self):
+            self.w = iron.param(np.ones(16, bfloat16))
+            self.acc = iron.state((16,), bfloat16)
+
+        def body(self, x):
+            Copy.step(x, out=self.acc)
+            return Scale.step(self.w, factor=2.0)
+
+    with iron.use_device("npu2"):
+        recording = Keeps().record(x=(16,))
+    plan = iron.plan("npu2", recording)
+    residents = {n: p for n, p in plan.buffers.items() if p.kind == "resident"}
+    assert set(residents) == {"w", "acc"}
+    assert all(p.in_arena and p.offset % 64 == 0 for p in residents.values())
+    assert plan.buffers["x"].kind == "input" and not plan.buffers["x"].in_arena
+    report = plan.report()
+    assert "w " in report and "resident" in report
