@@ -82,9 +82,7 @@ def runtime(session: nox.Session) -> None:
 
 
 def _install_all(session: nox.Session, lm_extra: str = "") -> None:
-    session.install(
-        "-e", CORE, "-e", OPERATORS, "-e", RUNTIME, "-e", f"{LM}{lm_extra}"
-    )
+    session.install("-e", CORE, "-e", OPERATORS, "-e", RUNTIME, "-e", f"{LM}{lm_extra}")
 
 
 @nox.session(python=PYTHON)

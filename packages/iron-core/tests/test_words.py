@@ -231,3 +231,24 @@ def test_evaluate_words_names_a_missing_value():
         KeyError, match="w0 = n reads n, which this call gives no value for"
     ):
         evaluate_words(words, {})
+
+
+def test_per_step_images_count_the_limit_per_image():
+    """An xclbin per step reads its own scratchpad: the limit is per step.
+
+    Forty steps each reading the same bound need forty words in all (one per
+    use), but each image reads only its own, so the version fits 32.
+    """
+
+    class Many(iron.Graph):
+        def body(self, x, *, n: iron.Scratchpad[int]):
+            y = x[:n]
+            for _ in range(40):
+                y = Scale.step(y)
+            return y
+
+    rec = _record(Many(), x=((8,), np.float32))
+    each = words_of(rec, iron.NPU1, share=False)
+    assert len(each) > iron.NPU1.scratchpad_words
+    shared = words_of(rec, iron.NPU2, share=True)
+    assert [str(w.expr) for w in shared] == ["n"]

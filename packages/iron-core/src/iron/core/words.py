@@ -168,12 +168,20 @@ def _fn_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
 
 
-def _uses(recording: Recording) -> Iterator[tuple[Affine, str]]:
+def _at(
+    uses: Iterator[tuple[Affine, str]], step: int
+) -> Iterator[tuple[Affine, str, int]]:
+    for expr, use in uses:
+        yield expr, use, step
+
+
+def _uses(recording: Recording) -> Iterator[tuple[Affine, str, int]]:
     """Every per-call expression ``recording`` uses, in first-use order.
 
-    Steps come in order with host steps between them; the recording's own
-    inputs and outputs count only where no step moves the same handle (a
-    step's transfer is then the use).
+    Each comes with the step whose image reads it (-1 for the host's own
+    transfers). Steps come in order with host steps between them; the
+    recording's own inputs and outputs count only where no step moves the
+    same handle (a step's transfer is then the use).
     """
     moved: set[int] = set()
     for step in recording.steps:
@@ -182,15 +190,15 @@ def _uses(recording: Recording) -> Iterator[tuple[Affine, str]]:
         moved.update(id(h) for h in (*host.reads, *host.writes))
     for i, h in enumerate(recording.inputs):
         if id(h) not in moved:
-            yield from _handle_uses(h, f"input {i}")
+            yield from _at(_handle_uses(h, f"input {i}"), -1)
     host = sorted(recording.host, key=lambda s: s.after)
 
-    def host_uses(hs: Any) -> Iterator[tuple[Affine, str]]:
+    def host_uses(hs: Any) -> Iterator[tuple[Affine, str, int]]:
         where = f"on_host {_fn_name(hs.fn)} after {hs.after} steps"
         for h in hs.reads:
-            yield from _handle_uses(h, f"{where} reads")
+            yield from _at(_handle_uses(h, f"{where} reads"), -1)
         for h in hs.writes:
-            yield from _handle_uses(h, f"{where} writes")
+            yield from _at(_handle_uses(h, f"{where} writes"), -1)
 
     for step in recording.steps:
         while host and host[0].after <= step.index:
@@ -198,21 +206,25 @@ def _uses(recording: Recording) -> Iterator[tuple[Affine, str]]:
         op = type(step.op).__name__
         for h in step.inputs:
             if h is not None:
-                yield from _handle_uses(h, f"step {step.index} {op} reads")
+                yield from _at(
+                    _handle_uses(h, f"step {step.index} {op} reads"), step.index
+                )
         for name, value in step.op.fields().items():
             expr = _per_call(value)
             if expr is not None:
-                yield expr, f"{op}.{name} (step {step.index})"
+                yield expr, f"{op}.{name} (step {step.index})", step.index
         for h in step.outputs:
-            yield from _handle_uses(h, f"step {step.index} {op} writes")
+            yield from _at(
+                _handle_uses(h, f"step {step.index} {op} writes"), step.index
+            )
     for rest in host:
         yield from host_uses(rest)
     for i, h in enumerate(recording.outputs):
         if id(h) not in moved:
-            yield from _handle_uses(h, f"output {i}")
+            yield from _at(_handle_uses(h, f"output {i}"), -1)
     for name, nxt in recording.carry.items():
         if isinstance(nxt, Handle):
-            yield from _handle_uses(nxt, f"carry {name}")
+            yield from _at(_handle_uses(nxt, f"carry {name}"), -1)
 
 
 def words_of(
@@ -236,8 +248,13 @@ def words_of(
         TooManyWordsError: More than ``dev.scratchpad_words`` are needed.
     """
     found: dict[Any, tuple[Affine, list[str]]] = {}
-    for n, (expr, use) in enumerate(_uses(recording)):
+    per_image: dict[int, set[Any]] = {}
+    for n, (expr, use, step) in enumerate(_uses(recording)):
         key = expr.key() if share else n
+        # the image that reads it: the one full ELF, or this use's step's own
+        per_image.setdefault(-1 if share else step, set()).add(
+            key if share else expr.key()
+        )
         if key in found:
             if use not in found[key][1]:
                 found[key][1].append(use)
@@ -247,7 +264,9 @@ def words_of(
     for i, (expr, uses) in enumerate(found.values()):
         ok, why = loopable(expr)
         words.append(Word(f"w{i}", expr, tuple(uses), ok, why))
-    needed = len(words) + reserved
+    # Each image reads its own scratchpad: a full ELF all the words, a step's
+    # xclbin the expressions its own transfers use.
+    needed = max((len(keys) for keys in per_image.values()), default=0) + reserved
     if needed > dev.scratchpad_words:
         raise TooManyWordsError(_too_many(recording.name, dev, words, reserved))
     return words

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ __all__ = ["main"]
 
 EXIT_USAGE = 2
 EXIT_INPUT = 1
+EXIT_INTERRUPTED = 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,7 +87,19 @@ def generate(args: argparse.Namespace) -> int:
         )
     if args.rows < 1:
         return _fail(f"--rows is at least 1, got {args.rows}", EXIT_USAGE)
-    device = _device(args.device)
+    if args.context is not None and args.context < 1:
+        return _fail(f"--context is at least 1, got {args.context}", EXIT_USAGE)
+    if args.top_k < 1:
+        return _fail(f"--top-k is at least 1, got {args.top_k}", EXIT_USAGE)
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        return _fail(
+            f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}",
+            EXIT_USAGE,
+        )
+    try:
+        device = _device(args.device)
+    except ValueError as error:  # IRON_DEVICE names no device
+        return _fail(str(error), EXIT_USAGE)
     directory = args.checkpoint
     scratch = None
     if directory is None:
@@ -94,7 +108,7 @@ def generate(args: argparse.Namespace) -> int:
         directory = tiny.write_checkpoint(Path(scratch.name), seed=args.seed)
     try:
         try:
-            tokenizer = Tokenizer.from_directory(directory)
+            # The checkpoint first: its errors name the directory and config.
             decoder = Decoder.from_pretrained(
                 directory,
                 device=device,
@@ -104,6 +118,10 @@ def generate(args: argparse.Namespace) -> int:
                 top_k=args.top_k,
                 progress=sys.stderr.isatty(),
             )
+            tokenizer = Tokenizer.from_directory(directory)
+            # Compiled before any text is shown: a setting the device
+            # refuses is an error, not a prompt echoed and then one.
+            decoder.compile()
         except (
             CheckpointError,
             ConfigError,
@@ -136,6 +154,9 @@ def generate(args: argparse.Namespace) -> int:
             print(detok.flush(), flush=True)
         except ValueError as error:
             return _fail(str(error))
+        except KeyboardInterrupt:
+            print(flush=True)
+            return _fail("interrupted", EXIT_INTERRUPTED)
         print(decoder.stats.summary(), file=sys.stderr)
         return 0
     finally:

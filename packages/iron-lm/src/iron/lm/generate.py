@@ -143,15 +143,17 @@ class Decoder:
     # -- building ---------------------------------------------------------------
 
     def compile(self) -> Decoder:
-        """Compile both versions (prompt first, so the arena grows once) and upload."""
+        """Compile both versions, then upload the weights once.
+
+        The decode step first, as the prompt's Emit starts it; both before
+        the arena is allocated, so it is allocated once at its full size.
+        """
         if self._prompt is not None:
             return self
         with iron.use_device(self.device):
-            import numpy as _np
-
             decode = self.graph.compile()
             prompt = self.graph.compile(
-                tokens=((self.graph.rows,), _np.int32),
+                tokens=((self.graph.rows,), np.int32),
                 feeds=decode if decode.emit else None,
             )
         self._decode, self._prompt = decode, prompt
@@ -212,8 +214,7 @@ class Decoder:
         Returns:
             float32 of shape ``(len(token_ids), vocab)``.
         """
-        ids = np.asarray(token_ids, np.int32)
-        self._check_length(len(ids))
+        ids = self._check_ids(token_ids)
         out = np.zeros((len(ids), self.config.vocab_size), np.float32)
         for start, chunk, n in self._chunks(ids):
             logits, _ = self.prompt(chunk, token=0, position=start, n=n)
@@ -227,6 +228,20 @@ class Decoder:
             chunk = np.zeros(rows, np.int32)
             chunk[: len(part)] = part
             yield start, chunk, len(part)
+
+    def _check_ids(self, token_ids: Sequence[int]) -> np.ndarray:
+        """``token_ids`` as int32, checked: a length the context holds, ids
+        the vocabulary has."""
+        ids = np.asarray(token_ids, np.int64).reshape(-1)
+        self._check_length(len(ids))
+        vocab = self.config.vocab_size
+        bad = ids[(ids < 0) | (ids >= vocab)]
+        if bad.size:
+            raise ValueError(
+                f"token id {int(bad[0])} is outside this model's vocabulary "
+                f"[0, {vocab})"
+            )
+        return ids.astype(np.int32)
 
     def _check_length(self, length: int) -> None:
         if length < 1:
@@ -263,10 +278,12 @@ class Decoder:
                 by default on the device where it runs a full ELF.
 
         Raises:
-            ValueError: The prompt is empty or longer than the context allows.
+            ValueError: The prompt is empty, longer than the context allows,
+                or holds an id outside the vocabulary; or ``device_loop`` is
+                asked of a device without a full ELF. Raised by this call,
+                before any token is generated.
         """
-        ids = np.asarray(prompt_ids, np.int32)
-        self._check_length(len(ids))
+        ids = self._check_ids(prompt_ids)
         stop_ids = set(self.config.eos_token_ids if stop is None else stop)
         room = self.graph.context - len(ids)
         steps = max(0, min(max_new_tokens, room))
@@ -277,6 +294,11 @@ class Decoder:
                 f"{self.device.name} runs no full ELF, so the decode step cannot loop "
                 f"on the device; use device_loop=False"
             )
+        return self._generate(ids, seed, steps, stop_ids, loop)
+
+    def _generate(
+        self, ids: np.ndarray, seed: int, steps: int, stop_ids: set[int], loop: bool
+    ) -> Iterator[int]:
         self.stats = Stats(
             prompt_tokens=len(ids),
             backend=backend_name(),

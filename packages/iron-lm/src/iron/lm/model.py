@@ -21,6 +21,7 @@ embedding when tied).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
+from iron.lm.applications.llama import PROFILES
 from iron.lm.config import LlamaConfig
 from iron.operators.activations import SiLUMul
 from iron.operators.attention import CausalAttention, DecodeAttention
@@ -156,6 +158,12 @@ class Llama(iron.Graph):
         rows: Tokens in one prompt chunk (the prompt version's input length).
         temperature: Sampling temperature; 0 is greedy.
         top_k: Candidates a draw is from.
+        profile: The tunables' profile (``Graph.profile``): by default the
+            Llama application's shipped profiles directory
+            (``iron/lm/applications/llama/profiles``, one ``<device>.json``
+            per device, written by ``python -m iron.lm.tune llama``); a
+            :class:`iron.Profile`, another directory, or None for each
+            operator's own ``resolve()`` defaults.
     """
 
     def __init__(
@@ -166,6 +174,7 @@ class Llama(iron.Graph):
         rows: int = 16,
         temperature: float = 0.0,
         top_k: int = 1,
+        profile: iron.Profile | str | os.PathLike | None = PROFILES,
     ) -> None:
         context = min(
             context or config.max_position_embeddings, config.max_position_embeddings
@@ -187,6 +196,7 @@ class Llama(iron.Graph):
             rope_table(context, config.head_dim, config.rope_theta, scaling)
         )
         self.generated = iron.state((context + 1, 1), np.int32)
+        self.profile = profile
 
     @property
     def head(self) -> np.ndarray:

@@ -1,19 +1,76 @@
-"""The XRT backend: the NPU through pyxrt (not yet built).
+"""The XRT backend: the driver interface over pyxrt, for a Ryzen AI NPU.
 
-Until the NPU-path work fills it, opening it raises an error naming what is
-missing on this machine: the pyxrt module (it ships with XRT, not on PyPI),
-an NPU device node, the amdxdna driver.
+:class:`XrtDevice` implements :mod:`iron.runtime.driver` with pyxrt, imported
+lazily (it ships with XRT, not on PyPI). It uses only names present in XRT
+2.20 and later, plus the full-ELF names of 2.23 on NPU2 (shared notes
+section 8, read from XRT's ``src/python/pybind11/src/pyxrt.cpp``):
+
+* ``device(index)``; ``xclbin(path)``, ``device.register_xclbin``,
+  ``hw_context(device, uuid)``, ``kernel(hw_context, name)`` for an xclbin
+  (NPU1); ``elf(path)``, ``hw_context(device, elf)``,
+  ``ext.kernel(hw_context, "main:sequence")`` for a full ELF (NPU2, >= 2.23);
+* ``bo(device, size, flags, group)`` with ``bo.flags.cacheable`` /
+  ``host_only`` and ``kernel.group_id(i)``; ``bo.write``, ``bo.read``,
+  ``bo.sync(xclBOSyncDirection.*, size, offset)``;
+* ``run(kernel)``, ``run.set_arg(i, bo | int)``, ``start``, ``wait``, ``state``.
+
+Calling convention of an aiecc xclbin (mlir-aie ``runtime_lib/test_lib/
+xrt_test_wrapper.h``; notes section 8): argument 0 the opcode 3, 1 the
+instruction BO (cacheable, ``group_id(1)``, the words synced to the device),
+2 the instruction count in 32-bit words, then the data BOs (host_only) from
+argument 3 in runtime-sequence order. A full ELF's data BOs start at 0.
+
+Buffer objects keep their own host array (as the emulator's do) and move
+bytes only on ``to_device``/``from_device``; the XRT BO behind one is made
+when a run first binds it, with the group id of the kernel argument it binds
+to (aiecc's NPU kernels put every data argument in the host bank), and the
+bytes staged before then are written at that moment.
+
+:func:`open_device` (what backend selection calls) still raises
+:class:`BackendUnavailableError`, also where nothing is missing: a planned
+image (an ImageSpec) cannot be built into designs yet, and selection would
+otherwise fall back to the emulator silently. :class:`XrtDevice` loads
+:class:`~iron.runtime.npu.build.Built` designs today.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
 
 from iron.core.device import Device
+from iron.runtime.driver import (
+    BufferObject,
+    DriverDevice,
+    LoadedImage,
+    Run,
+    RunError,
+    RunState,
+)
 
-__all__ = ["BackendUnavailableError", "missing", "open_device"]
+__all__ = [
+    "NPU_OPCODE",
+    "BackendUnavailableError",
+    "XrtBuffer",
+    "XrtDevice",
+    "XrtImage",
+    "XrtRun",
+    "missing",
+    "open_device",
+]
+
+#: The opcode argument of an aiecc NPU kernel (a DPU instruction sequence).
+NPU_OPCODE = 3
+#: Kernel argument of the instruction BO, and of the first data BO (xclbin flow).
+INSTR_ARG, FIRST_DATA_ARG = 1, 3
 
 
 class BackendUnavailableError(RuntimeError):
@@ -37,19 +94,268 @@ def missing() -> list[str]:
 
 
 def open_device(description: Device) -> None:
-    """Open the NPU through pyxrt.
+    """Open the NPU for backend selection.
 
     Raises:
-        BackendUnavailableError: Always for now: the XRT driver is not built
-            yet, and the message also names what this machine lacks.
+        BackendUnavailableError: Always for now. Where this machine lacks
+            pyxrt, an NPU or the driver, the message names them; elsewhere it
+            says the image builder (planned steps to NPU designs) is not built
+            yet. The driver itself is :class:`XrtDevice`.
     """
     lacks = missing()
     why = (
         "this machine lacks " + "; ".join(lacks)
         if lacks
-        else "its driver is not built yet"
+        else "its image builder (planned steps to NPU designs) is not built yet "
+        "(the driver, iron.runtime.xrt.XrtDevice, runs built designs)"
     )
     raise BackendUnavailableError(
         f"the xrt backend cannot run {description.name}: {why}. Use the emulated "
         f"NPU: IRON_BACKEND=emu (or iron.runtime.set_backend('emu'))"
     )
+
+
+def _import_pyxrt() -> ModuleType:
+    try:
+        return importlib.import_module("pyxrt")
+    except ImportError as e:
+        raise BackendUnavailableError(
+            f"cannot import pyxrt ({e}); it ships with XRT >= 2.20 (source "
+            f"/opt/xilinx/xrt/setup.sh, or the amd-team/xrt PPA's python3 "
+            f"package); it is not on PyPI, and `pip install xrt` is another project"
+        ) from e
+
+
+class XrtBuffer(BufferObject):
+    """A buffer object: its own host array, and an XRT BO once a run binds it."""
+
+    def __init__(self, device: XrtDevice, nbytes: int, name: str) -> None:
+        self.device = device
+        self.nbytes = int(nbytes)
+        self.name = name
+        self._host = np.zeros(self.nbytes, np.uint8)
+        self.bo: Any = None
+        self.group: int | None = None
+        self.freed = False
+
+    def _span(self, offset: int, nbytes: int | None) -> tuple[int, int]:
+        if self.freed:
+            raise RunError(f"buffer {self.name} was freed")
+        size = self.nbytes - offset if nbytes is None else nbytes
+        if offset < 0 or size < 0 or offset + size > self.nbytes:
+            raise ValueError(
+                f"buffer {self.name}: bytes [{offset}, {offset + size}) are outside "
+                f"its {self.nbytes}"
+            )
+        return offset, size
+
+    def host(self) -> np.ndarray:
+        if self.freed:
+            raise RunError(f"buffer {self.name} was freed")
+        return self._host
+
+    def bind(self, group: int) -> Any:
+        """The XRT BO, made now in ``group`` (with the staged bytes) if new."""
+        if self.bo is None:
+            x = self.device.pyxrt
+            self.bo = x.bo(self.device.handle, self.nbytes, x.bo.host_only, group)
+            self.group = group
+            self.bo.write(self._host, 0)
+            self.bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, self.nbytes, 0)
+        return self.bo
+
+    def to_device(self, offset: int = 0, nbytes: int | None = None) -> None:
+        offset, size = self._span(offset, nbytes)
+        if self.bo is None or size == 0:
+            return  # staged: bind() writes the whole host array
+        x = self.device.pyxrt
+        self.bo.write(self._host[offset : offset + size], offset)
+        self.bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, size, offset)
+
+    def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
+        offset, size = self._span(offset, nbytes)
+        if self.bo is None or size == 0:
+            return  # never bound: the device holds what was staged
+        x = self.device.pyxrt
+        self.bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE, size, offset)
+        raw = np.asarray(self.bo.read(size, offset))
+        self._host[offset : offset + size] = raw.view(np.uint8).reshape(-1)[:size]
+
+    def free(self) -> None:
+        self.freed = True
+        self.bo = None
+        self._host = np.zeros(0, np.uint8)
+
+
+class XrtRun(Run):
+    """One run of a loaded design: its arguments bound by name, start and wait."""
+
+    def __init__(self, image: XrtImage) -> None:
+        self.image = image
+        self.scratchpad = np.zeros(0, np.int32)
+        self._args: dict[str, XrtBuffer] = {}
+        self._run: Any = None
+        self._state = RunState.NEW
+
+    def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
+        for key, bo in buffers.items():
+            if not isinstance(bo, XrtBuffer):
+                raise TypeError(f"argument {key} is not an XRT buffer: {bo!r}")
+        self._args = dict(buffers)  # type: ignore[arg-type]
+
+    def start(self, idle: frozenset[int] = frozenset()) -> None:
+        image = self.image
+        if image.released:
+            raise RunError(f"{image.name}: the image was released")
+        if idle:  # a one-step image whose step is idle this call
+            self._state = RunState.COMPLETED
+            self._run = None
+            return
+        lacking = [a for a in image.args if a not in self._args]
+        if lacking:
+            raise RunError(
+                f"{image.name}: no buffer bound for argument(s) {', '.join(lacking)}; "
+                f"set_args with every one of {', '.join(image.args)}"
+            )
+        x = image.device.pyxrt
+        run = x.run(image.kernel)
+        first = 0
+        if image.instructions is not None:
+            run.set_arg(0, NPU_OPCODE)
+            run.set_arg(INSTR_ARG, image.instructions)
+            run.set_arg(2, image.instruction_words)
+            first = FIRST_DATA_ARG
+        for k, name in enumerate(image.args):
+            arg = first + k
+            run.set_arg(arg, self._args[name].bind(image.kernel.group_id(arg)))
+        run.start()
+        self._run = run
+        self._state = RunState.QUEUED
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._run is None:
+            return
+        x = self.image.device.pyxrt
+        if timeout is None:
+            self._run.wait()
+        else:
+            self._run.wait(int(timeout * 1000))
+        state = self._run.state()
+        states = x.ert_cmd_state
+        if state == states.ERT_CMD_STATE_COMPLETED:
+            self._state = RunState.COMPLETED
+            return
+        in_flight = (states.ERT_CMD_STATE_QUEUED, states.ERT_CMD_STATE_SUBMITTED)
+        if timeout is not None and state in in_flight:
+            raise TimeoutError(
+                f"{self.image.name}: the run did not finish in {timeout} s"
+            )
+        self._state = RunState.ERROR
+        raise RunError(f"{self.image.name}: the NPU run ended in state {state}")
+
+    def state(self) -> RunState:
+        return self._state
+
+    def bind_feedback(self, target: Run | None) -> None:
+        if target is not None:
+            raise RunError(
+                f"{self.image.name}: run-to-run feedback (Emit) on the NPU needs the "
+                f"full-ELF graph design, which is not built yet"
+            )
+
+
+class XrtImage(LoadedImage):
+    """A built design loaded on the NPU: its hardware context and kernel."""
+
+    def __init__(self, device: XrtDevice, built: Any) -> None:
+        x = device.pyxrt
+        self.device = device
+        self.name = f"{built.design.operator} ({built.key[:12]})"
+        self.args: tuple[str, ...] = tuple(built.design.args)
+        self.released = False
+        self.instructions: Any = None
+        self.instruction_words = 0
+        if built.elf is not None:
+            if not hasattr(x, "elf") or not hasattr(x, "ext"):
+                raise BackendUnavailableError(
+                    f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.23 "
+                    f"(pyxrt.elf, pyxrt.ext.kernel), which this pyxrt lacks"
+                )
+            self.context = x.hw_context(device.handle, x.elf(str(built.elf)))
+            self.kernel = x.ext.kernel(self.context, built.kernel)
+            return
+        xclbin = x.xclbin(str(built.xclbin))
+        device.handle.register_xclbin(xclbin)
+        self.context = x.hw_context(device.handle, xclbin.get_uuid())
+        self.kernel = x.kernel(self.context, built.kernel)
+        words = np.fromfile(built.insts, dtype=np.uint32)
+        self.instruction_words = int(words.size)
+        self.instructions = x.bo(
+            device.handle, words.nbytes, x.bo.cacheable, self.kernel.group_id(INSTR_ARG)
+        )
+        self.instructions.write(words.view(np.uint8), 0)
+        self.instructions.sync(
+            x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, words.nbytes, 0
+        )
+
+    def new_run(self) -> XrtRun:
+        return XrtRun(self)
+
+    def release(self) -> None:
+        self.released = True
+        self.instructions = self.kernel = self.context = None
+
+
+class XrtDevice(DriverDevice):
+    """An NPU opened through pyxrt.
+
+    Args:
+        description: The device it is (npu1 or npu2).
+        index: The XRT device index.
+        pyxrt: The pyxrt module (imported when None; tests pass a fake).
+        image_builder: Builds what :meth:`load` is given into a
+            :class:`~iron.runtime.npu.build.Built`; the default takes Built
+            designs only.
+
+    Raises:
+        BackendUnavailableError: pyxrt cannot be imported.
+    """
+
+    backend = "xrt"
+
+    def __init__(
+        self,
+        description: Device,
+        index: int = 0,
+        pyxrt: ModuleType | None = None,
+        image_builder: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.description = description
+        self.name = description.name
+        self.pyxrt = pyxrt if pyxrt is not None else _import_pyxrt()
+        self.handle = self.pyxrt.device(index)
+        self._build = image_builder
+        self._lock = threading.Lock()
+
+    def alloc(self, nbytes: int, name: str) -> XrtBuffer:
+        return XrtBuffer(self, nbytes, name)
+
+    def load(self, image: Any) -> XrtImage:
+        """Load a built design (or what the image builder turns into one).
+
+        Raises:
+            NotImplementedError: ``image`` is not a built design and no image
+                builder was given (planned ImageSpecs need one; not built yet).
+        """
+        from iron.runtime.npu.build import Built
+
+        if not isinstance(image, Built):
+            if self._build is None:
+                raise NotImplementedError(
+                    f"{type(image).__name__} {getattr(image, 'name', '')!s}: the XRT "
+                    f"driver loads built designs (iron.runtime.npu.build.Built); "
+                    f"turning a planned image into designs is not built yet"
+                )
+            image = self._build(image)
+        with self._lock:
+            return XrtImage(self, image)

@@ -1,0 +1,20 @@
+"""The benchmark figures, one module each; ``FIGURES`` maps a number to its ``run``.
+
+Each ``run(ctx)`` measures one figure side by side with its peer and returns
+a dict: figure, value, target, met, peer, peer_value, unit, command, details.
+"""
+
+from __future__ import annotations
+
+from . import arena, compile_cost, decode, host_overhead, loading, roofline
+
+FIGURES = {
+    1: compile_cost.run,
+    2: arena.run,
+    3: host_overhead.run,
+    4: decode.run,
+    5: roofline.run,
+    6: loading.run,
+}
+
+__all__ = ["FIGURES"]

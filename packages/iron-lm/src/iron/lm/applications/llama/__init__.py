@@ -1,0 +1,183 @@
+"""The Llama application: its versions for the tuner, its configs and profiles.
+
+The Llama decoder (:class:`iron.lm.model.Llama`) builds two versions from one
+body: the *prompt* version (a chunk of ``rows`` token ids) and the *decode*
+version (one carried token). :class:`LlamaApplication` records both, per
+device, from a configuration alone: every weight is bound to a zero-cost
+placeholder (a read-only broadcast of one bf16 zero, of the weight's shape),
+so no checkpoint tensor is read and a 1B or 8B config records in a fraction
+of a second.
+
+This directory also ships:
+
+* ``profiles/npu1.json`` and ``profiles/npu2.json``: the tunables
+  ``python -m iron.lm.tune llama`` chose for the Llama-3.2-1B config, which
+  ``Llama`` applies by default (``Llama(...).profile`` is :data:`PROFILES`;
+  the bound device picks the file);
+* ``configs/llama-3.2-1b.json``: that config (Hugging Face's
+  ``config.json`` values), so the tune and its check run with no download;
+* ``README.md``: the tuning workflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+from iron.core.device import Device, use_device
+from iron.core.recording import Recording
+from iron.lm.config import LlamaConfig
+
+__all__ = [
+    "CONFIGS",
+    "CONTEXT",
+    "DEFAULT_CONFIG",
+    "PROFILES",
+    "ROWS",
+    "LlamaApplication",
+    "placeholder_state_dict",
+]
+
+#: The directory of the shipped per-device profiles (``<device>.json``).
+PROFILES = Path(__file__).resolve().parent / "profiles"
+
+#: The directory of the shipped configs.
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+#: The config the shipped profiles were tuned for.
+DEFAULT_CONFIG = CONFIGS / "llama-3.2-1b.json"
+
+#: Positions the tuned versions' KV caches hold, at most (``iron-lm generate``'s
+#: default ``--context``); a model with fewer positions uses all of them.
+CONTEXT = 2048
+
+#: Tokens in one prompt chunk of the tuned prompt version (``Llama``'s and
+#: ``iron-lm generate``'s default ``rows``).
+ROWS = 16
+
+
+def placeholder_state_dict(config: LlamaConfig) -> dict[str, np.ndarray]:
+    """Zero-cost stand-ins for every weight of ``config``, at Hugging Face's names.
+
+    Each is ``np.broadcast_to`` of a single bf16 zero: the right shape and
+    dtype for ``Graph.load_state_dict``, no memory of its own (an 8B config's
+    weights take a few kilobytes). Recording only reads shapes, so a graph
+    bound to these records exactly as one bound to the checkpoint; it must
+    not be run.
+
+    Args:
+        config: The model's configuration.
+
+    Returns:
+        Parameter name -> read-only zero array of that parameter's shape.
+    """
+    from iron.lm.tiny import state_dict_shapes
+
+    zero = np.zeros((), bfloat16)
+    return {
+        name: np.broadcast_to(zero, shape)
+        for name, shape in state_dict_shapes(config).items()
+    }
+
+
+class LlamaApplication:
+    """The Llama decoder as an application the tuner can name (``"llama"``).
+
+    Args:
+        context: Positions the KV caches hold, at most (default
+            :data:`CONTEXT`; a model with fewer uses all of its own).
+        rows: Tokens per prompt chunk (default :data:`ROWS`).
+
+    Attributes:
+        name: ``"llama"``.
+    """
+
+    name = "llama"
+
+    def __init__(self, *, context: int = CONTEXT, rows: int = ROWS) -> None:
+        self.context = context
+        self.rows = rows
+
+    def profiles_dir(self) -> Path:
+        """The shipped profiles' directory (:data:`PROFILES`)."""
+        return PROFILES
+
+    def default_config(self) -> Path:
+        """The config.json the shipped profiles were tuned for (Llama-3.2-1B)."""
+        return DEFAULT_CONFIG
+
+    def load_config(self, path: str | os.PathLike[str]) -> LlamaConfig:
+        """Read a Llama configuration.
+
+        Args:
+            path: A Hugging Face checkpoint directory (its ``config.json`` is
+                read; no weight is opened) or a config.json file.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            FileNotFoundError: No such file, or the directory has no
+                config.json.
+            iron.lm.config.ConfigError: The file is not a Llama config IRON
+                runs (the message names the field).
+        """
+        return LlamaConfig.from_json(path)
+
+    def config_name(self, path: str | os.PathLike[str]) -> str:
+        """The config's name: the checkpoint directory's name or the file's stem."""
+        p = Path(path)
+        if p.is_dir() or p.name == "config.json":
+            return (p if p.is_dir() else p.parent).resolve().name
+        return p.stem
+
+    def config_digest(self, config: LlamaConfig) -> str:
+        """The first 16 hex digits of the SHA-256 of the config's values (sorted JSON)."""
+        text = json.dumps(config.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def graph(self, config: LlamaConfig) -> Any:
+        """A ``Llama`` for ``config`` bound to placeholders, with no profile.
+
+        The profile is None so the recorded steps carry each operator's own
+        ``resolve()`` defaults (what tuning starts from), whatever the
+        shipped profiles say.
+        """
+        from iron.lm.model import Llama
+
+        context = min(config.max_position_embeddings, self.context)
+        graph = Llama(config, context=context, rows=self.rows, profile=None)
+        graph.load_state_dict(placeholder_state_dict(config))
+        return graph
+
+    def labels(self, config: LlamaConfig) -> list[str]:
+        """What each version is, in words (for a profile's ``meta``)."""
+        context = min(config.max_position_embeddings, self.context)
+        return [
+            f"prompt: rows={self.rows}, context={context}",
+            f"decode: context={context}",
+        ]
+
+    def versions(self, config: LlamaConfig, dev: Device | str) -> dict[str, Recording]:
+        """Record the prompt and decode versions for ``config`` on ``dev``.
+
+        Args:
+            config: The model's configuration.
+            dev: The device (or its name) to record for.
+
+        Returns:
+            ``{"prompt": ..., "decode": ...}``: the two recordings, shapes
+            only (placeholder weights, no profile).
+        """
+        graph = self.graph(config)
+        with use_device(dev):
+            return {
+                "prompt": graph.record(tokens=((self.rows,), np.int32)),
+                "decode": graph.record(),
+            }

@@ -1,0 +1,425 @@
+"""Building designs: Peano for the kernels, aiecc for the design, in a cache.
+
+:func:`build` compiles one :class:`~iron.runtime.npu.designs.Design`; its
+kernels with Peano (``clang++ --target=aie2-none-unknown-elf`` on NPU1,
+``aie2p`` on NPU2), then the design with aiecc into an xclbin plus an
+instruction stream (NPU1) or one full ELF (NPU2). :func:`build_all` builds
+many in parallel threads with a progress bar. Results live in a cache keyed
+by the hash of the design text, the kernel sources (and shared headers), the
+tool versions, the flag spelling and the pinned release: ``~/.cache/iron``,
+or ``$IRON_CACHE``. A missing aiecc or Peano raises :class:`ToolMissingError`
+naming the tool and where it comes from.
+
+Flags (the pinned release, :data:`~iron.runtime.npu.mlir.MLIR_AIE_RELEASE`):
+
+* Peano, as mlir-aie's ``programming_examples/makefile-common``
+  ``PEANOWRAP2_FLAGS`` / ``PEANOWRAP2P_FLAGS``: ``-O2 -std=c++20
+  --target=<arch>-none-unknown-elf -Wno-parentheses -Wno-attributes
+  -Wno-macro-redefined -DNDEBUG -I <mlir-aie include>`` (its aie_api).
+* aiecc, ``"get"`` spelling (aiecc from 2026-07-21, PR #3364, so v1.4.x):
+  ``--get-xclbin --xclbin-name=F --get-npu-insts --npu-insts-name=F`` or
+  ``--get-full-elf --full-elf-name=F``, ``--peano=DIR``, ``--tmpdir=DIR``
+  (tools/aiecc/CommandLineOptions.h; docs 1.4.0 ``aiecc/``). Peano is the
+  default core compiler from v1.4.1, so no ``--no-xchesscc``.
+* aiecc, ``"generate"`` spelling (older releases, for reference and for
+  ``IRON_AIECC_FLAGS=generate``): ``--aie-generate-xclbin``,
+  ``--aie-generate-npu-insts``, ``--generate-full-elf``, plus
+  ``--no-xchesscc --no-xbridge --no-compile-host`` (Chess was the default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from iron.core.device import Device, as_device
+from iron.runtime.npu import kernels
+from iron.runtime.npu.designs import Design
+from iron.runtime.npu.mlir import MLIR_AIE_RELEASE
+
+__all__ = [
+    "STYLES",
+    "BuildError",
+    "Built",
+    "Runner",
+    "ToolMissingError",
+    "Toolchain",
+    "aiecc_command",
+    "build",
+    "build_all",
+    "cache_dir",
+    "cache_key",
+    "find_toolchain",
+    "peano_command",
+]
+
+#: aiecc flag spellings: "get" (the pinned release) and "generate" (before 2026-07-21).
+STYLES = ("get", "generate")
+
+#: Runs one command in a directory; raises BuildError when it fails.
+Runner = Callable[[Sequence[str], Path], None]
+
+_WARNINGS = ("-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined")
+_XCLBIN, _INSTS, _ELF = "final.xclbin", "insts.bin", "aie.elf"
+
+
+class ToolMissingError(RuntimeError):
+    """aiecc or Peano is not installed; the message names which and how to get it."""
+
+
+class BuildError(RuntimeError):
+    """A build command failed; the message names the command and its output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """Where the tools are and what they report as their versions.
+
+    Attributes:
+        aiecc: The aiecc executable.
+        peano: Peano's install directory (``bin/clang++`` inside).
+        aie_include: mlir-aie's include directory (aie_api's headers).
+        versions: Each tool's version line, for the cache key.
+        style: The aiecc flag spelling, one of :data:`STYLES`.
+    """
+
+    aiecc: str
+    peano: Path
+    aie_include: Path
+    versions: Mapping[str, str]
+    style: str = "get"
+
+    @property
+    def clang(self) -> Path:
+        """Peano's C++ compiler."""
+        return self.peano / "bin" / "clang++"
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A built design in the cache.
+
+    Attributes:
+        key: The cache key.
+        directory: Where its files are.
+        design: The design built.
+        xclbin: The xclbin (NPU1), else None.
+        insts: The instruction stream (NPU1), else None.
+        elf: The full ELF (NPU2), else None.
+        kernel: The kernel name to open: ``MLIR_AIE`` in the xclbin, or
+            ``main:sequence`` in the full ELF.
+    """
+
+    key: str
+    directory: Path
+    design: Design
+    xclbin: Path | None
+    insts: Path | None
+    elf: Path | None
+    kernel: str
+
+
+def _run(argv: Sequence[str], cwd: Path) -> None:
+    done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-20:]
+        raise BuildError(
+            f"{Path(argv[0]).name} failed (exit {done.returncode}) in {cwd}: "
+            f"{' '.join(argv)}\n" + "\n".join(tail)
+        )
+
+
+def _version(argv: Sequence[str]) -> str:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        return f"unknown ({e})"
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else "unknown"
+
+
+def _peano_in_site_packages() -> Path | None:
+    for entry in sys.path:
+        candidate = Path(entry) / "llvm-aie"
+        if (candidate / "bin" / "clang++").is_file():
+            return candidate
+    return None
+
+
+def _aie_include(aiecc: str) -> Path | None:
+    for entry in sys.path:
+        candidate = Path(entry) / "mlir_aie" / "include"
+        if (candidate / "aie_api").is_dir():
+            return candidate
+    candidate = Path(aiecc).resolve().parent.parent / "include"
+    return candidate if (candidate / "aie_api").is_dir() else None
+
+
+def find_toolchain(
+    env: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    version: Callable[[Sequence[str]], str] = _version,
+) -> Toolchain:
+    """Find aiecc, Peano and mlir-aie's headers.
+
+    ``AIECC`` (else ``aiecc`` on PATH), ``PEANO_INSTALL_DIR`` (else the
+    ``llvm-aie`` wheel's directory), ``MLIR_AIE_INCLUDE_DIR`` (else the
+    ``mlir_aie`` wheel's), ``IRON_AIECC_FLAGS`` (``get`` or ``generate``).
+
+    Raises:
+        ToolMissingError: A tool or the headers are absent; the message names
+            what and how to install it.
+        ValueError: ``IRON_AIECC_FLAGS`` is not a known spelling.
+    """
+    env = os.environ if env is None else env
+    wheels = (
+        f"pip install mlir_aie -f https://github.com/Xilinx/mlir-aie/releases/"
+        f"expanded_assets/{MLIR_AIE_RELEASE} (GitHub release assets; not on PyPI)"
+    )
+    aiecc = env.get("AIECC") or which("aiecc")
+    if not aiecc:
+        raise ToolMissingError(
+            f"aiecc (mlir-aie {MLIR_AIE_RELEASE}) is not on PATH and AIECC is "
+            f"unset; install it with {wheels}, or set AIECC=/path/to/aiecc"
+        )
+    peano_dir = env.get("PEANO_INSTALL_DIR")
+    peano = Path(peano_dir) if peano_dir else _peano_in_site_packages()
+    if peano is None or not (peano / "bin" / "clang++").is_file():
+        raise ToolMissingError(
+            "Peano (llvm-aie's clang++) is not found"
+            + (f" in PEANO_INSTALL_DIR={peano_dir}" if peano_dir else "")
+            + "; install it with pip install -r utils/peano-requirements.txt of "
+            f"mlir-aie {MLIR_AIE_RELEASE} (llvm-aie nightly wheels, GitHub release "
+            f"assets), then set PEANO_INSTALL_DIR to its llvm-aie directory"
+        )
+    include = env.get("MLIR_AIE_INCLUDE_DIR")
+    inc = Path(include) if include else _aie_include(aiecc)
+    if inc is None:
+        raise ToolMissingError(
+            "mlir-aie's include directory (aie_api headers) is not found; set "
+            "MLIR_AIE_INCLUDE_DIR to <mlir_aie>/include"
+        )
+    style = env.get("IRON_AIECC_FLAGS", "get")
+    if style not in STYLES:
+        raise ValueError(f"IRON_AIECC_FLAGS={style!r} is not one of {STYLES}")
+    versions = {
+        "aiecc": version([aiecc, "--version"]),
+        "peano": version([str(peano / "bin" / "clang++"), "--version"]),
+    }
+    return Toolchain(aiecc, peano, inc, versions, style)
+
+
+def peano_command(tc: Toolchain, dev: Device, source: Path, output: Path) -> list[str]:
+    """The Peano command compiling one kernel source for ``dev``."""
+    return [
+        str(tc.clang),
+        "-O2",
+        "-std=c++20",
+        f"--target={dev.arch}-none-unknown-elf",
+        *_WARNINGS,
+        "-DNDEBUG",
+        "-I",
+        str(tc.aie_include),
+        "-I",
+        str(kernels.KERNEL_DIR),
+        "-c",
+        str(source),
+        "-o",
+        str(output),
+    ]
+
+
+def aiecc_command(tc: Toolchain, dev: Device, design: Path, tmpdir: Path) -> list[str]:
+    """The aiecc command building ``design`` for ``dev`` in the toolchain's spelling."""
+    if tc.style == "get":
+        outputs = (
+            ["--get-full-elf", f"--full-elf-name={_ELF}"]
+            if dev.full_elf
+            else [
+                "--get-xclbin",
+                f"--xclbin-name={_XCLBIN}",
+                "--get-npu-insts",
+                f"--npu-insts-name={_INSTS}",
+            ]
+        )
+        return [
+            tc.aiecc,
+            f"--peano={tc.peano}",
+            f"--tmpdir={tmpdir}",
+            *outputs,
+            str(design),
+        ]
+    outputs = (
+        ["--generate-full-elf", f"--full-elf-name={_ELF}"]
+        if dev.full_elf
+        else [
+            "--aie-generate-xclbin",
+            f"--xclbin-name={_XCLBIN}",
+            "--aie-generate-npu-insts",
+            f"--npu-insts-name={_INSTS}",
+        ]
+    )
+    return [
+        tc.aiecc,
+        "--no-xchesscc",
+        "--no-xbridge",
+        "--no-compile-host",
+        f"--peano={tc.peano}",
+        f"--tmpdir={tmpdir}",
+        *outputs,
+        str(design),
+    ]
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$IRON_CACHE``, else ``~/.cache/iron``."""
+    env = os.environ if env is None else env
+    root = env.get("IRON_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "iron"
+
+
+def cache_key(
+    text: str,
+    sources: Mapping[str, bytes],
+    versions: Mapping[str, str],
+    device: str,
+    style: str,
+) -> str:
+    """The hash of everything a build depends on (sha256, hex)."""
+    h = hashlib.sha256()
+    parts = {
+        "release": MLIR_AIE_RELEASE,
+        "device": device,
+        "style": style,
+        "versions": dict(sorted(versions.items())),
+        "design": text,
+    }
+    h.update(json.dumps(parts, sort_keys=True).encode())
+    for name in sorted(sources):
+        h.update(f"\0{name}\0".encode() + sources[name])
+    return h.hexdigest()
+
+
+def _sources(design: Design) -> dict[str, bytes]:
+    found = {f"{s}.cc": kernels.source(s).read_bytes() for s in design.kernels}
+    for header in kernels.HEADERS:
+        found[header] = (kernels.KERNEL_DIR / header).read_bytes()
+    return found
+
+
+def _built(design: Design, key: str, where: Path) -> Built:
+    if as_device(design.device).full_elf:
+        return Built(key, where, design, None, None, where / _ELF, "main:sequence")
+    return Built(key, where, design, where / _XCLBIN, where / _INSTS, None, "MLIR_AIE")
+
+
+def build(
+    design: Design,
+    toolchain: Toolchain | None = None,
+    *,
+    runner: Runner = _run,
+    cache: Path | None = None,
+) -> Built:
+    """Build ``design`` (or find it in the cache).
+
+    Raises:
+        ToolMissingError: aiecc or Peano is absent (when no toolchain is given).
+        BuildError: A command failed, or did not write what it should.
+    """
+    tc = toolchain or find_toolchain()
+    dev = as_device(design.device)
+    key = cache_key(design.text, _sources(design), tc.versions, dev.name, tc.style)
+    root = (cache or cache_dir()) / "npu"
+    final = root / key
+    if (final / "manifest.json").is_file():
+        return _built(design, key, final)
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key[:12]}.", dir=root))
+    try:
+        for symbol in design.kernels:
+            runner(
+                peano_command(tc, dev, kernels.source(symbol), work / f"{symbol}.o"),
+                work,
+            )
+        (work / "design.mlir").write_text(design.text, encoding="utf-8")
+        runner(aiecc_command(tc, dev, work / "design.mlir", work / "aiecc.prj"), work)
+        made = _built(design, key, work)
+        lacking = [
+            p.name for p in (made.xclbin, made.insts, made.elf) if p and not p.is_file()
+        ]
+        if lacking:
+            raise BuildError(
+                f"aiecc finished for {design.operator} on {dev} but did not write "
+                f"{', '.join(lacking)} in {work}"
+            )
+        manifest = {
+            "operator": design.operator,
+            "device": dev.name,
+            "args": list(design.args),
+        }
+        (work / "manifest.json").write_text(
+            json.dumps(manifest, indent=1), encoding="utf-8"
+        )
+        try:
+            work.rename(final)
+        except OSError:  # another thread or process finished the same key first
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return _built(design, key, final)
+
+
+def _bar(total: int, enabled: bool):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    if not enabled or tqdm is None:
+        return None
+    return tqdm(total=total, desc="aiecc", unit="design")
+
+
+def build_all(
+    designs: Iterable[Design],
+    toolchain: Toolchain | None = None,
+    *,
+    runner: Runner = _run,
+    cache: Path | None = None,
+    jobs: int | None = None,
+    progress: bool = True,
+) -> list[Built]:
+    """Build many designs in parallel threads, in order, with a progress bar.
+
+    The bar is tqdm's when tqdm is installed (and ``progress``); the first
+    failure is raised after the others finish.
+    """
+    todo = list(designs)
+    tc = toolchain or find_toolchain()
+    bar = _bar(len(todo), progress)
+
+    def one(d: Design) -> Built:
+        try:
+            return build(d, tc, runner=runner, cache=cache)
+        finally:
+            if bar is not None:
+                bar.update(1)
+
+    try:
+        with ThreadPoolExecutor(
+            max_workers=jobs or min(8, os.cpu_count() or 1)
+        ) as pool:
+            futures = [pool.submit(one, d) for d in todo]
+            return [f.result() for f in futures]
+    finally:
+        if bar is not None:
+            bar.close()

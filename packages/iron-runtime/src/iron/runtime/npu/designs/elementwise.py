@@ -1,0 +1,248 @@
+"""Designs for the elementwise family: AXPY, ReLU, binary arithmetic, activations.
+
+Every operator sharing ``iron.operators.elementwise._Elementwise`` splits its
+``size`` bf16 elements over ``num_aie_columns`` columns, one core per column
+at row 2. Per column and port there is one object FIFO of ``tile_size``
+elements, depth 2, between the column's shim tile and its core (no memory
+tile). The core loops forever over its column's ``size / columns /
+tile_size`` tiles: acquire one element of each input FIFO and of the output
+FIFO, call ``<op>_bf16(in..., out, tile_size[, scalar bits...])``, release.
+The runtime sequence drains each column's slice of the output, fills each
+column's slices of the inputs (from the host buffers, or from the arena at
+the planned offsets), then waits on the outputs.
+
+Kernel symbols and scalar arguments are in :data:`KERNELS`; each kernel's
+contract is in its source (:mod:`iron.runtime.npu.kernels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+from iron.core.device import Device
+from iron.runtime.image import Placement
+from iron.runtime.npu import legality
+from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
+
+__all__ = ["FAMILY", "KERNELS", "build", "handles", "kernel_of"]
+
+_ITEM = 2  # bf16
+_DEPTH = 2  # double-buffered, as the operators' check() assumes
+_CORE_ROW = 2
+
+# Operator class name -> (kernel symbol, or a function of the operator giving
+# it; the operator fields passed as bf16 bits after n, in order).
+KERNELS: dict[str, tuple[str | Callable[[object], str], tuple[str, ...]]] = {
+    "AXPY": ("axpy_bf16", ("scalar_factor",)),
+    "ReLU": ("relu_bf16", ()),
+    "ElementwiseAdd": ("add_bf16", ()),
+    "ElementwiseMul": ("mul_bf16", ()),
+    "SiLU": ("silu_bf16", ()),
+    "Sigmoid": ("sigmoid_bf16", ()),
+    "Tanh": ("tanh_bf16", ()),
+    "GELU": (lambda op: f"gelu_{op.form}_bf16", ()),
+    "LeakyReLU": ("leaky_relu_bf16", ("alpha",)),
+    "Clamp": ("clamp_bf16", ("low", "high")),
+    "SiLUMul": ("silu_mul_bf16", ()),
+}
+
+#: The operators this module designs.
+FAMILY = tuple(KERNELS)
+
+
+def handles(op: object) -> bool:
+    """Whether ``op`` is of the elementwise family."""
+    return type(op).__name__ in KERNELS
+
+
+def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
+    """``op``'s kernel symbol and its scalar arguments (bf16 bit patterns)."""
+    symbol, scalars = KERNELS[type(op).__name__]
+    name = symbol(op) if callable(symbol) else symbol
+    bits = tuple(
+        int(np.asarray(bfloat16(getattr(op, f)), dtype=bfloat16).view(np.uint16))
+        for f in scalars
+    )
+    return name, bits
+
+
+def _ports(op: object) -> tuple[list[str], list[str]]:
+    decl = type(op).declaration
+    return [i.name for i in decl.inputs], [o.name for o in decl.outputs]
+
+
+def _args(
+    op: object,
+    ports: list[str],
+    placement: Mapping[str, Placement] | None,
+    arena_bytes: int | None,
+) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
+    """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``."""
+    need = op.size * _ITEM
+    placement = dict(placement or {})
+    unknown = sorted(set(placement) - set(ports))
+    if unknown:
+        raise ValueError(
+            f"{op!r}: placement names {unknown}, not ports of "
+            f"{type(op).__name__} ({', '.join(ports)})"
+        )
+    for port, p in placement.items():
+        if p.nbytes < need:
+            raise ValueError(
+                f"{op!r}: port {port} is placed in {p.nbytes} bytes "
+                f"({p.where} at {p.offset}); it needs {need}"
+            )
+    in_arena = [p for p in ports if p in placement and placement[p].where == "arena"]
+    args: list[tuple[str, int]] = []
+    where: dict[str, tuple[str, int]] = {}
+    if in_arena:
+        end = max(placement[p].offset + need for p in in_arena)
+        size = max(arena_bytes or 0, -(-end // 4) * 4)
+        args.append(("arena", size))
+        for p in in_arena:
+            where[p] = ("arena", placement[p].offset)
+    for p in ports:
+        if p not in where:
+            args.append((p, need))
+            where[p] = (p, 0)
+    return args, where
+
+
+def build(
+    op: object,
+    dev: Device,
+    placement: Mapping[str, Placement] | None = None,
+    *,
+    arena_bytes: int | None = None,
+) -> Design:
+    """The design of elementwise ``op`` on ``dev`` (see the module docstring).
+
+    Raises:
+        iron.runtime.npu.legality.LegalityError: A device limit is broken.
+        iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
+        ValueError: A placement is too small, misplaced, or names no port.
+    """
+    op = op.resolved(dev)
+    op.check(dev)
+    ins, outs = _ports(op)
+    symbol, scalars = kernel_of(op)
+    cols, tile = op.num_aie_columns, op.tile_size
+    per_col = op.size // cols
+    tiles = per_col // tile
+    args, where = _args(op, ins + outs, placement, arena_bytes)
+    shim = [legality.Tile(c, 0) for c in range(cols)]
+    cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
+
+    fifos, transfers = [], []
+    for c in range(cols):
+        for p in ins:
+            fifos.append(legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), _DEPTH, tile))
+        for p in outs:
+            fifos.append(legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), _DEPTH, tile))
+    sizes, strides = linear_walk(per_col, _ITEM, dev)
+    for c in range(cols):
+        for bd, p in enumerate(outs + ins):
+            arg, offset = where[p]
+            if offset % _ITEM:
+                raise ValueError(
+                    f"{op!r}: port {p} is placed at byte {offset}, not on a bf16 "
+                    f"boundary"
+                )
+            transfers.append(
+                legality.Transfer(
+                    fifo=f"{p}_{c}",
+                    shim=shim[c],
+                    buffer=arg,
+                    offset=offset // _ITEM + c * per_col,
+                    sizes=sizes,
+                    strides=strides,
+                    itemsize=_ITEM,
+                    bd_id=bd,
+                )
+            )
+    layout = legality.Layout(repr(op), tuple(cores), tuple(fifos), tuple(transfers))
+    legality.check(layout, dev)
+
+    elem = memref(tile)
+    kernel_types = [elem] * (len(ins) + len(outs)) + ["i32"] * (1 + len(scalars))
+    b = Builder()
+    b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
+    with b.region("module"), b.device(dev.name, "main"):
+        b.func_decl(symbol, kernel_types, f"{symbol}.o")
+        shim_v = [b.tile(t.col, t.row, "shim_noc_tile") for t in shim]
+        core_v = [b.tile(t.col, t.row) for t in cores]
+        for f in fifos:
+            col = f.producer.col
+            prod, cons = (
+                (shim_v[col], core_v[col])
+                if f.producer.kind == "shim"
+                else (core_v[col], shim_v[col])
+            )
+            b.objectfifo(f.name, prod, [cons], f.depth, elem)
+        for c in range(cols):
+            _core(
+                b, core_v[c], c, ins, outs, symbol, tile, tiles, scalars, kernel_types
+            )
+        arg_types = [(a, memref(n // _ITEM)) for a, n in args]
+        hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
+        with b.runtime_sequence(hints, "sequence") as names:
+            ssa = dict(zip([a for a, _ in args], names))
+            types = dict(arg_types)
+            for t in transfers:
+                b.dma_memcpy_nd(
+                    ssa[t.buffer],
+                    types[t.buffer],
+                    (0, 0, 0, t.offset),
+                    t.sizes,
+                    t.strides,
+                    metadata=t.fifo,
+                    bd_id=t.bd_id,
+                    issue_token=t.fifo.rsplit("_", 1)[0] in outs,
+                )
+            for c in range(cols):
+                for p in outs:
+                    b.dma_wait(f"{p}_{c}")
+    return Design(
+        operator=repr(op),
+        device=dev.name,
+        text=b.text(),
+        args=tuple(a for a, _ in args),
+        arg_bytes=tuple(n for _, n in args),
+        kernels=(symbol,),
+        layout=layout,
+    )
+
+
+def _core(
+    b: Builder,
+    tile: str,
+    col: int,
+    ins: list[str],
+    outs: list[str],
+    symbol: str,
+    tile_size: int,
+    tiles: int,
+    scalars: tuple[int, ...],
+    kernel_types: list[str],
+) -> None:
+    """One column's core: forever, per tile, acquire, call the kernel, release."""
+    elem = memref(tile_size)
+    with b.core(tile):
+        c0, c1 = b.constant(0, "index"), b.constant(1, "index")
+        forever = b.constant(INDEX_MAX, "index")
+        count = b.constant(tiles, "index")
+        n = b.constant(tile_size, "i32")
+        bits = [b.constant(v, "i32") for v in scalars]
+        with b.for_(c0, forever, c1, "run"), b.for_(c0, count, c1, "t"):
+            bufs = [b.acquire(f"{p}_{col}", "Consume", elem, p) for p in ins]
+            bufs += [b.acquire(f"{p}_{col}", "Produce", elem, p) for p in outs]
+            b.call(symbol, [*bufs, n, *bits], kernel_types)
+            for p in ins:
+                b.release(f"{p}_{col}", "Consume")
+            for p in outs:
+                b.release(f"{p}_{col}", "Produce")
+        b.end()

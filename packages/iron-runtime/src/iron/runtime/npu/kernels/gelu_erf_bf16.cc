@@ -1,0 +1,20 @@
+//===- gelu_erf_bf16.cc - IRON kernel gelu_erf_bf16 -------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: gelu_erf_bf16
+//   operator: GELU (form='erf')
+//   arguments: x, out: bfloat16[n]; n: int32
+//   tile: n a positive multiple of 16 (the vector width); designs pass tile_size
+//   computes: out = 0.5 x erfc(-x / sqrt 2), erfc by Numerical Recipes' erfcc
+//   rounding: fp32 evaluation to within 2**-10 relative (iron_vecmath.h), one rounding to bf16 (nearest even): GELU (form='erf').reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void gelu_erf_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                              int32_t n) {
+  iron::map1(x, out, n, [](iron::vf32 v) {
+    return iron::gelu_erf<iron::AieBackend>(v);
+  });
+}

@@ -1,0 +1,23 @@
+//===- mul_bf16.cc - IRON kernel mul_bf16 -----------------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: mul_bf16
+//   operator: ElementwiseMul
+//   arguments: a, b, out: bfloat16[n]; n: int32
+//   tile: n a positive multiple of 16 (the vector width); designs pass tile_size
+//   computes: out = a * b
+//   rounding: a * b exact in fp32 (a bf16 product), one rounding to bf16 (nearest even): ElementwiseMul.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void mul_bf16(bfloat16 *__restrict a, bfloat16 *__restrict b,
+                         bfloat16 *__restrict out, int32_t n) {
+  iron::round_nearest_even();
+  for (int32_t i = 0; i < n; i += iron::kLanes) {
+    const iron::accf prod = aie::mul(aie::load_v<iron::kLanes>(a + i),
+                                     aie::load_v<iron::kLanes>(b + i));
+    aie::store_v(out + i, prod.to_vector<bfloat16>());
+  }
+}

@@ -1,0 +1,20 @@
+//===- silu_bf16.cc - IRON kernel silu_bf16 ---------------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: silu_bf16
+//   operator: SiLU
+//   arguments: x, out: bfloat16[n]; n: int32
+//   tile: n a positive multiple of 16 (the vector width); designs pass tile_size
+//   computes: out = x * sigmoid(x)
+//   rounding: fp32 evaluation to within 2**-10 relative (iron_vecmath.h), one rounding to bf16 (nearest even): SiLU.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void silu_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                          int32_t n) {
+  iron::map1(x, out, n, [](iron::vf32 v) {
+    return iron::silu<iron::AieBackend>(v);
+  });
+}

@@ -1,0 +1,21 @@
+//===- silu_mul_bf16.cc - IRON kernel silu_mul_bf16 -------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: silu_mul_bf16
+//   operator: SiLUMul
+//   arguments: gate, up, out: bfloat16[n]; n: int32
+//   tile: n a positive multiple of 16 (the vector width); designs pass tile_size
+//   computes: out = silu(gate) * up
+//   rounding: fp32 evaluation to within 2**-10 relative (iron_vecmath.h), one rounding to bf16 (nearest even): SiLUMul.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void silu_mul_bf16(bfloat16 *__restrict gate,
+                              bfloat16 *__restrict up,
+                              bfloat16 *__restrict out, int32_t n) {
+  iron::map2(gate, up, out, n, [](iron::vf32 g, iron::vf32 u) {
+    return iron::silu_mul<iron::AieBackend>(g, u);
+  });
+}

@@ -1,0 +1,20 @@
+//===- tanh_bf16.cc - IRON kernel tanh_bf16 ---------------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: tanh_bf16
+//   operator: Tanh
+//   arguments: x, out: bfloat16[n]; n: int32
+//   tile: n a positive multiple of 16 (the vector width); designs pass tile_size
+//   computes: out = tanh(x)
+//   rounding: fp32 evaluation to within 2**-10 relative (iron_vecmath.h), one rounding to bf16 (nearest even): Tanh.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void tanh_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                          int32_t n) {
+  iron::map1(x, out, n, [](iron::vf32 v) {
+    return iron::tanh<iron::AieBackend>(v);
+  });
+}

@@ -1,0 +1,433 @@
+"""Python-side legality of an NPU design, checked before any tool runs.
+
+A design is described here as a :class:`Layout`: the tiles it uses, its
+object FIFOs (producer, consumers, depth, element count) and the shim
+transfers its runtime sequence makes. :func:`check` refuses, with a
+:class:`LegalityError` naming the operator, the tile and the limit, a layout
+that breaks any of:
+
+* each compute tile's buffers (every FIFO element it holds, times depth) plus
+  its stack fit its data memory; each memory tile's fit its 512 KiB;
+* DMA channels per tile and direction (compute 2 + 2, memory 6 + 6, shim
+  2 + 2), buffer descriptors (a FIFO end holds one per element) and locks
+  (two per FIFO end) within the tile's counts, FIFO depths within a lock's
+  largest value;
+* every shim transfer within the buffer-descriptor limits
+  (:func:`shim_transfer_problems`).
+
+The shim's address generation is modelled independently of
+:class:`iron.core.tap.TensorAccessPattern` (:func:`encode` then
+:func:`shim_elements`: 4-D counters with wraps and steps in 32-bit words, the
+iteration outermost), so tests can check that a transfer that passes moves
+exactly the elements its access pattern names.
+
+Sources: shared/notes/mlir-aie-xrt.md section 9, which read mlir-aie's
+``AIETargetModel.h`` (memories, locks, channels, BDs, field widths) and
+``AIEXDialect.cpp`` (the ``dma_memcpy_nd`` verifier) of the pinned era; the
+Device fields of iron-core carry the same numbers with the same citations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from iron.core.device import Device
+
+__all__ = [
+    "TILE_LIMITS",
+    "Fifo",
+    "LegalityError",
+    "Layout",
+    "ShimDescriptor",
+    "Tile",
+    "TileLimits",
+    "Transfer",
+    "check",
+    "check_shim_transfer",
+    "encode",
+    "shim_elements",
+    "shim_transfer_problems",
+]
+
+
+class LegalityError(ValueError):
+    """A design breaks a device limit; the message names operator, tile and limit."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TileLimits:
+    """Per-tile counts iron-core's Device does not carry (yet).
+
+    From mlir-aie ``AIETargetModel.h`` (AIE2 and AIE2P alike), via the notes
+    section 9: ``getNum*SwitchboxConnections`` for the DMA bundle and
+    ``getNum*ShimMuxConnections`` (channels), ``getNumLocks`` (16 per compute or
+    shim tile, 64 per memory tile, largest value 63), and the default core
+    stack of 0x400 bytes.
+    """
+
+    channels: dict[str, tuple[int, int]]  # kind -> (MM2S, S2MM)
+    locks: dict[str, int]
+    lock_max: int = 63
+    stack_bytes: int = 0x400
+
+
+_AIE2 = TileLimits(
+    channels={"core": (2, 2), "mem": (6, 6), "shim": (2, 2)},
+    locks={"core": 16, "mem": 64, "shim": 16},
+)
+#: Tile limits by architecture (``Device.arch``).
+TILE_LIMITS: dict[str, TileLimits] = {"aie2": _AIE2, "aie2p": _AIE2}
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Tile:
+    """An array tile: row 0 the shim, row 1 the memory tile, rows 2.. cores."""
+
+    col: int
+    row: int
+
+    @property
+    def kind(self) -> str:
+        """``shim``, ``mem`` or ``core``."""
+        return "shim" if self.row == 0 else "mem" if self.row == 1 else "core"
+
+    def __str__(self) -> str:
+        name = {"shim": "shim tile", "mem": "memory tile", "core": "compute tile"}
+        return f"{name[self.kind]} ({self.col}, {self.row})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fifo:
+    """An object FIFO: ``depth`` elements of ``elements`` items of ``itemsize`` bytes."""
+
+    name: str
+    producer: Tile
+    consumers: tuple[Tile, ...]
+    depth: int
+    elements: int
+    itemsize: int = 2
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one FIFO element (one buffer)."""
+        return self.elements * self.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """One shim DMA transfer of the runtime sequence, in elements of the buffer.
+
+    ``sizes`` and ``strides`` are four-dimensional, outermost (the iteration)
+    first; ``repeat`` is the task's extra repetitions of the whole pattern.
+    """
+
+    fifo: str
+    shim: Tile
+    buffer: str
+    offset: int
+    sizes: tuple[int, int, int, int]
+    strides: tuple[int, int, int, int]
+    itemsize: int = 2
+    bd_id: int = 0
+    repeat: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What a design places: its cores, object FIFOs and shim transfers."""
+
+    operator: str
+    cores: tuple[Tile, ...]
+    fifos: tuple[Fifo, ...]
+    transfers: tuple[Transfer, ...]
+    stack_bytes: int | None = None
+
+
+# -- the shim's address generation --------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ShimDescriptor:
+    """A shim buffer descriptor's fields, in 32-bit words.
+
+    ``wraps``/``steps`` are d0 (innermost), d1, d2; the iteration wraps and
+    steps around all three.
+    """
+
+    base: int
+    wraps: tuple[int, int, int]
+    steps: tuple[int, int, int]
+    iteration_wrap: int
+    iteration_step: int
+    items_per_word: int
+    repeat: int = 0
+
+
+def encode(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    offset: int,
+    itemsize: int,
+    repeat: int = 0,
+) -> ShimDescriptor:
+    """The descriptor of a pattern in elements: sizes and strides converted to words.
+
+    The innermost size and every stride count words; items smaller than a
+    word travel whole words (so a sub-word innermost dimension is
+    contiguous). Check :func:`shim_transfer_problems` first: this only
+    converts.
+    """
+    per_word = max(1, 4 // itemsize)
+    words = lambda n: n * itemsize // 4  # noqa: E731 - a unit conversion
+    inner_step = 1 if itemsize < 4 else strides[3]
+    return ShimDescriptor(
+        base=words(offset),
+        wraps=(sizes[3] * itemsize // 4, sizes[2], sizes[1]),
+        steps=(inner_step, words(strides[2]), words(strides[1])),
+        iteration_wrap=sizes[0],
+        iteration_step=words(strides[0]),
+        items_per_word=per_word,
+        repeat=repeat,
+    )
+
+
+def _word_addresses(d: ShimDescriptor) -> Iterator[int]:
+    """Word addresses in the order the shim DMA issues them.
+
+    Three counters step and wrap like the hardware's: d0 counts up to its
+    wrap, then clears and carries into d1, which carries into d2; the
+    iteration counter advances once per full pass, and the whole repeats.
+    """
+    per_pass = d.wraps[0] * d.wraps[1] * d.wraps[2]
+    for _ in range(d.repeat + 1):
+        for it in range(d.iteration_wrap):
+            counters = [0, 0, 0]
+            for _ in range(per_pass):
+                yield (
+                    d.base
+                    + it * d.iteration_step
+                    + sum(c * s for c, s in zip(counters, d.steps))
+                )
+                for k in range(3):
+                    counters[k] += 1
+                    if counters[k] < d.wraps[k]:
+                        break
+                    counters[k] = 0
+
+
+def shim_elements(d: ShimDescriptor) -> np.ndarray:
+    """The element indices a descriptor moves, in order (little-endian words)."""
+    k = d.items_per_word
+    out = [a * k + j for a in _word_addresses(d) for j in range(k)]
+    return np.asarray(out, dtype=np.int64)
+
+
+def shim_transfer_problems(
+    dev: Device,
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    offset: int,
+    itemsize: int,
+    repeat: int = 0,
+) -> list[str]:
+    """Every shim-descriptor limit a pattern (in elements) breaks; empty if none.
+
+    Limits (notes section 9; ``AIEXDialect.cpp`` dma_memcpy_nd verifier and
+    ``AIETargetModel.h`` field widths; iron-core's Device ``dma_*`` fields):
+    four dimensions; items at most 32 bits; the offset, the innermost size
+    and every stride in whole 4-byte units; a sub-word innermost dimension
+    contiguous (stride 1); d0 wrap (in words), d1 and d2 sizes within the
+    ``dma_size_bits`` field; steps within ``dma_stride_bits`` words (a step
+    is encoded minus one, so ``2**bits`` itself fits); the iteration at most
+    ``dma_iteration_max``; the repeat at most ``dma_repeat_max``. A stride of
+    0 on a dimension of more than one is refused except on the iteration
+    (IRON does not model repeated inner dimensions).
+    """
+    g = dev.dma_granule_bytes
+    found = []
+    if len(sizes) != 4 or len(strides) != 4:
+        return [
+            f"{len(sizes)} sizes and {len(strides)} strides: a shim descriptor has 4"
+        ]
+    if itemsize not in (1, 2, 4):
+        return [f"{itemsize}-byte items: a shim moves 1-, 2- or 4-byte items"]
+    if min(sizes) < 1 or min(strides) < 0 or offset < 0:
+        return [f"sizes {list(sizes)} must be >= 1, strides and offset >= 0"]
+    if (offset * itemsize) % dev.dma_alignment_bytes:
+        found.append(
+            f"offset {offset} elements = {offset * itemsize} bytes is not a multiple "
+            f"of the {dev.dma_alignment_bytes}-byte alignment"
+        )
+    if (sizes[3] * itemsize) % g:
+        found.append(
+            f"innermost size {sizes[3]} x {itemsize} bytes is not a whole number "
+            f"of {g}-byte words"
+        )
+    if itemsize < g and sizes[3] > 1 and strides[3] != 1:
+        found.append(
+            f"innermost stride {strides[3]}: {itemsize}-byte items move in whole "
+            f"words, so the innermost dimension must be contiguous (stride 1)"
+        )
+    for axis in range(3):
+        if (strides[axis] * itemsize) % g:
+            found.append(
+                f"stride {strides[axis]} (dimension {axis}) x {itemsize} bytes is "
+                f"not a multiple of {g} bytes"
+            )
+    for axis in (1, 2, 3):
+        if strides[axis] == 0 and sizes[axis] > 1:
+            found.append(
+                f"stride 0 on dimension {axis} of size {sizes[axis]}: only the "
+                f"iteration may repeat"
+            )
+    wrap = (1 << dev.dma_size_bits) - 1
+    inner_words = sizes[3] * itemsize // g
+    for name, value in (
+        ("d0 wrap (words)", inner_words),
+        ("d1 size", sizes[2]),
+        ("d2 size", sizes[1]),
+    ):
+        if value > wrap:
+            found.append(
+                f"{name} {value} exceeds the {dev.dma_size_bits}-bit field (<= {wrap})"
+            )
+    step_max = 1 << dev.dma_stride_bits
+    for axis in range(4):
+        words = strides[axis] * itemsize // g
+        if words > step_max:
+            found.append(
+                f"stride {strides[axis]} (dimension {axis}) = {words} words exceeds "
+                f"the {dev.dma_stride_bits}-bit step (<= {step_max} words)"
+            )
+    if sizes[0] > dev.dma_iteration_max:
+        found.append(
+            f"iteration size {sizes[0]} exceeds the iteration limit "
+            f"(<= {dev.dma_iteration_max})"
+        )
+    if not 0 <= repeat <= dev.dma_repeat_max:
+        found.append(f"repeat {repeat} is outside 0..{dev.dma_repeat_max}")
+    return found
+
+
+def check_shim_transfer(op: str, dev: Device, t: Transfer) -> None:
+    """Raise :class:`LegalityError` if transfer ``t`` breaks a shim limit.
+
+    Raises:
+        LegalityError: Naming ``op``, the shim tile, the FIFO and every limit.
+    """
+    problems = shim_transfer_problems(
+        dev, t.sizes, t.strides, t.offset, t.itemsize, t.repeat
+    )
+    if problems:
+        raise LegalityError(
+            f"{op} on {dev}: the transfer of {t.buffer} for @{t.fifo} on {t.shim} "
+            f"(offset {t.offset}, sizes {list(t.sizes)}, strides {list(t.strides)}) "
+            f"breaks the shim descriptor limits: " + "; ".join(problems)
+        )
+
+
+# -- the whole layout -----------------------------------------------------------
+
+
+def _fail(layout: Layout, dev: Device, tile: Tile, what: str) -> LegalityError:
+    return LegalityError(f"{layout.operator} on {dev}: {tile}: {what}")
+
+
+def check(layout: Layout, dev: Device) -> None:
+    """Check a design's layout against ``dev``'s limits.
+
+    Raises:
+        LegalityError: The first limit broken, naming operator, tile and limit.
+    """
+    limits = TILE_LIMITS[dev.arch]
+    stack = limits.stack_bytes if layout.stack_bytes is None else layout.stack_bytes
+    rows = 2 + dev.core_rows
+    tiles = set(layout.cores)
+    for f in layout.fifos:
+        tiles |= {f.producer, *f.consumers}
+    tiles |= {t.shim for t in layout.transfers}
+    for tile in sorted(tiles):
+        if not (0 <= tile.col < dev.columns and 0 <= tile.row < rows):
+            raise _fail(
+                layout,
+                dev,
+                tile,
+                f"outside the {dev.columns}-column, {rows}-row array",
+            )
+    mem: Counter[Tile] = Counter()
+    out_ch: Counter[Tile] = Counter()
+    in_ch: Counter[Tile] = Counter()
+    bds: Counter[Tile] = Counter()
+    locks: Counter[Tile] = Counter()
+    for f in layout.fifos:
+        if not 1 <= f.depth <= limits.lock_max:
+            raise _fail(
+                layout,
+                dev,
+                f.producer,
+                f"object FIFO @{f.name} depth {f.depth} is outside 1..{limits.lock_max} "
+                f"(a lock's largest value)",
+            )
+        out_ch[f.producer] += 1
+        for c in f.consumers:
+            in_ch[c] += 1
+        for end in (f.producer, *f.consumers):
+            locks[end] += 2
+            if end.kind != "shim":  # the shim's buffers are the host's
+                mem[end] += f.depth * f.element_bytes
+                bds[end] += f.depth
+    for tile in layout.cores:
+        mem[tile] += stack
+    for t in layout.transfers:
+        bds[t.shim] += 1
+    for tile in sorted(tiles):
+        mm2s, s2mm = limits.channels[tile.kind]
+        if out_ch[tile] > mm2s or in_ch[tile] > s2mm:
+            raise _fail(
+                layout,
+                dev,
+                tile,
+                f"uses {out_ch[tile]} MM2S and {in_ch[tile]} S2MM DMA channels; a "
+                f"{tile.kind} tile has {mm2s} + {s2mm}",
+            )
+        if locks[tile] > limits.locks[tile.kind]:
+            raise _fail(
+                layout,
+                dev,
+                tile,
+                f"needs {locks[tile]} locks (two per object FIFO end); it has "
+                f"{limits.locks[tile.kind]}",
+            )
+        bd_max = {"core": dev.core_bds, "mem": dev.mem_tile_bds, "shim": dev.shim_bds}
+        if bds[tile] > bd_max[tile.kind]:
+            raise _fail(
+                layout,
+                dev,
+                tile,
+                f"needs {bds[tile]} buffer descriptors; it has {bd_max[tile.kind]}",
+            )
+        size = {"core": dev.core_memory_bytes, "mem": dev.mem_tile_bytes}.get(tile.kind)
+        if size is not None and mem[tile] > size:
+            extra = f" with its {stack}-byte stack" if tile.kind == "core" else ""
+            raise _fail(
+                layout,
+                dev,
+                tile,
+                f"its buffers need {mem[tile]} bytes{extra}; it has {size}",
+            )
+    ids: defaultdict[Tile, set[int]] = defaultdict(set)
+    for t in layout.transfers:
+        if not 0 <= t.bd_id < dev.shim_bds or t.bd_id in ids[t.shim]:
+            raise _fail(
+                layout,
+                dev,
+                t.shim,
+                f"buffer descriptor id {t.bd_id} for @{t.fifo} is reused or outside "
+                f"0..{dev.shim_bds - 1}",
+            )
+        ids[t.shim].add(t.bd_id)
+        check_shim_transfer(layout.operator, dev, t)

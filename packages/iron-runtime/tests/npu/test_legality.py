@@ -1,0 +1,243 @@
+"""Legality: the shim descriptor model against access patterns, and layouts.
+
+The property tests draw (sizes, strides, offset) patterns: one that passes
+the shim-transfer legality must move exactly the elements
+``TensorAccessPattern(...).indices()`` lists, by the independent model of
+the shim's address generation (4-D counters in words, the iteration
+outermost); one that breaks a limit must be refused, naming the limit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from iron.core.device import NPU1, NPU2
+from iron.core.handle import shim_descriptor_fits
+from iron.core.tap import TensorAccessPattern
+from iron.runtime.npu.designs import linear_walk
+from iron.runtime.npu.legality import (
+    Fifo,
+    Layout,
+    LegalityError,
+    Tile,
+    Transfer,
+    check,
+    encode,
+    shim_elements,
+    shim_transfer_problems,
+)
+
+DEVICES = st.sampled_from([NPU1, NPU2])
+ITEMS = st.sampled_from([1, 2, 4])
+
+
+@st.composite
+def patterns(draw):
+    """A 4-D pattern in elements, mostly legal: word-sized inner runs, aligned strides."""
+    itemsize = draw(ITEMS)
+    per_word = 4 // itemsize
+    inner_words = draw(st.integers(1, 12))
+    sizes = (
+        draw(st.integers(1, 5)),
+        draw(st.integers(1, 4)),
+        draw(st.integers(1, 6)),
+        inner_words * per_word,
+    )
+    inner_stride = 1 if itemsize < 4 else draw(st.integers(1, 3))
+    outer = [draw(st.integers(0, 40)) * per_word for _ in range(3)]
+    strides = (*outer, inner_stride)
+    offset = draw(st.integers(0, 30)) * per_word
+    return sizes, strides, offset, itemsize
+
+
+def _tap(sizes, strides, offset):
+    last = offset + sum((s - 1) * t for s, t in zip(sizes, strides))
+    return TensorAccessPattern((last + 1,), offset, sizes, strides)
+
+
+@settings(max_examples=400, deadline=None)
+@given(patterns(), DEVICES)
+def test_a_legal_pattern_moves_exactly_the_taps_elements(pattern, dev):
+    sizes, strides, offset, itemsize = pattern
+    problems = shim_transfer_problems(dev, sizes, strides, offset, itemsize)
+    assume(not problems)
+    moved = shim_elements(encode(sizes, strides, offset, itemsize))
+    assert np.array_equal(moved, _tap(sizes, strides, offset).indices().ravel())
+
+
+@settings(max_examples=200, deadline=None)
+@given(patterns(), DEVICES, st.integers(1, 3))
+def test_repeat_moves_the_pattern_again(pattern, dev, repeat):
+    sizes, strides, offset, itemsize = pattern
+    assume(not shim_transfer_problems(dev, sizes, strides, offset, itemsize, repeat))
+    moved = shim_elements(encode(sizes, strides, offset, itemsize, repeat))
+    once = _tap(sizes, strides, offset).indices().ravel()
+    assert np.array_equal(moved, np.tile(once, repeat + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns(), DEVICES)
+def test_legal_here_is_legal_for_iron_core(pattern, dev):
+    """Ours is at least as strict as iron-core's ``shim_descriptor_fits``."""
+    sizes, strides, offset, itemsize = pattern
+    assume(not shim_transfer_problems(dev, sizes, strides, offset, itemsize))
+    dtype = {1: np.int8, 2: np.float16, 4: np.float32}[itemsize]
+    assert shim_descriptor_fits(dev, _tap(sizes, strides, offset), dtype)
+
+
+def _break(which, sizes, strides, offset, itemsize, dev):
+    """``which`` limit broken in a legal pattern, and a word its refusal names."""
+    per_word = 4 // itemsize
+    sizes, strides = list(sizes), list(strides)
+    if which == "iteration":
+        sizes[0] = dev.dma_iteration_max + 1
+    elif which == "d1 size":
+        sizes[2] = 1 << dev.dma_size_bits
+    elif which == "d2 size":
+        sizes[1] = 1 << dev.dma_size_bits
+    elif which == "d0 wrap":
+        sizes[3] = (1 << dev.dma_size_bits) * per_word
+    elif which == "step":
+        strides[0] = ((1 << dev.dma_stride_bits) + 1) * per_word
+    elif which == "alignment":
+        offset += 1
+    return tuple(sizes), tuple(strides), offset
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns(),
+    DEVICES,
+    st.sampled_from(
+        ["iteration", "d1 size", "d2 size", "d0 wrap", "step", "alignment"]
+    ),
+)
+def test_a_pattern_breaking_a_limit_is_refused(pattern, dev, which):
+    sizes, strides, offset, itemsize = pattern
+    assume(not shim_transfer_problems(dev, sizes, strides, offset, itemsize))
+    assume(not (which == "alignment" and itemsize == 4))  # every 4-byte item aligns
+    broken = _break(which, sizes, strides, offset, itemsize, dev)
+    problems = shim_transfer_problems(dev, *broken, itemsize)
+    assert any(which in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("sizes", "strides", "offset", "itemsize", "word"),
+    [
+        ((1, 1, 4, 8), (0, 0, 8, 2), 0, 2, "contiguous"),
+        ((1, 1, 4, 3), (0, 0, 8, 1), 0, 2, "whole number"),
+        ((1, 1, 4, 8), (0, 0, 3, 1), 0, 2, "multiple of 4 bytes"),
+        ((1, 4, 1, 8), (0, 0, 0, 1), 0, 2, "stride 0 on dimension 1"),
+        ((1, 1, 1, 8), (0, 0, 0, 1), 0, 8, "1-, 2- or 4-byte"),
+        ((1, 1, 1, 8), (0, 0, 0, 1), 0, 2, None),
+    ],
+)
+def test_named_refusals(sizes, strides, offset, itemsize, word):
+    problems = shim_transfer_problems(NPU2, sizes, strides, offset, itemsize)
+    if word is None:
+        assert problems == []
+    else:
+        assert any(word in p for p in problems), problems
+
+
+def test_repeat_limit():
+    assert any(
+        "repeat 256" in p
+        for p in shim_transfer_problems(NPU1, (1, 1, 1, 2), (0, 0, 0, 1), 0, 2, 256)
+    )
+
+
+def test_iron_core_admits_a_sub_word_innermost_stride_we_refuse():
+    """A finding: iron-core's check lets bf16 innermost stride 2 through."""
+    tap = TensorAccessPattern((64,), 0, (1, 1, 2, 8), (0, 0, 16, 2))
+    assert shim_descriptor_fits(NPU2, tap, np.float16)
+    assert shim_transfer_problems(NPU2, tap.sizes, tap.strides, 0, 2)
+
+
+# -- layouts ---------------------------------------------------------------------
+
+
+def _layout(depth=2, elements=1024, cores=1, extra=(), transfers=None, stack=None):
+    shim, core = Tile(0, 0), Tile(0, 2)
+    fifos = (
+        Fifo("in", shim, (core,), depth, elements),
+        Fifo("out", core, (shim,), depth, elements),
+        *extra,
+    )
+    if transfers is None:
+        sizes, strides = linear_walk(elements, 2, NPU2)
+        transfers = (Transfer("in", shim, "x", 0, sizes, strides),)
+    return Layout("Test(size=1)", (core,), fifos, tuple(transfers), stack)
+
+
+def test_a_fitting_layout_passes():
+    check(_layout(), NPU1)
+
+
+def test_core_memory_names_operator_tile_and_limit():
+    with pytest.raises(LegalityError) as info:
+        check(_layout(elements=8192), NPU2)  # 2 FIFOs x 2 x 16 KiB + stack > 64 KiB
+    text = str(info.value)
+    assert "Test(size=1) on npu2" in text and "compute tile (0, 2)" in text
+    assert "65536" in text and "stack" in text
+
+
+def test_stack_counts():
+    # 2 x 2 x 16000 x 2 bytes = 64000: fits alone, not with an 8 KiB stack.
+    check(_layout(elements=16000 // 2, stack=0), NPU1)
+    with pytest.raises(LegalityError, match="8192-byte stack"):
+        check(_layout(elements=16000 // 2, stack=8192), NPU1)
+
+
+def test_channels_per_tile():
+    core, shim = Tile(0, 2), Tile(0, 0)
+    extra = (Fifo("in2", shim, (core,), 1, 16), Fifo("in3", Tile(1, 0), (core,), 1, 16))
+    with pytest.raises(
+        LegalityError, match=r"3 S2MM DMA channels; a core tile has 2 \+ 2"
+    ):
+        check(_layout(extra=extra), NPU2)
+
+
+def test_depth_and_buffer_descriptors():
+    with pytest.raises(LegalityError, match="depth 64 is outside 1..63"):
+        check(_layout(depth=64, elements=16), NPU2)
+    with pytest.raises(LegalityError, match="needs 18 buffer descriptors; it has 16"):
+        check(_layout(depth=9, elements=16), NPU2)
+
+
+def test_tiles_outside_the_array():
+    bad = (Fifo("far", Tile(4, 0), (Tile(4, 2),), 2, 16),)
+    check(_layout(extra=bad), NPU2)
+    with pytest.raises(
+        LegalityError, match="shim tile \\(4, 0\\): outside the 4-column"
+    ):
+        check(_layout(extra=bad), NPU1)
+
+
+def test_transfers_are_checked_with_names():
+    shim = Tile(0, 0)
+    t = Transfer("in", shim, "x", 1, (1, 1, 1, 16), (0, 0, 0, 1))
+    with pytest.raises(LegalityError) as info:
+        check(_layout(transfers=[t]), NPU1)
+    text = str(info.value)
+    assert "Test(size=1) on npu1" in text and "shim tile (0, 0)" in text
+    assert "@in" in text and "alignment" in text
+
+
+def test_bd_ids_are_unique_per_shim():
+    shim = Tile(0, 0)
+    t = Transfer("in", shim, "x", 0, (1, 1, 1, 16), (0, 0, 0, 1))
+    with pytest.raises(LegalityError, match="id 0 for @in is reused"):
+        check(_layout(transfers=[t, t]), NPU1)
+
+
+def test_word_count_of_a_tap():
+    # The model moves prod(sizes) elements, as the tap does.
+    sizes, strides = (2, 3, 4, 8), (96, 32, 8, 1)
+    d = encode(sizes, strides, 4, 2)
+    assert shim_elements(d).size == math.prod(sizes)
