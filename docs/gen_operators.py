@@ -1,6 +1,6 @@
 """Generate docs/reference/operators.md from the operator declarations.
 
-Run: ``python docs/gen_operators.py``. A test (tests/test_operator_reference.py)
+Run: ``python docs/gen_operators.py``. A test (tests/test_docs.py)
 checks the committed page is what this writes, so a change to an operator's
 declaration, docstring or tolerance shows up as a stale page.
 

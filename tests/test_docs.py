@@ -71,3 +71,24 @@ def test_page_runs(page: Path, tmp_path: Path):
         cwd=tmp_path,
     )
     assert done.returncode == 0, f"{page}:\n{done.stdout}\n{done.stderr}"
+
+
+def test_the_operator_reference_is_current(root):
+    """docs/reference/operators.md is what docs/gen_operators.py writes."""
+    sys.path.insert(0, str(root / "docs"))
+    try:
+        import gen_operators
+    finally:
+        sys.path.remove(str(root / "docs"))
+    committed = (root / "docs" / "reference" / "operators.md").read_text()
+    assert committed == gen_operators.page(), (
+        "docs/reference/operators.md is stale: run docs/gen_operators.py"
+    )
+
+
+def test_the_operator_reference_covers_the_catalog(root):
+    from iron.operators import CATALOG
+
+    page = (root / "docs" / "reference" / "operators.md").read_text()
+    for name in CATALOG:
+        assert f"\n## {name}\n" in page, f"docs/reference/operators.md lacks {name}"

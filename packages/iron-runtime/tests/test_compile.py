@@ -185,3 +185,19 @@ def test_a_version_of_no_steps_has_one_empty_image(full_elf):
     assert len(version.images) == 1 and not version.images[0].steps
     x = np.arange(64).astype(bfloat16)
     np.testing.assert_array_equal(graph(x), x[16:48])
+
+
+def test_each_device_keeps_its_own_versions():
+    """Compiling the same shapes for npu1 and npu2 keeps both; a call takes the bound one's."""
+    graph = Chain()
+    on_npu1 = graph.compile(dev="npu1", x=(2048,), y=(2048,))
+    on_npu2 = graph.compile(dev="npu2", x=(2048,), y=(2048,))
+    assert not on_npu1.plan.full_elf and on_npu2.plan.full_elf
+    with iron.use_device("npu1"):
+        assert list(graph.versions.values()) == [on_npu1]
+    with iron.use_device("npu2"):
+        assert list(graph.versions.values()) == [on_npu2]
+    x, y = _xy(2048)
+    for device in ("npu1", "npu2"):
+        with iron.use_device(device):
+            np.testing.assert_array_equal(graph(x, y), graph.reference(x, y))

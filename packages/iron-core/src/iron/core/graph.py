@@ -526,8 +526,18 @@ class Graph:
 
     @property
     def versions(self) -> dict[tuple, Any]:
-        """The compiled versions by input signature."""
-        return self.__dict__.setdefault("_versions", {})
+        """The versions compiled for the current device, by input signature.
+
+        Each device has its own: a version built for npu1 is never called
+        while npu2 is bound.
+
+        Raises:
+            RuntimeError: No device is bound.
+        """
+        return self._versions_on(require_device().name)
+
+    def _versions_on(self, device: str) -> dict[tuple, Any]:
+        return self.__dict__.setdefault("_versions", {}).setdefault(device, {})
 
     def compile(
         self,
@@ -562,7 +572,7 @@ class Graph:
                 self, recording, full_elf=full_elf, check=check, feeds=feeds
             )
         key = self._signature({h.name: (h.shape, h.dtype) for h in recording.inputs})
-        self.versions[key] = version
+        self._versions_on(recording.device.name)[key] = version
         return version
 
     def __call__(self, *tensors: Any, **values: Any) -> Any:
@@ -595,8 +605,9 @@ class Graph:
         A call after it loads them again (weights upload again; states start
         from zeros).
         """
-        for version in self.versions.values():
-            version.release()
+        for versions in self.__dict__.get("_versions", {}).values():
+            for version in versions.values():
+                version.release()
         # The runtime keeps the graph's arenas here, one per backend and device.
         for arena in self.__dict__.get("_arenas", {}).values():
             arena.release()

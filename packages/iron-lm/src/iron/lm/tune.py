@@ -246,6 +246,14 @@ def _evaluate(task: tuple[Operator, dict[str, Any], str, Measure]) -> dict[str, 
     return {"seconds": float(measure.fn(candidate, dev))}
 
 
+def _evaluate_batch(
+    work: tuple[Operator, list[dict[str, Any]], str, Measure],
+) -> list[dict[str, Any]]:
+    """:func:`_evaluate` for several settings of one operator (a ``--jobs`` task)."""
+    op, settings, device_name, measure = work
+    return [_evaluate((op, setting, device_name, measure)) for setting in settings]
+
+
 # -- operator shapes ---------------------------------------------------------------
 
 
@@ -496,15 +504,20 @@ def _enumerate(shape: Shape, dev: Device, cap: int) -> None:
         lists.append(list(values))
     shape.total = _product(lists)
     notes = []
+    fixed: set[int] = set()  # lists that cannot shrink further
     while _product(lists) > cap:
-        longest = max(range(len(lists)), key=lambda i: (len(lists[i]), -i))
-        values = lists[longest]
-        if len(values) <= 1:
+        open_ = [i for i in range(len(lists)) if i not in fixed]
+        if not open_:
             break
-        kept = values[::2]
+        longest = max(open_, key=lambda i: (len(lists[i]), -i))
+        values = lists[longest]
         name = shape.tunables[longest]
+        kept = values[::2]
         if name in default and default[name] not in kept:
             kept = [v for v in values if v in kept or v == default[name]]
+        if len(kept) >= len(values):
+            fixed.add(longest)
+            continue
         notes.append(f"{name} {len(values)} -> {len(kept)} values")
         lists[longest] = kept
     if notes:
@@ -740,15 +753,28 @@ def _run(
             bar.update()
             done += 1
         return done
-    chunk = max(1, min(64, len(tasks) // (jobs * 8) or 1))
+    # Batches of consecutive tasks of one operator: the operator is pickled
+    # once per batch, not once per setting.
+    size = max(1, min(256, len(tasks) // (jobs * 8)))
+    batches: list[list[tuple[tuple, tuple]]] = []
+    for item in tasks:
+        last = batches[-1] if batches else None
+        if last and len(last) < size and last[0][1][0] is item[1][0]:
+            last.append(item)
+        else:
+            batches.append([item])
+    work = [
+        (batch[0][1][0], [t[1] for _, t in batch], batch[0][1][2], batch[0][1][3])
+        for batch in batches
+    ]
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         try:
-            outcomes = pool.map(_evaluate, [t for _, t in tasks], chunksize=chunk)
-            for (key, _), result in zip(tasks, outcomes):
-                results[key] = result
-                writer.put(key, result)
-                bar.update()
-                done += 1
+            for batch, outcome in zip(batches, pool.map(_evaluate_batch, work)):
+                for (key, _), result in zip(batch, outcome):
+                    results[key] = result
+                    writer.put(key, result)
+                bar.update(len(batch))
+                done += len(batch)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -831,8 +857,8 @@ def tune(
     results: dict[tuple, dict[str, Any]] = {}
     pending: list[tuple[tuple, tuple]] = []
     for shape in shapes:
-        for setting in shape.settings:
-            for member in shape.members:
+        for member in shape.members:
+            for setting in shape.settings:
                 effective = _effective(member, setting)
                 key = _task_key(device, measure, shape, member, effective)
                 if key in results:
@@ -1019,6 +1045,11 @@ def check_profiles(
         except (ValueError, KeyError, TypeError) as error:
             problems.append(f"{path}: not a profile ({error})")
             continue
+        tuned_for = (data.get("meta") or {}).get("config")
+        if config_label and tuned_for and tuned_for != config_label:
+            notes.append(
+                f"{path}: tuned for {tuned_for}, checked against {config_label}"
+            )
         device = as_device(name)
         recordings = application.versions(config, device)
         steps = [s.op for r in recordings.values() for s in r.steps]

@@ -1,0 +1,477 @@
+"""Tests for ``python -m iron.lm.tune`` and the Llama application's shipped profiles.
+
+On the tiny config (``LlamaConfig.tiny()`` written to a temporary
+directory): a tune end to end, resuming after an interruption, ``--jobs 2``,
+``--ops``, ``--check`` catching a stale entry and an unknown tunable, and a
+call-site keyword beating the profile. On the Llama-3.2-1B config shipped
+with the application: every entry of the shipped npu1/npu2 profiles matches
+a step of its versions, and ``Llama`` applies them by default.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import iron
+from iron.core.profile import Profile
+from iron.lm import tune
+from iron.lm.applications import APPLICATIONS, application
+from iron.lm.applications.llama import (
+    DEFAULT_CONFIG,
+    PROFILES,
+    LlamaApplication,
+    placeholder_state_dict,
+)
+from iron.lm.config import LlamaConfig
+from iron.lm.model import Llama
+from iron.operators.elementwise import AXPY
+from iron.operators.matmul import GEMV
+from iron.runtime import select
+
+DEVICE = "npu2"
+
+
+@pytest.fixture(autouse=True)
+def _emulated(monkeypatch, tmp_path):
+    """The emulated NPU, and a cache home that is never the user's."""
+    monkeypatch.setenv("IRON_BACKEND", "emu")
+    monkeypatch.setattr(select, "_chosen", None)
+    monkeypatch.setenv("IRON_CACHE", str(tmp_path / "iron-cache"))
+
+
+@pytest.fixture
+def config_json(tmp_path) -> Path:
+    """The tiny config written as a checkpoint directory's config.json."""
+    directory = tmp_path / "tiny"
+    directory.mkdir()
+    LlamaConfig.tiny().to_json(directory / "config.json")
+    return directory / "config.json"
+
+
+def smallest(op: iron.Operator, dev: iron.Device) -> float:
+    """A stand-in measure that prefers the smallest tiles and fewest columns.
+
+    ``resolve()`` mostly picks the largest that fit, so a profile tuned by
+    this one differs from the defaults: applying it visibly moves tunables.
+    """
+    values = [getattr(op, name) for name in type(op).declaration.tunables]
+    return 1.0 + sum(v for v in values if isinstance(v, int)) * 1e-6
+
+
+SMALLEST = tune.Measure("smallest", "test: smallest tunables", smallest)
+
+
+def _tune(out: Path, **kwargs):
+    kwargs.setdefault("cache", out.parent / f"{out.name}.jsonl")
+    return tune.tune(
+        LlamaApplication(),
+        LlamaConfig.tiny(),
+        DEVICE,
+        out=out,
+        progress=False,
+        **kwargs,
+    )
+
+
+def _graph(config: LlamaConfig, profile) -> Llama:
+    graph = Llama(config, context=2048, rows=16, profile=profile)
+    graph.load_state_dict(placeholder_state_dict(config))
+    return graph
+
+
+def _steps(graph: Llama, dev: str) -> list:
+    with iron.use_device(dev):
+        versions = [graph.record(tokens=((graph.rows,), np.int32)), graph.record()]
+    return [step.op for recording in versions for step in recording.steps]
+
+
+def _tunables(op: iron.Operator) -> dict:
+    return {name: getattr(op, name) for name in type(op).declaration.tunables}
+
+
+# -- end to end ---------------------------------------------------------------------
+
+
+def test_tune_command_writes_a_profile_of_every_shape(config_json, tmp_path, capsys):
+    out = tmp_path / "profiles"
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    argv += ["--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "--no-progress"]
+    assert tune.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "measured by cost model (emulated NPU)" in printed
+    assert "not a measurement on an NPU" in printed
+
+    path = out / f"{DEVICE}.json"
+    profile = Profile.load(path)
+    meta = profile.meta
+    assert meta["measured_by"] == "cost model (emulated NPU)"
+    assert meta["modelled"] is True
+    assert (meta["device"], meta["application"]) == (DEVICE, "llama")
+    assert meta["config"].startswith("tiny (sha256 ")
+    assert meta["command"] == "python -m iron.lm.tune " + " ".join(argv)
+    assert meta["settings"] > meta["refused"] > 0
+
+    # One entry a line, sorted by operator name: a regenerated file diffs well.
+    lines = path.read_text().splitlines()
+    assert len(lines) == len(profile) + 3
+    names = [json.loads(line.rstrip(","))["operator"] for line in lines[2:-1]]
+    assert names == sorted(names)
+
+    # Every entry matches a step of the versions, and every shape has one.
+    problems, notes = tune.check_profiles(
+        LlamaApplication(), LlamaConfig.tiny(), out, [DEVICE]
+    )
+    assert problems == [] and notes == []
+
+    # Applied, each step takes its entry's tunables (none pinned by a call).
+    applied = _steps(_graph(LlamaConfig.tiny(), out), DEVICE)
+    for op in applied:
+        given = profile.tunables_for(type(op), tune.call_dims(op))
+        assert {k: getattr(op, k) for k in given} == given
+        assert not op.pinned
+
+
+def test_applying_a_tuned_profile_changes_the_tunables_it_names(tmp_path):
+    out = tmp_path / "smallest"
+    report = _tune(out, measure=SMALLEST)
+    assert report.moved, "the stand-in measure should move some tunables"
+    profile = Profile.load(out / f"{DEVICE}.json")
+    assert profile.meta["measured_by"] == "test: smallest tunables"
+    config = LlamaConfig.tiny()
+    plain = _steps(_graph(config, None), DEVICE)
+    tuned = _steps(_graph(config, out), DEVICE)
+    changed = 0
+    for before, after in zip(plain, tuned):
+        given = profile.tunables_for(type(after), tune.call_dims(after))
+        assert {k: getattr(after, k) for k in given} == given
+        if _tunables(before) != _tunables(after):
+            changed += 1
+            assert given, f"{after} changed without an entry"
+    assert changed > 0
+    # The file itself names values that differ from resolve()'s.
+    differ = [
+        (cls, dims)
+        for cls, dims, tunables in profile
+        for op in plain
+        if type(op) is cls
+        and Profile.matches(dims, tune.call_dims(op))
+        and any(getattr(op, k) != v for k, v in tunables.items())
+    ]
+    assert differ
+
+
+def test_resume_after_an_interruption_measures_nothing_twice(tmp_path, monkeypatch):
+    whole = _tune(tmp_path / "whole")
+    real = tune._evaluate
+    seen: list[tuple] = []
+
+    def key(task: tuple) -> tuple:
+        op, setting, _, _ = task
+        return repr(op), tune._canon(setting)
+
+    def stopping(task: tuple) -> dict:
+        if len(seen) == 40:
+            raise KeyboardInterrupt
+        seen.append(key(task))
+        return real(task)
+
+    monkeypatch.setattr(tune, "_evaluate", stopping)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        _tune(out)
+    assert not (out / f"{DEVICE}.json").exists()
+    cache = tmp_path / "resumed.jsonl"
+    assert len(cache.read_text().splitlines()) == 40
+    first = list(seen)
+
+    seen.clear()
+
+    def counting(task: tuple) -> dict:
+        seen.append(key(task))
+        return real(task)
+
+    monkeypatch.setattr(tune, "_evaluate", counting)
+    report = _tune(out)
+    assert report.cached == 40
+    assert report.measured == whole.evaluations - 40 == len(seen)
+    assert not set(first) & set(seen)
+    assert len(set(seen)) == len(seen)
+    assert (out / f"{DEVICE}.json").read_text() == (
+        tmp_path / "whole" / f"{DEVICE}.json"
+    ).read_text()
+    # A third run reads everything back and measures nothing.
+    seen.clear()
+    assert _tune(out).measured == 0 and not seen
+
+
+def test_the_command_reports_an_interruption_and_how_to_continue(
+    config_json, tmp_path, monkeypatch, capsys
+):
+    def interrupted(task: tuple) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune, "_evaluate", interrupted)
+    argv = ["llama", "--checkpoint", str(config_json.parent), "--device", DEVICE]
+    argv += ["--out", str(tmp_path / "out"), "--no-progress"]
+    assert tune.main(argv) == tune.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "rerun the same command to continue" in err
+    assert str(tmp_path / "iron-cache" / "tune" / "llama.jsonl") in err
+
+
+def test_jobs_2_gives_the_same_profile(tmp_path):
+    one = _tune(tmp_path / "one")
+    two = _tune(tmp_path / "two", jobs=2)
+    assert two.measured == one.measured == one.evaluations
+    assert (tmp_path / "two" / f"{DEVICE}.json").read_text() == (
+        tmp_path / "one" / f"{DEVICE}.json"
+    ).read_text()
+
+
+def test_ops_retunes_only_those_operators_and_keeps_the_rest(tmp_path):
+    out = tmp_path / "p"
+    _tune(out)
+    before = Profile.load(out / f"{DEVICE}.json")
+    _tune(out, measure=SMALLEST, ops=["GEMV"], cache=tmp_path / "ops.jsonl")
+    after = Profile.load(out / f"{DEVICE}.json")
+    assert after.meta["ops"] == ["GEMV"]
+    assert len(after) == len(before)
+    kept = [e for e in before if e[0] is not GEMV]
+    assert [e for e in after if e[0] is not GEMV] == kept
+    gemvs = [(d, t) for c, d, t in after if c is GEMV]
+    assert gemvs and gemvs != [(d, t) for c, d, t in before if c is GEMV]
+
+
+def test_settings_are_capped_keeping_the_default(tmp_path):
+    config = LlamaConfig.tiny()
+    recordings = LlamaApplication().versions(config, DEVICE)
+    full = tune.collect_shapes(recordings.values(), DEVICE)
+    capped = tune.collect_shapes(recordings.values(), DEVICE, max_settings=12)
+    assert [str(s) for s in full] == [str(s) for s in capped]
+    for whole, cut in zip(full, capped):
+        assert whole.default in cut.settings
+        if whole.total > 12:
+            assert cut.trimmed and len(cut.settings) < len(whole.settings)
+        else:
+            assert not cut.trimmed and cut.settings == whole.settings
+
+
+# -- the check ------------------------------------------------------------------------
+
+
+def test_check_catches_a_stale_entry_and_an_unknown_tunable(
+    config_json, tmp_path, capsys
+):
+    out = tmp_path / "p"
+    _tune(out)
+    check = ["--check", "llama", "--checkpoint", str(config_json), "--out", str(out)]
+    check += ["--device", DEVICE]
+    assert tune.main(check) == 0
+    path = out / f"{DEVICE}.json"
+    clean = path.read_text()
+
+    # A shape no step has: stale.
+    profile = Profile.load(path)
+    profile.add(GEMV, M=4096, K=4096, tile_m=4)
+    profile.save(path)
+    capsys.readouterr()
+    assert tune.main(check) == tune.EXIT_CHECK
+    printed = capsys.readouterr().out
+    assert "GEMV(M=4096, K=4096) matches no step" in printed
+    assert f"entry {len(profile)} (line {len(profile) + 2})" in printed
+
+    # A tunable the operator no longer declares.
+    lines = clean.splitlines()
+    lines[2] = lines[2].replace('"num_aie_columns"', '"tile_q": 4, "num_aie_columns"')
+    path.write_text("\n".join(lines) + "\n")
+    problems, _ = tune.check_profiles(
+        LlamaApplication(), LlamaConfig.tiny(), out, [DEVICE]
+    )
+    assert len(problems) == 1
+    assert "no longer declares 'tile_q'" in problems[0]
+    assert "entry 1 (line 3)" in problems[0]
+    # ... which a graph refuses to apply rather than silently keep.
+    with pytest.raises(ValueError, match="tile_q"):
+        Profile.load(path)
+
+
+def test_check_of_a_missing_profile_fails(config_json, tmp_path, capsys):
+    check = ["--check", "llama", "--checkpoint", str(config_json)]
+    check += ["--out", str(tmp_path / "none"), "--device", "npu1"]
+    assert tune.main(check) == tune.EXIT_CHECK
+    assert "no profile for npu1" in capsys.readouterr().out
+
+
+# -- call-site keywords --------------------------------------------------------------
+
+
+class _Twice(iron.Graph):
+    """Two AXPY steps of one shape; the second pins its columns at the call."""
+
+    def body(self, x, y):
+        a = AXPY.step(x, y, scalar_factor=1.5)
+        return AXPY.step(a, y, scalar_factor=1.5, num_aie_columns=1)
+
+
+class _Pinned(iron.Graph):
+    """One AXPY step that pins its columns at the call."""
+
+    def body(self, x, y):
+        return AXPY.step(x, y, scalar_factor=1.5, num_aie_columns=1)
+
+
+class _GraphApp:
+    """A one-graph application, for tests."""
+
+    def __init__(self, graph: iron.Graph) -> None:
+        self.graph = graph
+        self.name = type(graph).__name__
+
+    def versions(self, config, dev):
+        with iron.use_device(dev):
+            return {"only": self.graph.record(x=(4096,), y=(4096,))}
+
+
+def test_a_call_site_keyword_beats_the_profile(tmp_path):
+    out = tmp_path / "p"
+    tune.tune(
+        _GraphApp(_Twice()), None, DEVICE, out=out, cache=tmp_path / "c", progress=False
+    )
+    profile = Profile.load(out / f"{DEVICE}.json")
+    ((cls, dims, tunables),) = list(profile)
+    assert cls is AXPY and dims == {"size": 4096, "scalar_factor": 1.5}
+    assert tunables["num_aie_columns"] != 1  # the first step leaves it open
+
+    graph = _Twice()
+    graph.profile = out
+    with iron.use_device(DEVICE):
+        first, second = graph.record(x=(4096,), y=(4096,)).steps
+    assert _tunables(first.op) == tunables and not first.op.pinned
+    assert second.op.num_aie_columns == 1 and second.op.pinned == {"num_aie_columns"}
+    assert second.op.tile_size == tunables["tile_size"]
+
+
+def test_a_tunable_every_step_pins_is_not_tuned(tmp_path):
+    out = tmp_path / "p"
+    tune.tune(
+        _GraphApp(_Pinned()),
+        None,
+        DEVICE,
+        out=out,
+        cache=tmp_path / "c",
+        progress=False,
+    )
+    ((_, _, tunables),) = list(Profile.load(out / f"{DEVICE}.json"))
+    assert list(tunables) == ["tile_size"]
+
+
+# -- measures and errors ----------------------------------------------------------
+
+
+def test_xrt_is_named_when_it_cannot_measure(
+    config_json, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(select, "_chosen", "xrt")
+    argv = ["llama", "--checkpoint", str(config_json), "--out", str(tmp_path / "o")]
+    assert tune.main(argv) == tune.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "tuning on the xrt backend times real device calls" in err
+    assert "IRON_BACKEND=emu" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_modelled_seconds_is_the_cost_model():
+    op = GEMV(M=2048, K=2048).resolved(DEVICE)
+    expected = iron.core.cost.step_time(op, iron.NPU2, dispatches=1).seconds
+    assert tune.modelled_seconds(op, iron.NPU2) == expected
+
+
+def test_unknown_names_are_errors(config_json, capsys):
+    assert tune.main(["lama", "--checkpoint", str(config_json)]) == tune.EXIT_ERROR
+    assert "did you mean 'llama'" in capsys.readouterr().err
+    argv = ["llama", "--checkpoint", str(config_json), "--ops", "GEMX"]
+    assert tune.main(argv) == tune.EXIT_ERROR
+    assert "['GEMX'] are not operators" in capsys.readouterr().err
+
+
+def test_the_registry_names_llama():
+    assert APPLICATIONS["llama"] is LlamaApplication
+    app = application("llama")
+    assert app.profiles_dir() == PROFILES
+    assert PROFILES.parts[-4:] == ("lm", "applications", "llama", "profiles")
+    with pytest.raises(KeyError, match="known applications"):
+        application("gpt")
+
+
+def test_versions_record_without_weights():
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    weights = placeholder_state_dict(config)
+    assert sum(w.base.nbytes for w in weights.values()) < 10_000  # all views of 0
+    versions = LlamaApplication().versions(config, DEVICE)
+    assert set(versions) == {"prompt", "decode"}
+    assert all(r.steps for r in versions.values())
+
+
+# -- the shipped profiles ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_shipped_profile_matches_the_1b_application(device):
+    app = LlamaApplication()
+    config = app.load_config(DEFAULT_CONFIG)
+    label = f"llama-3.2-1b (sha256 {app.config_digest(config)})"
+    problems, notes = tune.check_profiles(
+        app, config, PROFILES, [device], config_label=label
+    )
+    assert problems == []
+    assert notes == []  # every operator shape of both versions has an entry
+    meta = Profile.load(PROFILES / f"{device}.json").meta
+    assert meta["measured_by"] == "cost model (emulated NPU)" and meta["modelled"]
+    assert (meta["device"], meta["config"]) == (device, label)
+    assert meta["command"].startswith("python -m iron.lm.tune llama --checkpoint ")
+    assert meta["command"].endswith(f"llama-3.2-1b.json --device {device}")
+
+
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_shipped_profile_is_applied_by_default(device):
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    graph = Llama(config, context=2048)
+    assert Path(graph.profile) == PROFILES
+    graph.load_state_dict(placeholder_state_dict(config))
+    profile = Profile.for_device(PROFILES, device)
+    used = set()
+    for op in _steps(graph, device):
+        given = profile.tunables_for(type(op), tune.call_dims(op))
+        assert {k: getattr(op, k) for k in given} == given
+        for index, (cls, dims, _) in enumerate(profile):
+            if type(op) is cls and Profile.matches(dims, tune.call_dims(op)):
+                used.add(index)
+    assert used == set(range(len(profile)))
+
+
+def test_the_default_profile_drives_the_recorded_tunables(tmp_path):
+    """Edit one shipped entry in a copy: the Llama recorded under it follows."""
+    copy = tmp_path / "profiles"
+    copy.mkdir()
+    profile = Profile.for_device(PROFILES, DEVICE)
+    edited = Profile()
+    edited.meta = profile.meta
+    for cls, dims, tunables in profile:
+        if cls is GEMV and (dims["M"], dims["K"]) == (2048, 2048):
+            assert tunables["tile_m"] != 2
+            tunables["tile_m"] = 2
+        edited.add(cls, **dims, **tunables)
+    edited.save(copy / f"{DEVICE}.json")
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    shipped = _steps(_graph(config, PROFILES), DEVICE)
+    moved = _steps(_graph(config, copy), DEVICE)
+    square = [
+        (a, b)
+        for a, b in zip(shipped, moved)
+        if type(a) is GEMV and (a.M, a.K) == (2048, 2048)
+    ]
+    assert square and all(b.tile_m == 2 != a.tile_m for a, b in square)

@@ -1,0 +1,231 @@
+"""The build: exact command lines (never run), the cache, the missing tools.
+
+A fake runner records each command and writes what aiecc would, so builds
+go through the cache logic without Peano or aiecc installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from iron.core.device import NPU1, NPU2
+from iron.operators import AXPY, ReLU, SiLU
+from iron.runtime.npu import build, kernels
+from iron.runtime.npu.designs import build_design
+
+
+@pytest.fixture
+def tc(tmp_path) -> build.Toolchain:
+    return build.Toolchain(
+        aiecc="/opt/mlir_aie/bin/aiecc",
+        peano=Path("/opt/llvm-aie"),
+        aie_include=Path("/opt/mlir_aie/include"),
+        versions={"aiecc": "aiecc 1.4.1", "peano": "clang version 21.0.0"},
+    )
+
+
+class FakeRunner:
+    """Records commands; writes the outputs the command names."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[list[str], Path]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, argv, cwd: Path) -> None:
+        with self.lock:
+            self.commands.append((list(argv), cwd))
+        if "-o" in argv:
+            Path(argv[argv.index("-o") + 1]).write_bytes(b"obj")
+        for a in argv:
+            for flag in ("--xclbin-name=", "--npu-insts-name=", "--full-elf-name="):
+                if a.startswith(flag):
+                    (cwd / a[len(flag) :]).write_bytes(b"\0\0\0\0")
+
+
+def test_peano_command_is_the_pinned_flags(tc, tmp_path):
+    src, out = Path("/k/relu_bf16.cc"), Path("/b/relu_bf16.o")
+    assert build.peano_command(tc, NPU1, src, out) == [
+        "/opt/llvm-aie/bin/clang++",
+        "-O2",
+        "-std=c++20",
+        "--target=aie2-none-unknown-elf",
+        "-Wno-parentheses",
+        "-Wno-attributes",
+        "-Wno-macro-redefined",
+        "-DNDEBUG",
+        "-I",
+        "/opt/mlir_aie/include",
+        "-I",
+        str(kernels.KERNEL_DIR),
+        "-c",
+        "/k/relu_bf16.cc",
+        "-o",
+        "/b/relu_bf16.o",
+    ]
+    assert "--target=aie2p-none-unknown-elf" in build.peano_command(tc, NPU2, src, out)
+
+
+def test_aiecc_commands_in_the_pinned_spelling(tc):
+    d, t = Path("/b/design.mlir"), Path("/b/aiecc.prj")
+    assert build.aiecc_command(tc, NPU1, d, t) == [
+        "/opt/mlir_aie/bin/aiecc",
+        "--peano=/opt/llvm-aie",
+        "--tmpdir=/b/aiecc.prj",
+        "--get-xclbin",
+        "--xclbin-name=final.xclbin",
+        "--get-npu-insts",
+        "--npu-insts-name=insts.bin",
+        "/b/design.mlir",
+    ]
+    assert build.aiecc_command(tc, NPU2, d, t) == [
+        "/opt/mlir_aie/bin/aiecc",
+        "--peano=/opt/llvm-aie",
+        "--tmpdir=/b/aiecc.prj",
+        "--get-full-elf",
+        "--full-elf-name=aie.elf",
+        "/b/design.mlir",
+    ]
+
+
+def test_aiecc_commands_in_the_older_spelling(tc):
+    old = build.Toolchain(tc.aiecc, tc.peano, tc.aie_include, tc.versions, "generate")
+    d, t = Path("/b/design.mlir"), Path("/b/aiecc.prj")
+    assert build.aiecc_command(old, NPU1, d, t) == [
+        "/opt/mlir_aie/bin/aiecc",
+        "--no-xchesscc",
+        "--no-xbridge",
+        "--no-compile-host",
+        "--peano=/opt/llvm-aie",
+        "--tmpdir=/b/aiecc.prj",
+        "--aie-generate-xclbin",
+        "--xclbin-name=final.xclbin",
+        "--aie-generate-npu-insts",
+        "--npu-insts-name=insts.bin",
+        "/b/design.mlir",
+    ]
+    assert "--generate-full-elf" in build.aiecc_command(old, NPU2, d, t)
+
+
+def test_cache_key_changes_with_each_input():
+    base = dict(
+        text="module {}",
+        sources={"a.cc": b"int x;"},
+        versions={"aiecc": "1", "peano": "2"},
+        device="npu1",
+        style="get",
+    )
+    key = build.cache_key(**base)
+    assert key == build.cache_key(**base)
+    for change in (
+        {"text": "module { }"},
+        {"sources": {"a.cc": b"int y;"}},
+        {"sources": {"b.cc": b"int x;"}},
+        {"versions": {"aiecc": "1", "peano": "3"}},
+        {"device": "npu2"},
+        {"style": "generate"},
+    ):
+        assert build.cache_key(**{**base, **change}) != key, change
+
+
+def test_cache_dir(tmp_path):
+    assert build.cache_dir({"IRON_CACHE": str(tmp_path)}) == tmp_path
+    assert build.cache_dir({}) == Path.home() / ".cache" / "iron"
+
+
+def test_build_runs_peano_then_aiecc_and_caches(tc, tmp_path):
+    runner = FakeRunner()
+    design = build_design(AXPY(size=2048, scalar_factor=2.0), NPU1)
+    built = build.build(design, tc, runner=runner, cache=tmp_path)
+    (peano, _), (aiecc, cwd) = runner.commands
+    assert peano[0].endswith("clang++") and peano[-1].endswith("axpy_bf16.o")
+    assert aiecc[0] == tc.aiecc and aiecc[-1].endswith("design.mlir")
+    assert built.directory == tmp_path / "npu" / built.key
+    assert built.xclbin.is_file() and built.insts.is_file() and built.elf is None
+    assert built.kernel == "MLIR_AIE"
+    assert (built.directory / "design.mlir").read_text() == design.text
+    again = build.build(design, tc, runner=runner, cache=tmp_path)
+    assert again.key == built.key and len(runner.commands) == 2  # a cache hit
+
+
+def test_npu2_builds_a_full_elf(tc, tmp_path):
+    built = build.build(
+        build_design(ReLU(size=2048), NPU2), tc, runner=FakeRunner(), cache=tmp_path
+    )
+    assert (
+        built.elf.is_file() and built.xclbin is None and built.kernel == "main:sequence"
+    )
+
+
+def test_a_build_that_writes_nothing_fails_and_leaves_no_entry(tc, tmp_path):
+    def lazy(argv, cwd):
+        if "-o" in argv:
+            Path(argv[argv.index("-o") + 1]).write_bytes(b"obj")
+
+    with pytest.raises(build.BuildError, match="did not write final.xclbin, insts.bin"):
+        build.build(
+            build_design(ReLU(size=2048), NPU1), tc, runner=lazy, cache=tmp_path
+        )
+    assert list((tmp_path / "npu").iterdir()) == []
+
+
+def test_build_all_in_parallel_keeps_order(tc, tmp_path):
+    runner = FakeRunner()
+    designs = [
+        build_design(op, NPU1)
+        for op in (ReLU(size=2048), SiLU(size=4096), AXPY(size=1024, scalar_factor=3.0))
+    ]
+    built = build.build_all(
+        designs, tc, runner=runner, cache=tmp_path, jobs=3, progress=False
+    )
+    assert [b.design for b in built] == designs
+    assert len(runner.commands) == 6
+
+
+def test_missing_aiecc_is_named():
+    with pytest.raises(build.ToolMissingError) as info:
+        build.find_toolchain(env={}, which=lambda name: None)
+    text = str(info.value)
+    assert (
+        "aiecc" in text
+        and "v1.4.1" in text
+        and "AIECC" in text
+        and "not on PyPI" in text
+    )
+
+
+def test_missing_peano_is_named(tmp_path):
+    with pytest.raises(build.ToolMissingError, match="Peano .* PEANO_INSTALL_DIR"):
+        build.find_toolchain(
+            env={"PEANO_INSTALL_DIR": str(tmp_path)},
+            which=lambda name: "/usr/bin/aiecc",
+        )
+
+
+def test_found_toolchain(tmp_path):
+    peano = tmp_path / "llvm-aie"
+    (peano / "bin").mkdir(parents=True)
+    (peano / "bin" / "clang++").write_text("")
+    include = tmp_path / "include"
+    env = {
+        "AIECC": "/x/aiecc",
+        "PEANO_INSTALL_DIR": str(peano),
+        "MLIR_AIE_INCLUDE_DIR": str(include),
+    }
+    seen = []
+    tc = build.find_toolchain(
+        env=env, which=lambda n: None, version=lambda argv: seen.append(argv) or "v"
+    )
+    assert tc.aiecc == "/x/aiecc" and tc.clang == peano / "bin" / "clang++"
+    assert tc.style == "get" and seen == [
+        ["/x/aiecc", "--version"],
+        [str(peano / "bin" / "clang++"), "--version"],
+    ]
+    with pytest.raises(ValueError, match="IRON_AIECC_FLAGS='new'"):
+        build.find_toolchain(
+            env={**env, "IRON_AIECC_FLAGS": "new"},
+            which=lambda n: None,
+            version=lambda a: "v",
+        )

@@ -1,0 +1,239 @@
+"""Designs: golden text, FileCheck patterns, legality and placement.
+
+Golden files under ``golden/`` are the reviewed text of AXPY and ReLU at size
+2048 on npu1 and npu2; a change to a design shows as a diff here. Regenerate
+them with ``IRON_UPDATE_GOLDEN=1 pytest packages/iron-runtime/tests/npu`` and
+review the diff. The FileCheck tests use the ``filecheck`` package (a Python
+FileCheck clone) when it is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iron.operators import (
+    AXPY,
+    GELU,
+    GEMM,
+    Clamp,
+    ElementwiseAdd,
+    ElementwiseMul,
+    LeakyReLU,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    SiLUMul,
+    Tanh,
+)
+from iron.runtime.image import Placement
+from iron.runtime.npu import MLIR_AIE_RELEASE, LegalityError
+from iron.runtime.npu.designs import build_design, design, elementwise, linear_walk
+from iron.runtime.npu.kernels import contract
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+
+CASES = {
+    "axpy_2048": AXPY(size=2048, scalar_factor=2.0),
+    "relu_2048": ReLU(size=2048),
+}
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case, dev):
+    text = design(CASES[case], dev)
+    path = GOLDEN / f"{case}_{dev}.mlir"
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"the design of {case} on {dev} changed; review and regenerate with "
+        f"IRON_UPDATE_GOLDEN=1"
+    )
+
+
+CHECK_AXPY_NPU1 = """\
+// CHECK: mlir-aie v1.4.1
+// CHECK-LABEL: aie.device(npu1) @main {
+// CHECK: func.func private @axpy_bf16(memref<512xbf16>, memref<512xbf16>, memref<512xbf16>, i32, i32) attributes {link_with = "axpy_bf16.o"}
+// CHECK-DAG: %[[SHIM0:.*]] = aie.tile(0, 0)
+// CHECK-DAG: %[[SHIM3:.*]] = aie.tile(3, 0)
+// CHECK-DAG: %[[CORE0:.*]] = aie.tile(0, 2)
+// CHECK-DAG: %[[CORE3:.*]] = aie.tile(3, 2)
+// CHECK-NOT: aie.tile(4,
+// CHECK: aie.objectfifo @x_0(%[[SHIM0]], {%[[CORE0]]}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+// CHECK: aie.objectfifo @out_0(%[[CORE0]], {%[[SHIM0]]}, 2 : i32)
+// CHECK: aie.objectfifo @out_3(%[[CORE3]], {%[[SHIM3]]}, 2 : i32)
+// CHECK: aie.core(%[[CORE0]]) {
+// CHECK: %[[N:.*]] = arith.constant 512 : i32
+// CHECK: %[[A:.*]] = arith.constant 16384 : i32
+// CHECK: scf.for
+// CHECK: %[[X:.*]] = aie.objectfifo.subview.access
+// CHECK: aie.objectfifo.acquire @out_0(Produce, 1)
+// CHECK: func.call @axpy_bf16(%[[X]], %{{.*}}, %{{.*}}, %[[N]], %[[A]])
+// CHECK: aie.objectfifo.release @x_0(Consume, 1)
+// CHECK: aie.objectfifo.release @out_0(Produce, 1)
+// CHECK: aie.end
+// CHECK: aie.runtime_sequence @sequence(%[[XB:.*]]: memref<2048xbf16>, %[[YB:.*]]: memref<2048xbf16>, %[[OB:.*]]: memref<2048xbf16>) {
+// CHECK: aiex.npu.dma_memcpy_nd(%[[OB]][0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[XB]][0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[YB]][0, 0, 0, 1536][1, 1, 1, 512][0, 0, 0, 1]) {id = 2 : i64, metadata = @y_3}
+// CHECK: aiex.npu.dma_wait {symbol = @out_0}
+// CHECK: aiex.npu.dma_wait {symbol = @out_3}
+"""
+
+CHECK_RELU_NPU2 = """\
+// CHECK-LABEL: aie.device(npu2) @main {
+// CHECK: func.func private @relu_bf16(memref<256xbf16>, memref<256xbf16>, i32) attributes {link_with = "relu_bf16.o"}
+// CHECK: aie.tile(7, 0)
+// CHECK: aie.tile(7, 2)
+// CHECK-NOT: aie.objectfifo @y_
+// CHECK: aie.objectfifo @x_7(
+// CHECK: aie.core(
+// CHECK-NOT: i32 = arith.constant 16384
+// CHECK: func.call @relu_bf16(
+// CHECK: aie.runtime_sequence @sequence(%{{.*}}: memref<2048xbf16>, %{{.*}}: memref<2048xbf16>)
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 1792][1, 1, 1, 256][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_7}
+// CHECK: aiex.npu.dma_wait {symbol = @out_7}
+"""
+
+
+def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
+    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
+    spec = tmp_path / "checks.txt"
+    spec.write_text(checks, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(spec)],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_filecheck_axpy_npu1(tmp_path):
+    _filecheck(tmp_path, CHECK_AXPY_NPU1, design(CASES["axpy_2048"], "npu1"))
+
+
+def test_filecheck_relu_npu2(tmp_path):
+    _filecheck(tmp_path, CHECK_RELU_NPU2, design(CASES["relu_2048"], "npu2"))
+
+
+def test_filecheck_catches_a_changed_design(tmp_path):
+    text = design(CASES["axpy_2048"], "npu1").replace("2 : i32)", "3 : i32)")
+    with pytest.raises(AssertionError):
+        _filecheck(tmp_path, CHECK_AXPY_NPU1, text)
+
+
+FAMILY = [
+    AXPY(size=4096, scalar_factor=-0.5),
+    ReLU(size=4096),
+    ElementwiseAdd(size=4096),
+    ElementwiseMul(size=4096),
+    SiLU(size=4096),
+    GELU(size=4096),
+    GELU(size=4096, form="erf"),
+    Sigmoid(size=4096),
+    Tanh(size=4096),
+    LeakyReLU(size=4096, alpha=0.01),
+    Clamp(size=4096, low=-6.0, high=6.0),
+    SiLUMul(size=4096),
+]
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("op", FAMILY, ids=lambda op: type(op).__name__)
+def test_every_family_operator_designs_legally(op, dev):
+    d = build_design(op, dev)
+    assert d.text.startswith(f"// IRON design: {type(op).__name__}(")
+    assert f"mlir-aie {MLIR_AIE_RELEASE}" in d.text
+    (symbol,) = d.kernels
+    c = contract(symbol)
+    assert c.operator.split()[0] == type(op).__name__
+    decl = next(line for line in d.text.splitlines() if "func.func private" in line)
+    assert decl.count("memref<") == c.buffer_count
+    assert decl.count("i32") == 1 + c.scalar_count
+    ports = [i.name for i in type(op).declaration.inputs] + ["out"]
+    assert d.args == tuple(ports)
+    assert d.text.count("aie.core(") == op.resolved(dev).num_aie_columns
+
+
+def test_scalars_pass_as_bf16_bits():
+    assert elementwise.kernel_of(AXPY(size=16, scalar_factor=2.0)) == (
+        "axpy_bf16",
+        (0x4000,),
+    )
+    # 0.1 rounds to bf16 0x3DCD before the kernel sees it.
+    assert elementwise.kernel_of(LeakyReLU(size=16, alpha=0.1))[1] == (0x3DCD,)
+    assert elementwise.kernel_of(Clamp(size=16, low=-1, high=1))[1] == (0xBF80, 0x3F80)
+    assert elementwise.kernel_of(GELU(size=16, form="erf"))[0] == "gelu_erf_bf16"
+
+
+def test_pinned_tunables_are_honoured():
+    d = build_design(ReLU(size=4096, tile_size=256, num_aie_columns=2), "npu2")
+    assert d.text.count("aie.core(") == 2
+    assert "arith.constant 8 : index" in d.text  # 2048 per column / 256 per tile
+
+
+def test_arena_placement_reads_at_the_planned_offsets():
+    placement = {
+        "x": Placement("arena", 4096, 4096),
+        "y": Placement("arena", 12288, 4096),
+        "out": Placement("output", 0, 4096),
+    }
+    d = build_design(
+        AXPY(size=2048, scalar_factor=1.0), "npu1", placement, arena_bytes=65536
+    )
+    assert d.args == ("arena", "out") and d.arg_bytes == (65536, 4096)
+    assert (
+        "aie.runtime_sequence @sequence(%arena: memref<32768xbf16>, %out_buf: memref<2048xbf16>)"
+        in d.text
+    )
+    # x at byte 4096 = element 2048; column 1 starts 512 further.
+    assert "%arena[0, 0, 0, 2560][1, 1, 1, 512]" in d.text
+    assert (
+        "%arena[0, 0, 0, 6144][1, 1, 1, 512][0, 0, 0, 1]) {id = 2 : i64, metadata = @y_0}"
+        in d.text
+    )
+
+
+def test_a_misaligned_arena_offset_is_refused_by_legality():
+    placement = {"x": Placement("arena", 2, 4096)}
+    with pytest.raises(LegalityError) as info:
+        design(ReLU(size=2048), "npu1", placement)
+    text = str(info.value)
+    assert (
+        "ReLU(size=2048" in text and "shim tile (0, 0)" in text and "alignment" in text
+    )
+
+
+def test_bad_placements_are_named():
+    with pytest.raises(ValueError, match="port x is placed in 16 bytes"):
+        design(ReLU(size=2048), "npu1", {"x": Placement("arena", 0, 16)})
+    with pytest.raises(ValueError, match=r"names \['z'\], not ports of ReLU"):
+        design(ReLU(size=2048), "npu1", {"z": Placement("arena", 0, 4096)})
+
+
+def test_families_without_designs_say_so():
+    with pytest.raises(NotImplementedError, match="GEMM has no NPU design yet"):
+        design(GEMM(M=64, K=64, N=64), "npu2")
+
+
+def test_linear_walk_splits_long_runs_within_the_fields():
+    from iron.core.device import NPU2
+
+    sizes, strides = linear_walk(1 << 20, 2, NPU2)
+    assert sizes[3] * 2 // 4 <= 1023 and sizes[1] <= 1023 and sizes[2] <= 1023
+    assert sizes[0] * sizes[1] * sizes[2] * sizes[3] == 1 << 20
+    assert linear_walk(512, 2, NPU2) == ((1, 1, 1, 512), (0, 0, 0, 1))
+
+
+def test_a_design_is_deterministic():
+    assert design(SiLUMul(size=8192), "npu2") == design(SiLUMul(size=8192), "npu2")
