@@ -10,7 +10,6 @@ FileCheck clone) when it is installed.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -27,7 +27,7 @@ from iron.core import context, plugins
 from iron.core.device import Device, require_device, use_device
 from iron.core.handle import Handle
 from iron.core.held import State, Weight, _Param, _Unbound, param, walk
-from iron.core.percall import VALUE_MAX, Affine, Carry, Kind, PerCall
+from iron.core.percall import Affine, Carry, Kind, PerCall, check_values
 from iron.core.profile import Profile
 from iron.core.recorder import Recorder
 from iron.core.recording import Recording
@@ -464,27 +464,7 @@ class Graph:
         return {n: t for n, t in given.items() if t is not None}
 
     def _check_values(self, values: Mapping[str, Any]) -> dict[str, int]:
-        declared = self._parameters.values
-        unknown = sorted(set(values) - set(declared))
-        if unknown:
-            raise TypeError(
-                f"{self.name}: {unknown} are not per-call values; body takes "
-                f"{sorted(declared)}"
-            )
-        missing = sorted(set(declared) - set(values))
-        if missing:
-            raise TypeError(f"{self.name}: per-call values {missing} missing")
-        checked = {}
-        for name, v in values.items():
-            if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"{self.name}: per-call {name}={v!r} is not an int")
-            if not 0 <= int(v) <= VALUE_MAX:
-                raise ValueError(
-                    f"{self.name}: per-call {name}={v} is outside [0, 2**30): a "
-                    f"scratchpad word holds 30 bits"
-                )
-            checked[name] = int(v)
-        return checked
+        return check_values(self.name, self._parameters.values, values)
 
     @staticmethod
     def _signature(shapes: Mapping[str, tuple[Sequence[int], Any]]) -> tuple:

@@ -14,10 +14,12 @@ call's value into the graph.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from numbers import Number
 from typing import Annotated, Any, TypeVar
+
+import numpy as np
 
 __all__ = [
     "VALUE_BITS",
@@ -83,6 +85,7 @@ class _Expr:
     __slots__ = ()
 
     def affine(self) -> Affine:  # pragma: no cover - overridden
+        """Return this value or expression as an :class:`Affine` expression."""
         raise NotImplementedError
 
     def __add__(self, other: object) -> Affine | int:
@@ -387,6 +390,47 @@ def evaluate(
             return int(values(expr.affine()))
         return expr.affine().evaluate(values)
     return int(expr)
+
+
+def check_values(
+    who: str,
+    declared: Iterable[str],
+    values: Mapping[str, Any],
+    *,
+    needed: Iterable[str] | None = None,
+) -> dict[str, int]:
+    """Check one call's per-call ``values`` and return them as ints.
+
+    Args:
+        who: What takes them (a graph or a version), for messages.
+        declared: Every per-call value the graph's body declares.
+        values: The values given (defaults already merged in).
+        needed: The values this call must have; by default all declared.
+
+    Raises:
+        TypeError: A value is unknown, missing, or not an int.
+        ValueError: A value is outside ``[0, 2**30)``.
+    """
+    declared = set(declared)
+    unknown = sorted(set(values) - declared)
+    if unknown:
+        raise TypeError(
+            f"{who}: {unknown} are not per-call values; body takes {sorted(declared)}"
+        )
+    missing = sorted(set(declared if needed is None else needed) - set(values))
+    if missing:
+        raise TypeError(f"{who}: per-call values {missing} missing")
+    checked = {}
+    for name, v in values.items():
+        if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{who}: per-call {name}={v!r} is not an int")
+        if not 0 <= int(v) <= VALUE_MAX:
+            raise ValueError(
+                f"{who}: per-call {name}={v} is outside [0, 2**30): a scratchpad "
+                f"word holds 30 bits"
+            )
+        checked[name] = int(v)
+    return checked
 
 
 def clamp(

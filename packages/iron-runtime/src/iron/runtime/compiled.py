@@ -20,7 +20,7 @@ import numpy as np
 from iron.core.emit import EmitSite, compose, emit_site, made
 from iron.core.handle import Handle, read
 from iron.core.held import State, Weight
-from iron.core.percall import VALUE_MAX, Carry
+from iron.core.percall import Carry, check_values
 from iron.core.plan import Plan
 from iron.core.recorder import evaluate_carry
 from iron.core.recording import Recording
@@ -277,28 +277,10 @@ class CompiledGraph:
         return given
 
     def _values(self, values: Mapping[str, Any]) -> dict[str, int]:
-        unknown = sorted(set(values) - set(self.declared))
-        if unknown:
-            raise TypeError(
-                f"{self.name}: {unknown} are not per-call values; it takes "
-                f"{sorted(self.declared)}"
-            )
         full = {n: d for n, d in self.declared.items() if d is not None}
         full.update(values)
-        needed = {p.name for p in self.parameters}
-        missing = sorted(needed - set(full))
-        if missing:
-            raise TypeError(f"{self.name}: per-call values {missing} missing")
-        checked = {}
-        for name, v in full.items():
-            if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"{self.name}: per-call {name}={v!r} is not an int")
-            if not 0 <= int(v) <= VALUE_MAX:
-                raise ValueError(
-                    f"{self.name}: per-call {name}={v} is outside [0, 2**30): a "
-                    f"scratchpad word holds 30 bits"
-                )
-            checked[name] = int(v)
+        needed = [p.name for p in self.parameters]
+        checked = check_values(self.name, self.declared, full, needed=needed)
         self.recording.check_values(checked)
         return checked
 
