@@ -14,6 +14,8 @@ Sessions:
     oracle       iron-lm against Hugging Face transformers (torch CPU), test-only.
     demo         the main job: a Llama decode on the emulated NPU (embedded
                  tiny model unless -- --checkpoint DIR is given).
+    npu          the tests that need a Ryzen AI NPU (XRT, mlir-aie); they skip
+                 with a reason elsewhere. Not in the default list.
     docs         build the user's guide with mkdocs --strict (into site/).
     bench        run the benchmarks, write benchmarks/results.json and
                  BENCHMARKS.md (-- --quick for a CI-sized run).
@@ -118,6 +120,22 @@ def demo(session: nox.Session) -> None:
     _install_all(session)
     args = session.posargs or ["--prompt", "The NPU", "--max-new-tokens", "24"]
     session.run("python", "-m", "iron.lm", "generate", *args)
+
+
+@nox.session(python=PYTHON)
+def npu(session: nox.Session) -> None:
+    """Run the ``npu``-marked tests on a real device (skipped where there is none)."""
+    _install_all(session)
+    session.install("-e", f"{RUNTIME}[test,npu]")
+    session.run(
+        "pytest",
+        f"{RUNTIME}/tests",
+        "-m",
+        "npu",
+        "-rs",
+        *session.posargs,
+        env={"IRON_BACKEND": "xrt"},
+    )
 
 
 @nox.session(python=PYTHON)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import iron
+from iron.core.cost import step_time
 from iron.core.profile import Profile
 from iron.lm import tune
 from iron.lm.applications import APPLICATIONS, application
@@ -386,7 +387,7 @@ def test_xrt_is_named_when_it_cannot_measure(
 
 def test_modelled_seconds_is_the_cost_model():
     op = GEMV(M=2048, K=2048).resolved(DEVICE)
-    expected = iron.core.cost.step_time(op, iron.NPU2, dispatches=1).seconds
+    expected = step_time(op, iron.NPU2, dispatches=1).seconds
     assert tune.modelled_seconds(op, iron.NPU2) == expected
 
 
@@ -410,7 +411,7 @@ def test_the_registry_names_llama():
 def test_versions_record_without_weights():
     config = LlamaConfig.from_json(DEFAULT_CONFIG)
     weights = placeholder_state_dict(config)
-    assert sum(w.base.nbytes for w in weights.values()) < 10_000  # all views of 0
+    assert all(not any(w.strides) for w in weights.values())  # views of one zero
     versions = LlamaApplication().versions(config, DEVICE)
     assert set(versions) == {"prompt", "decode"}
     assert all(r.steps for r in versions.values())

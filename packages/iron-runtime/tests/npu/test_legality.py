@@ -152,10 +152,10 @@ def test_repeat_limit():
     )
 
 
-def test_iron_core_admits_a_sub_word_innermost_stride_we_refuse():
-    """A finding: iron-core's check lets bf16 innermost stride 2 through."""
+def test_a_sub_word_innermost_stride_is_refused_by_both_checks():
+    """The DMA moves 4-byte words: a bf16 element strided innermost cannot move alone."""
     tap = TensorAccessPattern((64,), 0, (1, 1, 2, 8), (0, 0, 16, 2))
-    assert shim_descriptor_fits(NPU2, tap, np.float16)
+    assert not shim_descriptor_fits(NPU2, tap, np.float16)
     assert shim_transfer_problems(NPU2, tap.sizes, tap.strides, 0, 2)
 
 

@@ -652,6 +652,10 @@ def shim_descriptor_fits(dev: Device, tap: TensorAccessPattern, dtype: Any) -> b
         return False
     if (tap.sizes[3] * itemsize) % granule:
         return False
+    if itemsize < granule and tap.sizes[3] > 1 and tap.strides[3] != 1:
+        # the DMA moves 4-byte words: a sub-word element strided innermost
+        # would move its neighbours too
+        return False
     wrap = (1 << dev.dma_size_bits) - 1
     inner = tap.sizes[3] * itemsize // granule
     if inner > wrap or tap.sizes[2] > wrap or tap.sizes[1] > wrap:

@@ -167,9 +167,11 @@ class Checkpoint:
         return shard.infos[name]
 
     def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of tensor ``name`` (KeyError naming it if absent)."""
         return self.info(name).shape
 
     def dtype(self, name: str) -> np.dtype:
+        """The dtype of tensor ``name`` (KeyError naming it if absent)."""
         return self.info(name).dtype
 
     @property

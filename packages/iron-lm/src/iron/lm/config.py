@@ -68,6 +68,7 @@ class RopeScaling:
     rope_type: str = "llama3"
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``rope_scaling`` entry of ``config.json`` this describes."""
         return {
             "factor": self.factor,
             "low_freq_factor": self.low_freq_factor,

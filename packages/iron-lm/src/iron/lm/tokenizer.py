@@ -179,9 +179,11 @@ class Tokenizer:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
     def token_to_id(self, token: str) -> int | None:
+        """The id of the token text ``token`` (None if not in the vocabulary)."""
         return self._tok.token_to_id(token)
 
     def id_to_token(self, token_id: int) -> str | None:
+        """The token text of ``token_id``, or None if no token has that id."""
         return self._tok.id_to_token(token_id)
 
     # -- encode / decode ----------------------------------------------------------

@@ -599,9 +599,11 @@ class Cache:
                         key = self._key_of(record)
                     except (ValueError, KeyError, TypeError):
                         continue
-                    self._results[key] = {
+                    result = {
                         k: record[k] for k in ("seconds", "refused") if k in record
                     }
+                    if len(result) == 1:
+                        self._results[key] = result
 
     @staticmethod
     def _key_of(record: Mapping[str, Any]) -> tuple:
@@ -635,8 +637,12 @@ class _Writer:
 
     def put(self, key: tuple, result: Mapping[str, Any]) -> None:
         if self.file is None:
-            self.cache.path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = self.cache.path.open("a", encoding="utf-8")
+            path = self.cache.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cut = path.is_file() and not path.read_bytes().endswith(b"\n")
+            self.file = path.open("a", encoding="utf-8")
+            if cut and path.stat().st_size:
+                self.file.write("\n")  # end a line an interruption cut short
         device, by, code, shape, setting = key
         record = {
             "device": device,
@@ -677,6 +683,8 @@ class TuneReport:
         moved: One line per shape whose tuned setting is not the
             ``resolve()`` default: what moved, and the time saved.
         trimmed: One line per shape ``--max-settings`` trimmed.
+        tied: Shapes whose accepted settings all took the same time (the
+            measure does not tell them apart; the entry is the default).
     """
 
     device: str
@@ -692,6 +700,7 @@ class TuneReport:
     seconds: float = 0.0
     moved: list[str] = dataclasses.field(default_factory=list)
     trimmed: list[str] = dataclasses.field(default_factory=list)
+    tied: int = 0
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -703,19 +712,17 @@ class TuneReport:
             f"{self.device}: wrote {self.path} ({len(self.profile)} entries)",
         ]
         lines += [f"  trimmed {line}" for line in self.trimmed]
+        if self.tied:
+            lines.append(
+                f"  {self.tied} of {self.shapes} shapes: every setting they "
+                f"accept took the same time ({self.measured_by} does not tell "
+                f"them apart), so their entries keep resolve()'s default"
+            )
         if self.moved:
             lines.append(f"  {len(self.moved)} entries differ from resolve():")
             lines += [f"    {line}" for line in self.moved]
         else:
-            lines.append(
-                "  every entry equals the operators' own resolve() defaults"
-                + (
-                    " (the cost model times a shape the same under every "
-                    "setting it accepts, so ties keep the default)"
-                    if self.measured_by == MODELLED.label
-                    else ""
-                )
-            )
+            lines.append("  every entry equals the operators' own resolve() default")
         return "\n".join(lines)
 
 
@@ -899,6 +906,7 @@ def tune(
     for shape in shapes:
         best: tuple | None = None
         default_time = None
+        times: set[float] = set()
         for index, setting in enumerate(shape.settings):
             report.settings += 1
             total = 0.0
@@ -913,6 +921,7 @@ def tune(
             if refused:
                 report.refused += 1
                 continue
+            times.add(total)
             is_default = setting == shape.default
             if is_default:
                 default_time = total
@@ -929,6 +938,8 @@ def tune(
             continue
         (total, _, _), setting = best
         chosen.append((shape, setting))
+        if len(times) == 1:
+            report.tied += 1
         if setting != shape.default:
             moved = ", ".join(
                 f"{t} {_plain(shape.default.get(t))!r} -> {_plain(v)!r}"
@@ -959,8 +970,10 @@ def tune(
         "measured_by": measure.label,
         "modelled": measure.modelled,
         **dict(meta or {}),
+        "shapes": report.shapes,
         "settings": report.settings,
         "refused": report.refused,
+        "all_settings_tied": report.tied,
     }
     if wanted is not None:
         profile.meta["ops"] = wanted
