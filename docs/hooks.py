@@ -1,6 +1,6 @@
 """MkDocs hooks for IRON's site: the API sources, docstring coverage, runnable pages.
 
-``mkdocs.yml`` loads this file (``hooks:``). It does three things:
+``mkdocs.yml`` loads this file (``hooks:``). It does four things:
 
 1. The four distributions each ship part of the ``iron`` package (iron-core
    owns ``iron/__init__.py`` and extends ``__path__`` with ``pkgutil``), which
@@ -10,9 +10,13 @@
    handler's ``paths`` point at it, so ``::: iron.runtime.carried`` resolves
    and each "Source code in" block reads ``iron/runtime/carried.py``.
 2. Every public module, class, function and method of the four packages
-   must have a docstring: one without is a warning, so ``mkdocs build
-   --strict`` (the ``docs`` nox session) fails on it.
-3. On ``mkdocs build``, every page's runnable blocks (those after a
+   must have a docstring, and every public module must be rendered by a
+   ``::: module`` block on some page: a miss is a warning, so ``mkdocs
+   build --strict`` (the ``docs`` nox session) fails on it.
+3. The ``<!-- iron-names -->`` marker (docs/reference/api/iron.md) becomes
+   a table of the names ``import iron`` gives, read from ``iron._LAZY``,
+   each with its docstring's summary and a link to its entry.
+4. On ``mkdocs build``, every page's runnable blocks (those after a
    ``<!-- runnable -->`` line, as ``tests/test_docs.py`` finds them) run as
    one program per page in a fresh interpreter, and every ``examples/*.py``
    runs; one that fails stops the build. ``IRON_DOCS_RUN=0`` skips them
@@ -80,6 +84,9 @@ def on_startup(command: str, dirty: bool) -> None:
 @event_priority(100)  # before mkdocstrings reads its handler options
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Point the python handler at the merged ``iron`` tree."""
+    previous = _state.get("tree")
+    if isinstance(previous, Path):  # mkdocs serve reloads the config
+        shutil.rmtree(previous, ignore_errors=True)
     tree = _merged_tree()
     _state["tree"] = tree
     plugin = config.plugins["mkdocstrings"]
@@ -106,6 +113,9 @@ def on_shutdown() -> None:
     tree = _state.get("tree")
     if isinstance(tree, Path):
         shutil.rmtree(tree, ignore_errors=True)
+
+
+# -- the API reference: the tree, the iron names, every module rendered ----------
 
 
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files) -> str:
@@ -137,6 +147,11 @@ def names_table(iron) -> str:
         target = iron.modules_collection[f"{module}.{attribute}"]
         docstring = target.docstring.value if target.docstring else ""
         summary = docstring.strip().split("\n\n")[0].replace("\n", " ")
+        if not summary:  # a constant: say what it is
+            value = getattr(importlib.import_module(module), attribute)
+            summary = (
+                f"a ``{type(value).__name__}``: ``{getattr(value, 'name', value)}``"
+            )
         summary = ROLE.sub(r"``\g<target>``", summary).replace("|", "\\|")
         path = f"{module}.{attribute}"
         rows.append(f"| [`iron.{name}`][{path}] | {summary} | `{module}` |")
@@ -144,7 +159,7 @@ def names_table(iron) -> str:
 
 
 def unrendered_modules(iron) -> list[str]:
-    """Each public module (not a package) that no ``::: module`` block renders."""
+    """Each public module or package that no ``::: module`` block renders."""
     rendered = set()
     for page in DOCS.rglob("*.md"):
         rendered.update(RENDER.findall(page.read_text()))
@@ -154,19 +169,15 @@ def unrendered_modules(iron) -> list[str]:
         for name, member in module.members.items():
             if member.is_alias or not member.is_module or name.startswith("_"):
                 continue
-            if member.is_package or member.is_subpackage:
-                visit(member)
-            elif member.path not in rendered:
+            if member.path not in rendered:
                 problems.append(
                     f"docs: no page renders module {member.path}; add "
                     f"'::: {member.path}' to a page of docs/reference/api"
                 )
+            visit(member)
 
     visit(iron)
     return problems
-
-
-# -- docstring coverage ------------------------------------------------------------
 
 
 def missing_docstrings(iron) -> list[str]:
@@ -175,7 +186,7 @@ def missing_docstrings(iron) -> list[str]:
     Public as griffe judges it (no leading underscore, listed in ``__all__``
     where a module has one). A method that overrides a documented method of
     a base class inherits its docstring and counts as documented. Dunder
-    methods and ``__main__`` modules are left out.
+    methods and private modules (``__about__``, ``__main__``) are left out.
     """
     import griffe
 

@@ -80,19 +80,22 @@ def main(seed: int = 0, depth: int = 3) -> bool:
         # Full ELF: the first run from the host, then STEPS - 1 runs each
         # started by the one before, depth of them in flight at once.
         loop = CarriedLoop(version, version, depth=depth)
+        done = []
         for k in loop.run(STEPS - 1, token=START, position=0):
-            pass  # k is complete here: history[k + 2] is written
+            done.append(k)  # step k is complete: history[k + 2] is written
+        ok = done == list(range(STEPS - 1))
         how = f"on the device (CarriedLoop, depth={depth})"
     else:
         # No Emit here: the host passes each call's Carry back in.
         carry = graph(token=START, position=0)
         for _ in range(STEPS - 1):
             carry = graph(token=carry.token, position=carry.position)
+        ok = carry.position == STEPS
         how = "from the host (each Carry passed back in)"
     history = version.read(graph.history).reshape(-1)
     print(f"looped {how}: {history[1:].tolist()}")
 
-    ok = history[1:].tolist() == want[1:]
+    ok &= history[1:].tolist() == want[1:]
     # One host call, and the host reference, give the same next values.
     carry = graph(token=START, position=0)
     print(carry, graph.reference(token=START, position=0))

@@ -946,11 +946,12 @@ def tune(
                 for t, v in setting.items()
                 if shape.default.get(t) != v
             )
-            saving = (
-                f" ({(1 - total / default_time) * 100:.1f}% less time)"
-                if default_time
-                else " (the default is refused)"
-            )
+            if default_time is None:
+                saving = " (resolve()'s default is refused or was not measured)"
+            elif default_time > 0:
+                saving = f" ({(1 - total / default_time) * 100:.1f}% less time)"
+            else:
+                saving = ""
             report.moved.append(f"{shape}: {moved}{saving}")
 
     entries: list[tuple[tuple, type, dict, dict]] = []
