@@ -68,18 +68,29 @@ def _memory_gib() -> float | None:
     return None
 
 
-def _commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
         )
     except (OSError, subprocess.CalledProcessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip()
+
+
+def _commit() -> str | None:
+    head = _git("rev-parse", "--short", "HEAD")
+    if not head:
+        return None
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    return head + (" with uncommitted changes" if changed else "")
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def machine() -> dict[str, Any]:
@@ -104,6 +115,7 @@ def machine() -> dict[str, Any]:
             for name in ("iron-core", "iron-operators", "iron-runtime", "iron-lm")
         },
         "commit": _commit(),
+        "load_average": _load(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -131,6 +143,14 @@ def _table(columns: list[str], rows: list[list[Any]]) -> list[str]:
     for row in rows:
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     return lines
+
+
+def _status(f: dict[str, Any]) -> str:
+    if f.get("error"):
+        return "error"
+    if not f.get("judged", True):
+        return "not judged: peer not measured"
+    return "met" if f["met"] else "**missed**"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -161,18 +181,26 @@ def markdown(results: dict[str, Any]) -> str:
         f"or its cost model (figure 5).",
         "",
     ]
+    if m.get("load_average"):
+        lines += [
+            f"Load average (1, 5, 15 min) at the start: "
+            f"{', '.join(map(str, m['load_average']))}; at the end: "
+            f"{', '.join(map(str, m.get('load_average_end') or []))}. Other work on "
+            f"the machine slows IRON and its peers alike; compare the ratios.",
+            "",
+        ]
     if results.get("elapsed_s") is not None:
         lines += [f"Run time: {results['elapsed_s']:.0f} s.", ""]
     rows = []
     for key in sorted(figures, key=int):
         f = figures[key]
-        status = "error" if f.get("error") else ("met" if f["met"] else "**missed**")
+        status = _status(f)
         rows.append(
             [
                 f"{key}. {f['figure']}",
                 f"{_number(f['value'])} {f['unit']}",
                 f"{f['target']} ({status})",
-                f"{f['peer']}: {_number(f['peer_value'])}",
+                f"{f['peer']}: {_number(f['peer_value'])} {f.get('peer_unit', '')}".rstrip(),
                 f"`{f['command']}`",
             ]
         )
@@ -181,10 +209,11 @@ def markdown(results: dict[str, Any]) -> str:
     for key in sorted(figures, key=int):
         f = figures[key]
         lines += [f"## {key}. {f['figure']}", ""]
-        verdict = "met" if f["met"] else "missed"
+        verdict = _status(f).strip("*")
         lines += [
             f"Value {_number(f['value'])} {f['unit']}; target {f['target']}: "
-            f"**{verdict}**. Peer: {f['peer']}: {_number(f['peer_value'])}. "
+            f"**{verdict}**. Peer: {f['peer']}: {_number(f['peer_value'])} "
+            f"{f.get('peer_unit', '')}. "
             f"Measured {f.get('date', m['date'])} in {f.get('elapsed_s', 0):.0f} s.",
             "",
         ]
@@ -285,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             figure["elapsed_s"] = time.perf_counter() - began
             figure["date"] = results["machine"]["date"]
             results["figures"][str(number)] = figure
-            verdict = "met" if figure["met"] else "MISSED"
+            verdict = _status(figure).strip("*").upper()
             print(
                 f"[bench] figure {number}: {_number(figure['value'])} "
                 f"{figure['unit']} (target {figure['target']}: {verdict}) in "
@@ -296,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctx.close()
     results["elapsed_s"] = time.perf_counter() - start if not args.only else None
+    results["machine"]["load_average_end"] = _load()
     json_path.write_text(json.dumps(results, indent=1, default=_json) + "\n")
     md_path.write_text(markdown(results))
     print(f"[bench] wrote {json_path} and {md_path}", file=sys.stderr)

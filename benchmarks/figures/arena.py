@@ -250,7 +250,8 @@ def run(ctx: Context) -> dict[str, Any]:
                 if r["lower_bound"]
             ]
         ),
-        unit="worst planned / lower bound (peer: median no-reuse / lower bound)",
+        unit="worst planned / lower bound",
+        peer_unit="median no-reuse / lower bound",
         command=command(NUMBER, quick),
         notes=notes,
         tables=[

@@ -197,19 +197,27 @@ def result(
     peer: str,
     peer_value: float | None,
     unit: str,
+    peer_unit: str = "",
     command: str,
     notes: Sequence[str] = (),
     tables: Sequence[dict[str, Any]] = (),
     data: dict[str, Any] | None = None,
+    judged: bool = True,
 ) -> dict[str, Any]:
-    """A figure's result: the fields run.py writes, details last."""
+    """A figure's result: the fields run.py writes, details last.
+
+    ``judged`` is False when the target could not be judged (its peer was
+    not measured); ``met`` is then False.
+    """
     return {
         "figure": figure,
         "value": value,
         "target": target,
-        "met": bool(met),
+        "met": bool(met and judged),
+        "judged": judged,
         "peer": peer,
         "peer_value": peer_value,
+        "peer_unit": peer_unit,
         "unit": unit,
         "command": command,
         "details": {

@@ -15,8 +15,10 @@ with depth is fitted over 2, 4, 8 and 16 layers (least squares, R^2).
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import io
 import logging
+import pstats
 import time
 import warnings
 from typing import Any
@@ -37,7 +39,6 @@ from .common import (
     llama_1b,
     median,
     missing_peer,
-    repeat,
     result,
     table,
     tiny_config,
@@ -48,6 +49,9 @@ CONTEXT = 2048
 ROWS = 16
 #: R^2 a linear fit of time against layers must reach to count as linear.
 LINEAR_R2 = 0.99
+#: The cost of a layer added in the last doubling may exceed that of one
+#: added in the first by at most this factor to count as linear.
+MARGINAL = 1.25
 
 
 def iron_compile(config: Any, context: int, rows: int) -> dict[str, Any]:
@@ -124,6 +128,32 @@ def fx_attempt(config: Any) -> str:
     return "traced (unexpectedly)"
 
 
+def plan_hot_spots(config: Any, context: int, limit: int = 4) -> list[list[Any]]:
+    """cProfile planning the decode version of ``config``; the costliest functions."""
+    graph = Llama(config, context=context, rows=ROWS)
+    bind_placeholders(graph, config)
+    with iron.use_device(DEVICE):
+        recording = graph.record()
+    profile = cProfile.Profile()
+    profile.runcall(iron.plan, DEVICE, recording, arena=iron.ArenaPlan())
+    stats = pstats.Stats(profile)
+    total = max(stats.total_tt, 1e-12)
+    rows = []
+    for (file, line, name), (_, calls, tottime, _, _) in sorted(
+        stats.stats.items(), key=lambda kv: -kv[1][2]
+    )[:limit]:
+        where = file.split("/src/")[-1] if "/src/" in file else file.rsplit("/", 1)[-1]
+        rows.append(
+            [
+                f"{where}:{line}({name})",
+                calls,
+                f"{tottime * 1e3:.1f}",
+                f"{tottime / total:.0%}",
+            ]
+        )
+    return rows
+
+
 def run(ctx: Context) -> dict[str, Any]:
     """Measure figure 1."""
     quick = ctx.quick
@@ -140,13 +170,23 @@ def run(ctx: Context) -> dict[str, Any]:
     phases = {k: median([r[k] for r in runs]) for k in runs[0] if k != "steps"}
     steps = runs[0]["steps"]
 
-    scaling = {
-        n: median(
-            repeat(lambda n=n: iron_compile(make(n), context, ROWS), 2 if quick else 3)
-        )
-        for n in layer_counts
-    }
+    # The fit takes the best of several runs at each depth: the least
+    # disturbed by other work on the machine, so noise does not pass for
+    # non-linear growth.
+    best: dict[int, dict[str, float]] = {}
+    for n in layer_counts:
+        tries = [iron_compile(make(n), context, ROWS) for _ in range(3 if quick else 7)]
+        best[n] = {k: min(t[k] for t in tries) for k in tries[0] if k != "steps"}
+    scaling = {n: b["total"] for n, b in best.items()}
     fit = linear_fit(list(scaling), list(scaling.values()))
+    # How each phase grows: the exponent of a power law through the points.
+    exponents = {
+        phase: float(
+            np.polyfit(np.log(list(best)), np.log([best[n][phase] for n in best]), 1)[0]
+        )
+        for phase in ("record decode", "record prompt", "plan decode", "plan prompt")
+    }
+    spots = plan_hot_spots(make(layer_counts[-1]), context)
 
     lacking = missing_peer("torch", "transformers")
     torch_s = None
@@ -161,19 +201,23 @@ def run(ctx: Context) -> dict[str, Any]:
         nodes = exports[0]["nodes"]
         for n in layer_counts:
             if n == depth:
-                torch_scaling[n] = torch_s
+                torch_scaling[n] = min(e["total"] for e in exports)
             else:
-                torch_scaling[n] = median(
-                    [
-                        torch_export(make(n), ROWS)["total"]
-                        for _ in range(1 if quick else 2)
-                    ]
+                torch_scaling[n] = min(
+                    torch_export(make(n), ROWS)["total"]
+                    for _ in range(1 if quick else 3)
                 )
         torch_fit = linear_fit(list(torch_scaling), list(torch_scaling.values()))
         fx_note = fx_attempt(tiny_config(1))
 
     ratio = iron_s / torch_s if torch_s else None
-    linear = fit["r2"] >= LINEAR_R2
+    # Linear growth adds the same time per layer at any depth: compare a layer
+    # added in the last doubling (8 -> 16) with one added in the first (2 -> 4).
+    a, b, c, d = layer_counts
+    first = (scaling[b] - scaling[a]) / (b - a)
+    last = (scaling[d] - scaling[c]) / (d - c)
+    marginal = last / first if first > 0 else float("inf")
+    linear = fit["r2"] >= LINEAR_R2 and marginal <= MARGINAL
     met = ratio is not None and ratio < 1 and linear
     notes = [
         f"Model: {describe(config)}; context {context}, prompt chunks of {ROWS} rows; "
@@ -199,14 +243,21 @@ def run(ctx: Context) -> dict[str, Any]:
     notes.append(
         f"Growth with depth: {fit['slope'] * 1e3:.2f} ms per layer, intercept "
         f"{fit['intercept'] * 1e3:.1f} ms, R^2 = {fit['r2']:.4f} over "
-        f"{', '.join(map(str, layer_counts))} layers (linear counts as R^2 >= "
-        f"{LINEAR_R2})."
+        f"{', '.join(map(str, layer_counts))} layers (best of several runs at each "
+        f"depth). A layer added from {c} to {d} layers costs "
+        f"{last * 1e3:.2f} ms, one added from {a} to {b} {first * 1e3:.2f} ms: "
+        f"{marginal:.2f}x. Linear counts as R^2 >= {LINEAR_R2} and at most "
+        f"{MARGINAL}x."
         + (
             f" torch.export: {torch_fit['slope'] * 1e3:.1f} ms per layer, R^2 = "
             f"{torch_fit['r2']:.4f}."
             if torch_fit
             else ""
         )
+    )
+    notes.append(
+        "Growth of each phase (power-law exponent in the layer count, 1 is "
+        "linear): " + ", ".join(f"{k} n^{v:.2f}" for k, v in exponents.items()) + "."
     )
     if not met:
         causes = []
@@ -215,7 +266,15 @@ def run(ctx: Context) -> dict[str, Any]:
         elif ratio >= 1:
             causes.append(f"IRON took {ratio:.2f}x the peer's time")
         if not linear:
-            causes.append(f"the fit's R^2 is {fit['r2']:.4f} < {LINEAR_R2}")
+            worst = max(exponents, key=exponents.get)
+            causes.append(
+                f"growth is not linear (R^2 {fit['r2']:.4f}, a late layer costs "
+                f"{marginal:.2f}x an early one): {worst} grows as "
+                f"n^{exponents[worst]:.2f}. Placing the arena is the superlinear "
+                f"part (hot spots below): each transient is fitted against every "
+                f"resident and every buffer placed before it, in each of the "
+                f"planner's tries"
+            )
         notes.append("Missed: " + "; ".join(causes) + ".")
     rows = [
         [
@@ -229,12 +288,14 @@ def run(ctx: Context) -> dict[str, Any]:
         figure="Compile cost: record + plan of a Llama-3.2-1B-shaped decoder"
         + (" (quick: tiny shapes)" if quick else ""),
         value=ratio,
-        target=f"ratio < 1 (faster than the peer) and linear in layers (R^2 >= {LINEAR_R2})",
+        target=f"ratio < 1 (faster than the peer) and linear in layers (R^2 >= {LINEAR_R2}, late/early layer cost <= {MARGINAL})",
         met=met,
         peer="torch.export of transformers' LlamaForCausalLM on the meta device",
         peer_value=torch_s,
-        unit=f"IRON s / peer s (IRON {iron_s:.3f} s; R^2 {fit['r2']:.3f})",
+        peer_unit="s",
+        unit=f"IRON s / peer s (IRON {iron_s:.3f} s; R^2 {fit['r2']:.4f}, late/early layer {marginal:.2f}x)",
         command=command(NUMBER, quick),
+        judged=torch_s is not None,
         notes=notes,
         tables=[
             table(
@@ -242,7 +303,16 @@ def run(ctx: Context) -> dict[str, Any]:
                 ["phase", "ms"],
                 [[k, f"{v * 1e3:.1f}"] for k, v in phases.items()],
             ),
-            table("Time against depth", ["layers", "IRON ms", "torch.export ms"], rows),
+            table(
+                f"Where planning {layer_counts[-1]} layers' decode version goes (cProfile)",
+                ["function", "calls", "own ms", "share"],
+                spots,
+            ),
+            table(
+                "Time against depth (best of several runs)",
+                ["layers", "IRON ms", "torch.export ms"],
+                rows,
+            ),
         ],
         data={
             "iron_s": iron_s,
@@ -252,6 +322,9 @@ def run(ctx: Context) -> dict[str, Any]:
             "steps": {"decode": steps[0], "prompt": steps[1]},
             "iron_scaling_s": scaling,
             "iron_fit": fit,
+            "iron_phases_by_depth_s": best,
+            "growth_exponents": exponents,
+            "marginal_layer_cost_ratio": marginal,
             "torch_scaling_s": torch_scaling,
             "torch_fit": torch_fit,
             "fx_symbolic_trace": fx_note,

@@ -55,9 +55,13 @@ def _status(field: str) -> int:
     raise KeyError(field)
 
 
-def _resident_in(addresses: list[int]) -> int:
-    """Resident bytes of the mappings holding ``addresses`` (each counted once)."""
-    wanted = sorted(set(addresses))
+def _resident_in(spans: list[tuple[int, int]]) -> int:
+    """Resident bytes of the mappings overlapping the ``[start, end)`` spans.
+
+    A large numpy array can span several mappings (numpy advises huge pages
+    on its aligned part, which splits the mapping), so every one it overlaps
+    is counted, each once.
+    """
     found: dict[tuple[int, int], int] = {}
     current: tuple[int, int] | None = None
     with open("/proc/self/smaps") as f:
@@ -65,7 +69,8 @@ def _resident_in(addresses: list[int]) -> int:
             head = line.split(maxsplit=1)[0]
             if "-" in head and not head.endswith(":"):
                 lo, hi = (int(x, 16) for x in head.split("-"))
-                current = (lo, hi) if any(lo <= a < hi for a in wanted) else None
+                overlaps = any(lo < end and start < hi for start, end in spans)
+                current = (lo, hi) if overlaps else None
             elif current is not None and head == "Rss:":
                 found[current] = int(line.split()[1]) * 1024
     return sum(found.values())
@@ -94,9 +99,8 @@ def child(folder: str) -> dict[str, Any]:
 
     def device_resident() -> int:
         big = [b for b in buffers if b.nbytes >= 1 << 20 and not b.freed]
-        return _resident_in(
-            [b._host.ctypes.data for b in big] + [b.device.ctypes.data for b in big]
-        )
+        arrays = [a for b in big for a in (b._host, b.device)]
+        return _resident_in([(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays])
 
     reset = True
     try:
@@ -201,6 +205,7 @@ def run(ctx: Context) -> dict[str, Any]:
         peer="raw peak above baseline (device copy included), same units",
         peer_value=raw,
         unit="x largest shard",
+        peer_unit="x largest shard",
         command=command(NUMBER, quick),
         notes=notes,
         tables=[

@@ -49,17 +49,116 @@ def npu2():
         yield
 
 
-def test_step_time_is_the_larger_of_compute_and_memory_plus_dispatch():
+class Tiled(Operator):
+    """Work whose spread over the array the test sets directly."""
+
+    size: int = param()
+    columns: int = param(1)
+    cores: int | None = param(None)
+    calls: int = param(1)
+    reread: int = param(0)
+    inputs = (Input("x", "size"),)
+    outputs = (Output("out", "size"),)
+
+    def reference(self, x):
+        return x
+
+    def cost(self, dev):
+        return Cost(
+            macs=self.size**2,
+            bytes=4 * self.size,
+            columns=self.columns,
+            cores=self.cores,
+            calls=self.calls,
+            reread_bytes=self.reread,
+        )
+
+
+def test_step_time_is_the_larger_of_compute_and_memory_plus_calls_and_dispatch():
     dev = iron.NPU2
     t = step_time(Stream(size=1 << 24), dev, dispatches=1)
-    assert t.memory_s == pytest.approx(4 * (1 << 24) / dev.ddr_bytes_per_s)
-    assert t.compute_s == pytest.approx((1 << 24) / dev.peak_bf16_macs_per_s)
+    # One column, one core, one kernel call: Cost's defaults.
+    assert (t.columns, t.cores, t.calls, t.reread_bytes) == (1, 1, 1, 0)
+    assert t.memory_s == pytest.approx(4 * (1 << 24) / dev.shim_bytes_per_s_per_column)
+    assert t.compute_s == pytest.approx((1 << 24) / dev.core_peak_macs_per_s)
+    assert t.calls_s == pytest.approx(dev.kernel_call_seconds)
     assert t.seconds == pytest.approx(
-        max(t.memory_s, t.compute_s) + dev.dispatch_seconds
+        max(t.memory_s, t.compute_s) + dev.kernel_call_seconds + dev.dispatch_seconds
     )
     assert t.bound == "memory"
     assert step_time(Crunch(size=4096), dev, dispatches=0).bound == "compute"
     assert step_time(Stream(size=16), dev).bound == "dispatch"
+    assert step_time(Tiled(size=16, calls=100), dev, dispatches=0).bound == "calls"
+
+
+@pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
+def test_compute_is_the_macs_at_the_peak_of_the_cores_used(dev):
+    one = step_time(Tiled(size=1 << 12), dev, dispatches=0)
+    assert one.compute_s == pytest.approx((1 << 24) / dev.core_peak_macs_per_s)
+    four = step_time(Tiled(size=1 << 12, columns=2, cores=4), dev, dispatches=0)
+    assert four.cores == 4 and four.compute_s == pytest.approx(one.compute_s / 4)
+    every = Tiled(size=1 << 12, columns=dev.columns, cores=dev.compute_tiles)
+    assert step_time(every, dev).compute_s == pytest.approx(
+        (1 << 24) / dev.peak_bf16_macs_per_s
+    )
+    # Cores default to one per column.
+    assert step_time(Tiled(size=1 << 12, columns=2), dev).cores == 2
+
+
+@pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
+def test_memory_is_the_bytes_and_rereads_at_the_shim_rate_up_to_ddr(dev):
+    size = 1 << 20
+    shim = dev.shim_bytes_per_s_per_column
+    for columns in range(1, dev.columns + 1):
+        t = step_time(Tiled(size=size, columns=columns), dev, dispatches=0)
+        rate = min(dev.ddr_bytes_per_s, shim * columns)
+        assert t.memory_s == pytest.approx(4 * size / rate)
+    # More columns never model slower, and DDR caps what they add.
+    times = [
+        step_time(Tiled(size=size, columns=c), dev).memory_s
+        for c in range(1, dev.columns + 1)
+    ]
+    assert times == sorted(times, reverse=True)
+    assert times[-1] >= 4 * size / dev.ddr_bytes_per_s * (1 - 1e-12)
+    reread = step_time(Tiled(size=size, reread=1000), dev, dispatches=0)
+    assert reread.reread_bytes == 1000
+    assert reread.memory_s == pytest.approx((4 * size + 1000) / shim)
+
+
+@pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
+def test_each_kernel_call_costs_the_devices_call_overhead_once(dev):
+    base = step_time(Tiled(size=64, calls=0), dev, dispatches=0)
+    assert base.calls_s == 0
+    ten = step_time(Tiled(size=64, calls=10), dev, dispatches=0)
+    assert ten.calls_s == pytest.approx(10 * dev.kernel_call_seconds)
+    assert ten.seconds - base.seconds == pytest.approx(10 * dev.kernel_call_seconds)
+    # Cores call in parallel: more of them do not add to the overhead.
+    wide = step_time(Tiled(size=64, calls=10, columns=4), dev, dispatches=0)
+    assert wide.calls_s == ten.calls_s
+    charged = step_time(Tiled(size=64, calls=10), dev, dispatches=2)
+    assert charged.seconds - ten.seconds == pytest.approx(2 * dev.dispatch_seconds)
+
+
+def test_the_new_device_facts_are_derived_from_the_clock():
+    for dev, clock, tile_macs in ((iron.NPU1, 1.0e9, 128), (iron.NPU2, 1.5e9, 256)):
+        assert dev.shim_bytes_per_s_per_column == (2 + 2) * 4 * clock
+        assert dev.kernel_call_seconds == pytest.approx(300 / clock)
+        assert dev.core_peak_macs_per_s == pytest.approx(tile_macs * clock)
+        assert dev.core_peak_macs_per_s * dev.compute_tiles == pytest.approx(
+            dev.peak_bf16_macs_per_s
+        )
+
+
+def test_cost_defaults_and_refusals():
+    assert Cost(1, 2) == Cost(macs=1, bytes=2, columns=1, cores=1, calls=1)
+    assert Cost(1, 2, columns=4).cores == 4
+    assert Cost(0, 8, cores=0, calls=0).cores == 0  # pure data movement
+    with pytest.raises(ValueError, match="needs at least one core"):
+        Cost(5, 8, cores=0)
+    with pytest.raises(ValueError, match="below 1"):
+        Cost(5, 8, columns=0)
+    with pytest.raises(ValueError, match="cannot be negative"):
+        Cost(5, 8, reread_bytes=-1)
 
 
 def test_full_elf_charges_one_dispatch_per_call_and_per_step_packaging_one_each():
@@ -86,6 +185,18 @@ def test_roofline_totals_bound_and_table():
         model.bytes / iron.NPU2.ddr_bytes_per_s
     )
     assert model.seconds >= model.bandwidth_bound_s
+
+    # The bound counts each byte once: rereads are the model's, not the bound's.
+    class Rereads(iron.Graph):
+        def body(self, x):
+            return Tiled.step(x, reread=1 << 20)
+
+    reread = roofline(Rereads().record(x=(4096,)))
+    assert reread.bytes == 4 * 4096
+    assert reread.bandwidth_bound_s == pytest.approx(
+        4 * 4096 / iron.NPU2.ddr_bytes_per_s
+    )
+    assert reread.steps[0].memory_s > reread.bandwidth_bound_s
     assert [s.name for s in model.slowest(1)] == ["Crunch"]
     text = model.table()
     assert "Chain on npu2 (full ELF)" in text and "Crunch" in text and "compute" in text

@@ -5,7 +5,9 @@ directory): a tune end to end, resuming after an interruption, ``--jobs 2``,
 ``--ops``, ``--check`` catching a stale entry and an unknown tunable, and a
 call-site keyword beating the profile. On the Llama-3.2-1B config shipped
 with the application: every entry of the shipped npu1/npu2 profiles matches
-a step of its versions, and ``Llama`` applies them by default.
+a step of its versions, ``Llama`` applies them by default, and applying
+them moves tunables off ``resolve()``'s defaults (the cost model tells the
+settings apart) to a version the model times faster.
 """
 
 from __future__ import annotations
@@ -84,10 +86,14 @@ def _graph(config: LlamaConfig, profile) -> Llama:
     return graph
 
 
-def _steps(graph: Llama, dev: str) -> list:
+def _versions(graph: Llama, dev: str) -> list:
+    """The prompt and decode versions of ``graph`` recorded on ``dev``."""
     with iron.use_device(dev):
-        versions = [graph.record(tokens=((graph.rows,), np.int32)), graph.record()]
-    return [step.op for recording in versions for step in recording.steps]
+        return [graph.record(tokens=((graph.rows,), np.int32)), graph.record()]
+
+
+def _steps(graph: Llama, dev: str) -> list:
+    return [step.op for recording in _versions(graph, dev) for step in recording.steps]
 
 
 def _tunables(op: iron.Operator) -> dict:
@@ -134,35 +140,6 @@ def test_tune_command_writes_a_profile_of_every_shape(config_json, tmp_path, cap
         given = profile.tunables_for(type(op), tune.call_dims(op))
         assert {k: getattr(op, k) for k in given} == given
         assert not op.pinned
-
-
-def test_applying_a_tuned_profile_changes_the_tunables_it_names(tmp_path):
-    out = tmp_path / "smallest"
-    report = _tune(out, measure=SMALLEST)
-    assert report.moved, "the stand-in measure should move some tunables"
-    profile = Profile.load(out / f"{DEVICE}.json")
-    assert profile.meta["measured_by"] == "test: smallest tunables"
-    config = LlamaConfig.tiny()
-    plain = _steps(_graph(config, None), DEVICE)
-    tuned = _steps(_graph(config, out), DEVICE)
-    changed = 0
-    for before, after in zip(plain, tuned):
-        given = profile.tunables_for(type(after), tune.call_dims(after))
-        assert {k: getattr(after, k) for k in given} == given
-        if _tunables(before) != _tunables(after):
-            changed += 1
-            assert given, f"{after} changed without an entry"
-    assert changed > 0
-    # The file itself names values that differ from resolve()'s.
-    differ = [
-        (cls, dims)
-        for cls, dims, tunables in profile
-        for op in plain
-        if type(op) is cls
-        and Profile.matches(dims, tune.call_dims(op))
-        and any(getattr(op, k) != v for k, v in tunables.items())
-    ]
-    assert differ
 
 
 def test_resume_after_an_interruption_measures_nothing_twice(tmp_path, monkeypatch):
@@ -452,6 +429,40 @@ def test_shipped_profile_is_applied_by_default(device):
             if type(op) is cls and Profile.matches(dims, tune.call_dims(op)):
                 used.add(index)
     assert used == set(range(len(profile)))
+
+
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_applying_the_shipped_profile_changes_the_tunables_it_names(device):
+    """The cost model tells settings apart, so the shipped profile moves tunables."""
+    profile = Profile.for_device(PROFILES, device)
+    assert profile.meta["all_settings_tied"] < len(profile)
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    plain_graph, tuned_graph = _graph(config, None), _graph(config, PROFILES)
+    plain, tuned = _steps(plain_graph, device), _steps(tuned_graph, device)
+    assert len(plain) == len(tuned)
+    changed = 0
+    for before, after in zip(plain, tuned):
+        given = profile.tunables_for(type(after), tune.call_dims(after))
+        assert {k: getattr(after, k) for k in given} == given
+        if _tunables(before) != _tunables(after):
+            changed += 1
+            assert given, f"{after} changed without an entry"
+    assert changed > 0
+    # The file itself names values that differ from resolve()'s.
+    differ = [
+        (cls, dims)
+        for cls, dims, tunables in profile
+        for op in plain
+        if type(op) is cls
+        and Profile.matches(dims, tune.call_dims(op))
+        and any(getattr(op, k) != v for k, v in tunables.items())
+    ]
+    assert differ
+    # And each version models faster under it than under resolve()'s defaults.
+    for before, after in zip(
+        _versions(plain_graph, device), _versions(tuned_graph, device)
+    ):
+        assert iron.roofline(after).seconds < iron.roofline(before).seconds
 
 
 def test_the_default_profile_drives_the_recorded_tunables(tmp_path):

@@ -21,6 +21,7 @@ from ml_dtypes import bfloat16
 
 import iron
 from iron.core import context
+from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
 from iron.core.percall import PerCall
@@ -597,18 +598,22 @@ def test_reference_refuses_a_length_outside_the_cache():
 # -- cost --------------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 def test_decode_cost_by_hand():
     op = decode(32, 8, 64, 2048, 100, kv_tile=64)
     # q . k and p . v over 100 positions for 32 heads of 64: 2 * 32 * 100 * 64.
     # K and V stream 2 chunks of 64 positions for each of 8 kv heads, bf16;
     # q in and the result out: 2 * 32 * 64 bf16.
-    assert op.cost(NPU2) == Cost(
-        macs=409600, bytes=2 * 8 * 128 * 64 * 2 + 2 * 32 * 64 * 2
-    )
+    assert _work(op.cost(NPU2)) == (409600, 2 * 8 * 128 * 64 * 2 + 2 * 32 * 64 * 2)
     # A per-call length is costed at max_len.
     per_call = decode(32, 8, 64, 2048, PerCall("n"), kv_tile=64)
-    assert per_call.cost(NPU1) == Cost(
-        macs=2 * 32 * 2048 * 64, bytes=2 * 8 * 2048 * 64 * 2 + 8192
+    assert _work(per_call.cost(NPU1)) == (
+        2 * 32 * 2048 * 64,
+        2 * 8 * 2048 * 64 * 2 + 8192,
     )
 
 
@@ -616,9 +621,44 @@ def test_causal_cost_by_hand():
     op = causal(4, 8, 2, 16, 64, start=10, kv_tile=16, q_tile=4)
     # Rows attend 11, 12, 13, 14 positions: 50; 2 * 8 heads * 50 * 16.
     # Positions 0..13 stream as one chunk of 16; q and out are 4 * 8 * 16 bf16.
-    assert op.cost(NPU2) == Cost(
-        macs=2 * 8 * 50 * 16, bytes=2 * 2 * 16 * 16 * 2 + 2 * 4 * 8 * 16 * 2
+    assert _work(op.cost(NPU2)) == (
+        2 * 8 * 50 * 16,
+        2 * 2 * 16 * 16 * 2 + 2 * 4 * 8 * 16 * 2,
     )
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_decode_cost_follows_the_chunking(dev):
+    op = decode(32, 8, 64, 2048, PerCall("n"), kv_tile=32, num_aie_columns=4)
+    # Two kv heads a column's core, 2048 / 32 = 64 chunks each.
+    assert _tiling(op.cost(dev)) == (4, 4, 128, 0)
+
+    def seconds(**tunables):
+        return step_time(decode(32, 8, 64, 2048, PerCall("n"), **tunables), dev).seconds
+
+    base = seconds(kv_tile=32, num_aie_columns=2)
+    assert seconds(kv_tile=64, num_aie_columns=2) < base  # fewer chunks
+    assert seconds(kv_tile=32, num_aie_columns=4) < base  # more columns
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_causal_cost_rereads_the_cache_for_each_query_tile(dev):
+    # 16 rows from start 112 in query tiles of 4: the tiles end at 116, 120,
+    # 124 and 128, streaming 128 positions each in chunks of 64 (2 chunks).
+    op = causal(16, 8, 2, 64, 256, start=112, kv_tile=64, q_tile=4, num_aie_columns=2)
+    per_position = 2 * 2 * 64 * 2
+    assert _tiling(op.cost(dev)) == (2, 2, 4 * 2, 3 * 128 * per_position)
+    whole = causal(
+        16, 8, 2, 64, 256, start=112, kv_tile=64, q_tile=16, num_aie_columns=2
+    )
+    assert _tiling(whole.cost(dev)) == (2, 2, 2, 0)
+    assert _work(whole.cost(dev)) == _work(op.cost(dev))
+    assert step_time(whole, dev).seconds < step_time(op, dev).seconds
 
 
 # -- in a graph ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ml_dtypes import bfloat16
 
 import iron
 from iron.core import context
+from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
 from iron.core.tolerance import compare
@@ -244,9 +245,32 @@ def test_a_pinned_shape_the_device_refuses_still_runs_on_the_host():
 # -- cost ----------------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 def test_cost_by_hand():
     # 4096 multiplies; 2048 packed bytes + 128 scales * 2 bytes in, 4096 bf16 out.
-    assert Dequant(N=4096).cost(NPU2) == Cost(macs=4096, bytes=2048 + 256 + 8192)
+    assert _work(Dequant(N=4096).cost(NPU2)) == (4096, 2048 + 256 + 8192)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_tiling(dev):
+    op = Dequant(N=1 << 16, tile_size=1024, num_aie_columns=2)
+    assert _tiling(op.cost(dev)) == (2, 2, 32, 0)
+    assert (
+        step_time(op.replace(tile_size=4096), dev).seconds < step_time(op, dev).seconds
+    )
+    assert (
+        step_time(op.replace(num_aie_columns=4), dev).seconds
+        < step_time(op, dev).seconds
+    )
 
 
 # -- in a graph ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ml_dtypes import bfloat16
 
 import iron
 from iron.core import context
+from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2, as_device
 from iron.core.operator import Cost, RefusedShapeError
@@ -512,18 +513,44 @@ def test_sizes_without_a_legal_tile_are_refused(cls, size):
 # -- cost --------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
 def test_cost_reports_macs_and_bytes(dev):
-    assert AXPY(size=2048, scalar_factor=2.0).cost(dev) == Cost(
-        macs=2048, bytes=2048 * 2 * 3
-    )
-    assert ReLU(size=2048).cost(dev) == Cost(macs=2048, bytes=2048 * 2 * 2)
+    assert _work(AXPY(size=2048, scalar_factor=2.0).cost(dev)) == (2048, 2048 * 2 * 3)
+    assert _work(ReLU(size=2048).cost(dev)) == (2048, 2048 * 2 * 2)
 
 
 @given(size=st.integers(1, 2**16).map(lambda k: 16 * k))
 def test_cost_scales_with_size(size):
     cost = AXPY(size=size, scalar_factor=1.0).cost(NPU2)
     assert (cost.macs, cost.bytes) == (size, 6 * size)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+def _axpy_seconds(dev, **tunables) -> float:
+    return step_time(AXPY(size=8192, scalar_factor=2.0, **tunables), dev).seconds
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_tiling(dev):
+    # 8192 elements in tiles of 256 over 2 columns: 16 kernel calls a core.
+    op = AXPY(size=8192, scalar_factor=2.0, tile_size=256, num_aie_columns=2)
+    assert _tiling(op.resolved(dev).cost(dev)) == (2, 2, 16, 0)
+    # Unresolved, the cost is resolve()'s tiling's.
+    plain = AXPY(size=8192, scalar_factor=2.0)
+    assert plain.cost(dev) == plain.resolved(dev).cost(dev)
+    # More columns, and bigger tiles (fewer calls), model faster.
+    base = _axpy_seconds(dev, tile_size=256, num_aie_columns=2)
+    assert _axpy_seconds(dev, tile_size=256, num_aie_columns=4) < base
+    assert _axpy_seconds(dev, tile_size=1024, num_aie_columns=2) < base
 
 
 # -- in a graph --------------------------------------------------------------------------

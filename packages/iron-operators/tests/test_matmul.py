@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
@@ -755,21 +756,76 @@ def test_tunables_outside_their_domains_are_refused_on_construction():
 # -- cost --------------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
 def test_cost_by_hand(dev):
     # 2048 x 8192 weights dominate: 16 MiB of 16.01 MiB moved.
-    assert GEMV(M=2048, K=8192).cost(dev) == Cost(
-        macs=16_777_216, bytes=(16_777_216 + 8192 + 2048) * 2
+    assert _work(GEMV(M=2048, K=8192).cost(dev)) == (
+        16_777_216,
+        (16_777_216 + 8192 + 2048) * 2,
     )
-    assert GEMV(M=64, K=128, batch=4).cost(dev) == Cost(
-        macs=32_768, bytes=4 * (8192 + 128 + 64) * 2
+    assert _work(GEMV(M=64, K=128, batch=4).cost(dev)) == (
+        32_768,
+        4 * (8192 + 128 + 64) * 2,
     )
-    assert GEMM(M=512, K=1024, N=256).cost(dev) == Cost(
-        macs=134_217_728, bytes=(524_288 + 262_144 + 131_072) * 2
+    assert _work(GEMM(M=512, K=1024, N=256).cost(dev)) == (
+        134_217_728,
+        (524_288 + 262_144 + 131_072) * 2,
     )
     assert GEMM(M=512, K=1024, N=256, b_transposed=True).cost(dev) == GEMM(
         M=512, K=1024, N=256
     ).cost(dev)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_gemv_cost_follows_the_tiling(dev):
+    op = GEMV(M=2048, K=2048, num_aie_columns=4, tile_m=4, tile_k=512)
+    # 512 row tiles, 128 a column's core, each 4 K tiles: 512 calls; x is
+    # streamed with every row tile, 511 times more than once.
+    assert _tiling(op.resolved(dev).cost(dev)) == (4, 4, 512, 511 * 2048 * 2)
+
+    def seconds(**tunables):
+        return step_time(GEMV(M=2048, K=2048, **tunables).resolved(dev), dev).seconds
+
+    base = seconds(num_aie_columns=2, tile_m=4, tile_k=512)
+    assert seconds(num_aie_columns=4, tile_m=4, tile_k=512) < base  # columns
+    assert seconds(num_aie_columns=2, tile_m=8, tile_k=512) < base  # rows
+    assert seconds(num_aie_columns=2, tile_m=4, tile_k=1024) < base  # K tile
+    # The same calls, but x re-read less often with taller row tiles.
+    assert seconds(num_aie_columns=2, tile_m=8, tile_k=512) < seconds(
+        num_aie_columns=2, tile_m=4, tile_k=1024
+    )
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_gemm_cost_follows_the_tiling(dev):
+    op = GEMM(M=256, K=512, N=512, num_aie_columns=2, tile_m=32, tile_k=64, tile_n=64)
+    # 8 M tiles over a column's 4 cores (2 passes), 512 / (64 * 2) = 4 passes
+    # over N, 8 K tiles: 2 * 4 * 8 calls a core; a is read 4 times, b twice.
+    reread = (3 * 256 * 512 + 1 * 512 * 512) * 2
+    assert _tiling(op.resolved(dev).cost(dev)) == (2, 8, 64, reread)
+    # Fewer M tiles than rows: only as many cores as tiles.
+    short = GEMM(M=16, K=512, N=512, num_aie_columns=2, tile_m=16, tile_k=64, tile_n=64)
+    assert short.resolved(dev).cost(dev).cores == 2
+
+    def seconds(**tunables):
+        gemm = GEMM(M=256, K=512, N=512, **tunables).resolved(dev)
+        return step_time(gemm, dev).seconds
+
+    base = seconds(num_aie_columns=2, tile_m=16, tile_k=64, tile_n=32)
+    assert seconds(num_aie_columns=4, tile_m=16, tile_k=64, tile_n=32) < base
+    assert seconds(num_aie_columns=2, tile_m=16, tile_k=128, tile_n=32) < base
+    assert seconds(num_aie_columns=2, tile_m=16, tile_k=64, tile_n=64) < base
+    assert seconds(num_aie_columns=2, tile_m=32, tile_k=64, tile_n=32) < base
 
 
 # -- in a graph ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
 from iron.core.tolerance import Tolerance, compare
@@ -333,10 +334,20 @@ def test_copy_resolves_with_no_tunables_and_checks(dev):
         Copy(shape=(3,)).resolved(dev)
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
 def test_copy_cost_by_hand():
     # Read the view and write the copy: 2 * 4 * 8 elements of 2 bytes.
-    assert Copy(shape=(4, 8)).cost(NPU2) == Cost(macs=0, bytes=128)
-    assert Copy(shape=(3, 5), itemsize=4).cost(NPU1) == Cost(macs=0, bytes=120)
+    assert _work(Copy(shape=(4, 8)).cost(NPU2)) == (0, 128)
+    assert _work(Copy(shape=(3, 5), itemsize=4).cost(NPU1)) == (0, 120)
 
 
 def test_copy_is_the_view_consumer():
@@ -491,7 +502,26 @@ def test_transpose_refused_shapes(fields, dev, message):
 def test_transpose_cost_by_hand():
     # One shuffle per element; x read and the result written, bf16.
     op = Transpose(batch=3, rows=16, cols=8)
-    assert op.cost(NPU2) == Cost(macs=3 * 16 * 8, bytes=2 * 3 * 16 * 8 * 2)
+    assert _work(op.cost(NPU2)) == (3 * 16 * 8, 2 * 3 * 16 * 8 * 2)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_transpose_cost_follows_the_blocks(dev):
+    op = Transpose(
+        batch=2, rows=64, cols=64, tile_rows=16, tile_cols=32, num_aie_columns=2
+    )
+    # 2 * 4 * 2 = 16 blocks over 2 columns: 8 kernel calls a core.
+    assert _tiling(op.cost(dev)) == (2, 2, 8, 0)
+    bigger = op.replace(tile_rows=32)
+    wider = op.replace(num_aie_columns=4)
+    assert step_time(bigger, dev).seconds < step_time(op, dev).seconds
+    assert step_time(wider, dev).seconds < step_time(op, dev).seconds
+
+
+def test_copy_and_repeat_are_dma_only():
+    for op in (Copy(shape=(4, 8)), Repeat(rows=2, row_shape=(16,), repeat=4)):
+        assert _tiling(op.cost(NPU2)) == (1, 0, 0, 0)
+        assert step_time(op, NPU2).compute_s == 0
 
 
 # -- Repeat ------------------------------------------------------------------------------------
@@ -605,6 +635,4 @@ def test_repeat_refused_shapes(fields, words, dev):
 
 def test_repeat_cost_by_hand():
     # x re-read once per copy and the result written: 2 * (2 * 4 * 16) bf16.
-    assert Repeat(rows=2, row_shape=(16,), repeat=4).cost(NPU2) == Cost(
-        macs=0, bytes=512
-    )
+    assert _work(Repeat(rows=2, row_shape=(16,), repeat=4).cost(NPU2)) == (0, 512)

@@ -18,6 +18,7 @@ from ml_dtypes import bfloat16
 
 import iron
 from iron.core import context
+from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
@@ -673,17 +674,41 @@ def test_tunables_outside_their_domains_are_refused_on_construction():
 # -- cost --------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
 def test_cost_by_hand(dev):
     # 8 rows of 2048: 16384 elements, 32768 bytes each way; a vector is 4096 bytes.
-    assert RMSNorm(rows=8, cols=2048).cost(dev) == Cost(macs=32768, bytes=65536)
-    assert RMSNorm(rows=8, cols=2048, weighted=True).cost(dev) == Cost(
-        macs=49152, bytes=69632
-    )
-    assert LayerNorm(rows=8, cols=2048).cost(dev) == Cost(macs=49152, bytes=65536)
-    assert LayerNorm(rows=8, cols=2048, weighted=True, biased=True).cost(dev) == Cost(
-        macs=81920, bytes=73728
-    )
+    assert _work(RMSNorm(rows=8, cols=2048).cost(dev)) == (32768, 65536)
+    assert _work(RMSNorm(rows=8, cols=2048, weighted=True).cost(dev)) == (49152, 69632)
+    assert _work(LayerNorm(rows=8, cols=2048).cost(dev)) == (49152, 65536)
+    assert _work(
+        LayerNorm(rows=8, cols=2048, weighted=True, biased=True).cost(dev)
+    ) == (81920, 73728)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_row_tiling(dev):
+    # 64 rows, 2 a tile, over 4 columns: 8 kernel calls a core.
+    op = RMSNorm(rows=64, cols=2048, weighted=True, rows_per_tile=2, num_aie_columns=4)
+    assert _tiling(op.resolved(dev).cost(dev)) == (4, 4, 8, 0)
+
+    def seconds(**tunables):
+        return step_time(RMSNorm(rows=64, cols=2048, **tunables), dev).seconds
+
+    base = seconds(rows_per_tile=2, num_aie_columns=2)
+    assert seconds(rows_per_tile=2, num_aie_columns=4) < base  # more columns
+    assert seconds(rows_per_tile=4, num_aie_columns=2) < base  # fewer calls
+    layer = LayerNorm(rows=64, cols=2048, rows_per_tile=4, num_aie_columns=4)
+    assert _tiling(layer.cost(dev)) == (4, 4, 4, 0)
 
 
 # -- in a graph --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
@@ -495,11 +496,37 @@ def test_refused_shapes(fields, dev, message):
 # -- cost --------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
 def test_cost_by_hand(dev):
     # 4 positions x 8 heads x 128: 4096 elements, 2 MACs each; x and out are
     # 8192 bytes each, 4 table rows 1024 bytes.
-    assert RoPE(rows=4, heads=8, head_dim=128).cost(dev) == Cost(macs=8192, bytes=17408)
+    assert _work(RoPE(rows=4, heads=8, head_dim=128).cost(dev)) == (8192, 17408)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_tiling(dev):
+    op = RoPE(rows=16, heads=32, head_dim=64, heads_per_tile=4, num_aie_columns=4)
+    # 16 * 32 / 4 = 128 tiles over 4 columns; each position's table row is
+    # streamed with each of its 8 tiles, 7 times more than once.
+    assert _tiling(op.cost(dev)) == (4, 4, 32, 16 * 7 * 64 * 2)
+    assert (
+        step_time(op.replace(heads_per_tile=8), dev).seconds
+        < step_time(op, dev).seconds
+    )
+    assert (
+        step_time(op.replace(num_aie_columns=2), dev).seconds
+        > step_time(op, dev).seconds
+    )
 
 
 # -- in a graph --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, RefusedShapeError
 from iron.core.tolerance import compare
@@ -352,12 +353,32 @@ def test_reference_refuses_a_bad_temperature_and_an_unbound_seed():
         sample(4, seed=iron.core.percall.PerCall("s")).reference(np.zeros(4, bfloat16))
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 def test_cost_by_hand():
     # One comparison per logit; the logits read and one int32 written.
-    assert sample(128256, temperature=0.7, top_k=40).cost(NPU2) == Cost(
-        macs=128256, bytes=128256 * 2 + 4
+    assert _work(sample(128256, temperature=0.7, top_k=40).cost(NPU2)) == (
+        128256,
+        128256 * 2 + 4,
     )
-    assert sample(1000, itemsize=4).cost(NPU1) == Cost(macs=1000, bytes=4004)
+    assert _work(sample(1000, itemsize=4).cost(NPU1)) == (1000, 4004)
+
+
+def _tiling(cost: Cost) -> tuple[int, int, int, int]:
+    """How a cost is spread: columns, cores, calls per core, bytes re-read."""
+    return cost.columns, cost.cores, cost.calls, cost.reread_bytes
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_chunking(dev):
+    # One core streams 128256 logits in chunks of 1002: 128 kernel calls.
+    op = sample(128256, tile_size=1002)
+    assert _tiling(op.cost(dev)) == (1, 1, 128, 0)
+    bigger = sample(128256, tile_size=4008)
+    assert step_time(bigger, dev).seconds < step_time(op, dev).seconds
 
 
 def test_max_top_k_fits_a_core_at_the_largest_chunk():

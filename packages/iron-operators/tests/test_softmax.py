@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.cost import step_time
 from iron.core.declare import Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
@@ -349,13 +350,25 @@ def test_refused_shapes(fields, dev, message):
 # -- cost --------------------------------------------------------------------------------
 
 
+def _work(cost: Cost) -> tuple[int, int]:
+    """A cost's MACs and bytes: what the shape alone fixes."""
+    return cost.macs, cost.bytes
+
+
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
 def test_cost_by_hand(dev):
     # 4 rows of 1024: 4096 elements, 4 operations each, 8192 bytes each way.
-    assert Softmax(rows=4, cols=1024).cost(dev) == Cost(macs=16384, bytes=16384)
-    assert Softmax(rows=4, cols=1024, length=10).cost(dev) == Cost(
-        macs=16384, bytes=16384
-    )
+    assert _work(Softmax(rows=4, cols=1024).cost(dev)) == (16384, 16384)
+    assert _work(Softmax(rows=4, cols=1024, length=10).cost(dev)) == (16384, 16384)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_cost_follows_the_row_tiling(dev):
+    op = Softmax(rows=32, cols=1024, rows_per_tile=2, num_aie_columns=4)
+    cost = op.cost(dev)
+    assert (cost.columns, cost.cores, cost.calls, cost.reread_bytes) == (4, 4, 4, 0)
+    fewer = op.replace(rows_per_tile=4)
+    assert step_time(fewer, dev).seconds < step_time(op, dev).seconds
 
 
 # -- in a graph --------------------------------------------------------------------------

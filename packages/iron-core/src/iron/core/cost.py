@@ -1,14 +1,25 @@
 """The cost model: a recording's modelled time per step, and its roofline.
 
-Each operator reports ``cost(dev)``: the multiply-accumulates it does and the
-bytes it moves between DDR and the array. A step's modelled time is the
-larger of its compute time (MACs at the device's peak bf16 rate) and its
-memory time (bytes at the device's DDR bandwidth), plus the device's
-per-dispatch overhead for each dispatch: one per step when each step is its
-own xclbin, one for the whole version under a full ELF. The model ignores
-placement, routing and overlap between steps; it drives tuning where no NPU
-is present and the benchmark that sets a decode step against the memory
-bandwidth bound.
+Each operator reports ``cost(dev)`` (:class:`~iron.core.operator.Cost`): the
+multiply-accumulates it does, the bytes it moves between DDR and the array,
+and how its tunables spread and cut that work: the columns and cores it
+uses, the kernel calls each core makes, and the bytes its tiling reads more
+than once. A step's modelled time is::
+
+    compute  = macs / (core_peak_macs_per_s * cores)
+    memory   = (bytes + reread_bytes)
+               / min(ddr_bytes_per_s, shim_bytes_per_s_per_column * columns)
+    calls_s  = calls * kernel_call_seconds        (cores call in parallel)
+    seconds  = max(compute, memory) + calls_s + dispatches * dispatch_seconds
+
+Compute and memory overlap (double-buffered tiles); the per-call overhead
+is charged on top, as if no DMA hid it. The dispatch overhead is one per step
+when each step is its own xclbin, one for the whole version under a full ELF.
+The model ignores placement, routing, memory-tile reuse and overlap between
+steps; it drives tuning where no NPU is present (so it must see what the
+tunables change) and the benchmark that sets a decode step against the
+memory bandwidth bound (:attr:`Roofline.bandwidth_bound_s`, the bytes alone
+at the DDR bandwidth, without rereads).
 """
 
 from __future__ import annotations
@@ -30,11 +41,17 @@ class StepTime:
         index: The step's index in its recording.
         name: The operator's class name.
         macs: Multiply-accumulates (or element operations).
-        bytes: Bytes moved between DDR and the array.
-        compute_s: ``macs`` at the device's peak bf16 MAC rate.
-        memory_s: ``bytes`` at the device's DDR bandwidth.
+        bytes: Bytes moved between DDR and the array, each counted once.
+        compute_s: ``macs`` at the peak bf16 MAC rate of the cores used.
+        memory_s: ``bytes + reread_bytes`` at the lesser of the DDR
+            bandwidth and the shim DMA rate of the columns used.
         dispatch_s: The dispatch overhead charged to this step.
-        seconds: ``max(compute_s, memory_s) + dispatch_s``.
+        seconds: ``max(compute_s, memory_s) + calls_s + dispatch_s``.
+        columns: Array columns the step uses.
+        cores: Compute cores the step uses.
+        calls: Kernel calls per core.
+        reread_bytes: Bytes the tiling moves more than once.
+        calls_s: ``calls`` times the device's ``kernel_call_seconds``.
     """
 
     index: int
@@ -45,23 +62,40 @@ class StepTime:
     memory_s: float
     dispatch_s: float
     seconds: float
+    columns: int = 1
+    cores: int = 1
+    calls: int = 0
+    reread_bytes: int = 0
+    calls_s: float = 0.0
 
     @property
     def bound(self) -> str:
-        """What limits the step: ``compute``, ``memory`` or ``dispatch``."""
+        """What limits the step: ``compute``, ``memory``, ``calls`` or ``dispatch``.
+
+        The largest of the work (compute or memory, whichever is larger), the
+        kernel-call overhead and the dispatch overhead.
+        """
         work = max(self.compute_s, self.memory_s)
-        if self.dispatch_s > work:
+        if self.dispatch_s > max(work, self.calls_s):
             return "dispatch"
+        if self.calls_s > work:
+            return "calls"
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
 
 def step_time(
     op: object, dev: Device, *, dispatches: int = 1, index: int = 0
 ) -> StepTime:
-    """Model one operator call on ``dev`` with ``dispatches`` dispatches charged."""
+    """Model one operator call on ``dev`` with ``dispatches`` dispatches charged.
+
+    See the module docstring for the formula.
+    """
     cost = op.cost(dev)  # type: ignore[attr-defined]
-    compute = cost.macs / dev.peak_bf16_macs_per_s
-    memory = cost.bytes / dev.ddr_bytes_per_s
+    cores = int(cost.cores)  # type: ignore[arg-type]  # set by Cost
+    compute = cost.macs / (dev.core_peak_macs_per_s * cores) if cost.macs else 0.0
+    rate = min(dev.ddr_bytes_per_s, dev.shim_bytes_per_s_per_column * cost.columns)
+    memory = (cost.bytes + cost.reread_bytes) / rate
+    calls = cost.calls * dev.kernel_call_seconds
     dispatch = dispatches * dev.dispatch_seconds
     return StepTime(
         index=index,
@@ -71,7 +105,12 @@ def step_time(
         compute_s=compute,
         memory_s=memory,
         dispatch_s=dispatch,
-        seconds=max(compute, memory) + dispatch,
+        seconds=max(compute, memory) + calls + dispatch,
+        columns=int(cost.columns),
+        cores=cores,
+        calls=int(cost.calls),
+        reread_bytes=int(cost.reread_bytes),
+        calls_s=calls,
     )
 
 
@@ -123,13 +162,14 @@ class Roofline:
             f"{self.seconds * 1e6:.1f} us modelled, bandwidth bound "
             f"{self.bandwidth_bound_s * 1e6:.1f} us",
             f"  {'#':>4}  {'operator':<18} {'MACs':>12} {'bytes':>12} "
-            f"{'compute us':>11} {'memory us':>10} {'total us':>9}  bound",
+            f"{'compute us':>11} {'memory us':>10} {'calls us':>9} "
+            f"{'total us':>9}  bound",
         ]
         for s in self.steps:
             lines.append(
                 f"  {s.index:>4}  {s.name:<18} {s.macs:>12} {s.bytes:>12} "
                 f"{s.compute_s * 1e6:>11.2f} {s.memory_s * 1e6:>10.2f} "
-                f"{s.seconds * 1e6:>9.2f}  {s.bound}"
+                f"{s.calls_s * 1e6:>9.2f} {s.seconds * 1e6:>9.2f}  {s.bound}"
             )
         return "\n".join(lines)
 

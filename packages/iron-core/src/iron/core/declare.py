@@ -21,6 +21,7 @@ these into ``cls.declaration`` (a :class:`Declaration`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -64,18 +65,32 @@ class Divisors:
     at_most: int | None = None
 
     def values(self, fields: Mapping[str, Any]) -> list[int]:
-        """Every allowed value, given the operator's other fields."""
+        """Every allowed value, given the operator's other fields, ascending."""
         n = int(fields[self.of])
         return [
             d
-            for d in range(self.multiple_of, n + 1, self.multiple_of)
-            if n % d == 0 and (self.at_most is None or d <= self.at_most)
+            for d in _divisors(n)
+            if d % self.multiple_of == 0 and (self.at_most is None or d <= self.at_most)
         ]
 
     def __str__(self) -> str:
         extra = f", multiples of {self.multiple_of}" if self.multiple_of > 1 else ""
         cap = f", at most {self.at_most}" if self.at_most is not None else ""
         return f"divisors of {self.of}{extra}{cap}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple[int, ...]:
+    """The positive divisors of ``n``, ascending (none for ``n < 1``); O(sqrt n)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return (*small, *reversed(large))
 
 
 Domain = type[Enum] | tuple | Divisors | None

@@ -4,9 +4,10 @@ This module owns two things:
 
 * :class:`Device`, a frozen record of the facts the planner, the operators and
   the cost model read about one NPU generation (array size, memories, buffer
-  descriptors, shim DMA pattern limits, image packaging, peak compute and DDR
-  bandwidth), and its two instances :data:`NPU1` (XDNA, AIE2) and :data:`NPU2`
-  (XDNA2, AIE2P). Each number says where it comes from.
+  descriptors, shim DMA pattern limits, image packaging, peak compute, DDR
+  bandwidth, shim DMA rate and kernel-call overhead), and its two instances
+  :data:`NPU1` (XDNA, AIE2) and :data:`NPU2` (XDNA2, AIE2P). Each number says
+  where it comes from.
 * The *binding*: the device that calls which take no ``dev`` argument use. It
   lives in a :class:`contextvars.ContextVar`, so it is per thread and per asyncio
   task, never a process global. :func:`set_current_device` and
@@ -50,7 +51,27 @@ ENV_VAR = "IRON_DEVICE"
 #            AIEXDialect.cpp verifiers).
 #   [UG1603] AMD UG1603, "AI Engine Data Memory": AIE-ML / AIE-ML v2 tiles have
 #            64 KB of data memory in eight single-port banks.
-#   [AM020]  AMD AM020, Versal AIE-ML Architecture Manual (vector unit widths).
+#   [AM020]  AMD AM020, Versal AIE-ML Architecture Manual (vector unit widths;
+#            "Array Interface DMA Memory-Mapped AXI4 Master Interface": the
+#            interface (shim) tile DMA has two MM2S channels reading external
+#            memory and two S2MM channels writing it, a 32-bit stream each, "each
+#            channel can sustain 4 bytes per cycle").
+
+# The array clocks the peak figures below assume (see peak_bf16_macs_per_s);
+# the shim DMA rate and the kernel-call overhead are counted in the same cycles.
+_NPU1_CLOCK_HZ = 1.0e9
+_NPU2_CLOCK_HZ = 1.5e9
+# Shim DMA channels per column, both directions: 2 MM2S + 2 S2MM [mlir: the
+# getNum*ShimMuxConnections of the DMA bundle], [AM020]; each moves a 32-bit
+# stream word, 4 bytes, per cycle [AM020]. 16 bytes per cycle per column.
+_SHIM_BYTES_PER_CYCLE = (2 + 2) * 4
+# ASSUMPTION, not a measurement: cycles one kernel invocation on a core costs
+# besides its arithmetic: the call and return, the software-pipelined loop's
+# prologue and epilogue, and one object-FIFO lock acquire and release per
+# operand with the DMA handshake they wait on. A few hundred cycles is the
+# order those add up to; 300 is the figure the model uses until an NPU
+# measurement replaces it.
+_KERNEL_CALL_CYCLES = 300
 
 
 @dataclass(frozen=True)
@@ -90,6 +111,12 @@ class Device:
         ddr_bytes_per_s: Theoretical DDR bandwidth of the platform (for the
             cost model; derived, see the source).
         dispatch_seconds: Host cost of one dispatch (one run of one image).
+        shim_bytes_per_s_per_column: Bytes per second one column's shim DMA
+            moves between DDR and the array, reads and writes together (for
+            the cost model; derived, see the source).
+        kernel_call_seconds: Overhead of one kernel invocation on a core, on
+            top of its arithmetic (for the cost model; an assumption, see the
+            source).
     """
 
     name: str
@@ -114,11 +141,18 @@ class Device:
     peak_bf16_macs_per_s: float
     ddr_bytes_per_s: float
     dispatch_seconds: float
+    shim_bytes_per_s_per_column: float
+    kernel_call_seconds: float
 
     @property
     def compute_tiles(self) -> int:
         """Usable compute tiles: ``columns * core_rows``."""
         return self.columns * self.core_rows
+
+    @property
+    def core_peak_macs_per_s(self) -> float:
+        """Peak bf16 MACs per second of one compute tile: the peak over all tiles."""
+        return self.peak_bf16_macs_per_s / self.compute_tiles
 
     @property
     def core_memory_bank_bytes(self) -> int:
@@ -171,12 +205,20 @@ NPU1 = Device(
     # [AM020]; one bf16 mmul is 4x8x4 = 128 MACs [facts: gemm.py geometry])
     # x ~1.0 GHz (Phoenix's 10 TOPS int8 headline = 20 physical tiles x 256
     # int8 MACs x 2 ops x 1.0 GHz) = 2.048e12 MAC/s.
-    peak_bf16_macs_per_s=16 * 128 * 1.0e9,
+    peak_bf16_macs_per_s=16 * 128 * _NPU1_CLOCK_HZ,
     # Derived: LPDDR5-6400 on a 128-bit bus = 6400e6 transfers/s x 16 bytes
     # = 102.4e9 B/s theoretical (sustained is lower).
     ddr_bytes_per_s=6400e6 * 16,
     # About 160 us per dispatch [facts: AGENTS.md "Dispatch cost"].
     dispatch_seconds=160e-6,
+    # Derived: 4 shim channels (2 MM2S + 2 S2MM) x 4 bytes/cycle x 1.0 GHz =
+    # 16e9 B/s per column [AM020], [mlir]; 4 columns = 64e9 B/s, under the DDR
+    # figure. Reads alone have half of it (two MM2S channels): the sum is
+    # optimistic for traffic that is mostly one way.
+    shim_bytes_per_s_per_column=_SHIM_BYTES_PER_CYCLE * _NPU1_CLOCK_HZ,
+    # Assumed: 300 cycles at 1.0 GHz = 0.3 us per kernel call (see
+    # _KERNEL_CALL_CYCLES).
+    kernel_call_seconds=_KERNEL_CALL_CYCLES / _NPU1_CLOCK_HZ,
 )
 
 NPU2 = Device(
@@ -208,12 +250,21 @@ NPU2 = Device(
     # Derived: 32 compute tiles x 256 bf16 MACs/cycle x ~1.5 GHz = 1.2288e13
     # MAC/s. AMD's 50 TOPS int8 headline over 32 tiles at ~1.5 GHz implies 512
     # int8 MACs/cycle/tile (50e12 / 2 / 32 / 1.5e9 ~ 520); bf16 runs at half.
-    peak_bf16_macs_per_s=32 * 256 * 1.5e9,
+    peak_bf16_macs_per_s=32 * 256 * _NPU2_CLOCK_HZ,
     # Derived: LPDDR5X-7500 on a 128-bit bus = 7500e6 x 16 bytes = 120e9 B/s
     # theoretical.
     ddr_bytes_per_s=7500e6 * 16,
     # About 160 us per dispatch, same on both [facts: AGENTS.md].
     dispatch_seconds=160e-6,
+    # Derived: the same 4 shim channels x 4 bytes/cycle at ~1.5 GHz = 24e9 B/s
+    # per column [AM020], [mlir]; 8 columns = 192e9 B/s, over the DDR figure,
+    # so DDR bounds a call that uses every column. The 32-bit channel is
+    # AIE-ML's [AM020]; AMD's AIE-ML v2 manual (AM027) widens memory-tile DMA
+    # streams to 64 bits, and no interface-tile figure for AIE2P was found, so
+    # this may be low by up to 2x.
+    shim_bytes_per_s_per_column=_SHIM_BYTES_PER_CYCLE * _NPU2_CLOCK_HZ,
+    # Assumed: 300 cycles at 1.5 GHz = 0.2 us per kernel call.
+    kernel_call_seconds=_KERNEL_CALL_CYCLES / _NPU2_CLOCK_HZ,
 )
 
 #: The known devices by name.

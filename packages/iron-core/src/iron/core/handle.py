@@ -734,11 +734,36 @@ def bounded(h: Handle, values: Mapping[str, int]) -> tuple[slice, ...]:
     return tuple(cut)
 
 
+def _dense_view(
+    h: Handle, values: Mapping[str, int], flat: np.ndarray, verb: str
+) -> np.ndarray | None:
+    """``h``'s elements as a view of ``flat`` when its layout is a contiguous run."""
+    if not isinstance(h.layout, Dense):
+        return None
+    start = evaluate(h.layout.offset, values)
+    if h.elements == 0:
+        return flat[:0].reshape(h.shape)
+    if start < 0 or start + h.elements > flat.size:
+        raise IndexError(
+            f"{h!r} {verb} elements {start}..{start + h.elements - 1} of "
+            f"{h.name}'s {flat.size} this call"
+        )
+    return flat[start : start + h.elements].reshape(h.shape)
+
+
 def read(
     h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]
 ) -> np.ndarray:
-    """``h``'s elements for one call, cut to its bounds (a copy)."""
+    """``h``'s elements for one call, cut to its bounds.
+
+    A contiguous run is a view of the buffer (steps never write their
+    inputs); any other layout is gathered into a copy.
+    """
     flat = buffers[h.name].reshape(-1)
+    dense = _dense_view(h, values, flat, "reads")
+    if dense is not None:
+        cut = bounded(h, values)
+        return dense[cut] if cut else dense
     idx = indices(h, values, buffers)[bounded(h, values)]
     if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
         raise IndexError(
@@ -756,8 +781,19 @@ def write(
 ) -> None:
     """Store ``array`` (cut to ``h``'s bounds) at ``h``'s elements for one call."""
     flat = buffers[h.name].reshape(-1)
-    idx = indices(h, values, buffers)[bounded(h, values)]
     array = np.asarray(array)
+    dense = _dense_view(h, values, flat, "writes")
+    if dense is not None:
+        cut = bounded(h, values)
+        target = dense[cut] if cut else dense
+        if array.shape != target.shape:
+            raise ValueError(
+                f"{h!r} takes shape {list(target.shape)} this call, got "
+                f"{list(array.shape)}"
+            )
+        target[...] = array.astype(flat.dtype, copy=False)
+        return
+    idx = indices(h, values, buffers)[bounded(h, values)]
     if array.shape != idx.shape:
         raise ValueError(
             f"{h!r} takes shape {list(idx.shape)} this call, got {list(array.shape)}"

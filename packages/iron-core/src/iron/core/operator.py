@@ -59,15 +59,48 @@ class RefusedShapeError(ValueError):
 class Cost:
     """What one call of an operator does, for the cost model.
 
+    ``macs`` and ``bytes`` depend on the shape only; the other fields say how
+    the operator's tunables spread and cut that work, so the cost model
+    (:func:`iron.core.cost.step_time`) can tell one setting from another.
+    Their defaults describe one kernel call on one core of one column with
+    nothing read twice.
+
     Attributes:
         macs: Multiply-accumulates (or element operations for elementwise
             work), each counted once.
         bytes: Bytes moved between DDR and the array (inputs read plus
-            outputs written).
+            outputs written), each counted once.
+        columns: Array columns the work and its DDR traffic are spread over
+            (each column has its own shim DMA); at least 1.
+        cores: Compute cores the MACs are spread over, running in parallel;
+            by default one per column. 0 for pure data movement (no MACs).
+        calls: Kernel invocations per core per call of the operator (the
+            busiest core's, when they differ): each pays the device's
+            ``kernel_call_seconds``. 0 for pure data movement.
+        reread_bytes: Bytes moved between DDR and the array more than once
+            because of the tiling (a GEMM's ``a`` re-read for each group of
+            N tiles), on top of ``bytes``.
     """
 
     macs: int
     bytes: int
+    columns: int = 1
+    cores: int | None = None
+    calls: int = 1
+    reread_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cores is None:
+            object.__setattr__(self, "cores", self.columns)
+        if self.columns < 1:
+            raise ValueError(f"Cost.columns={self.columns} is below 1")
+        if self.cores < 0 or self.calls < 0 or self.reread_bytes < 0:
+            raise ValueError(
+                f"Cost.cores={self.cores}, calls={self.calls} and reread_bytes="
+                f"{self.reread_bytes} cannot be negative"
+            )
+        if self.macs and not self.cores:
+            raise ValueError(f"Cost.macs={self.macs} needs at least one core")
 
 
 class Operator:
@@ -303,8 +336,20 @@ class Operator:
         raise NotImplementedError(f"{type(self).__name__} has no tolerance()")
 
     def cost(self, dev: Device) -> Cost:
-        """What one call does on ``dev``: MACs and bytes moved."""
+        """What one call does on ``dev``: MACs, bytes moved, and how it is tiled."""
         raise NotImplementedError(f"{type(self).__name__} has no cost()")
+
+    def _settled(self, dev: Device) -> Operator:
+        """``self``, or with its open tunables at ``resolve(dev)``'s defaults.
+
+        For :meth:`cost` of an operator constructed without its tunables; it
+        does not :meth:`check` the result.
+        """
+        open_ = self.open_tunables()
+        if not open_:
+            return self
+        defaults = self.resolve(dev)
+        return self.replace(**{n: defaults.get(n) for n in open_})
 
     # -- shapes ---------------------------------------------------------------
 

@@ -11,6 +11,7 @@ each step through its operator's ``reference()``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -96,9 +97,12 @@ class Recording:
 
     # -- what it holds ---------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def buffers(self) -> dict[str, Buffer]:
-        """Every buffer by name: inputs, residents, then step outputs in order."""
+        """Every buffer by name: inputs, residents, then step outputs in order.
+
+        Computed once: a recording does not change after ``finish``.
+        """
         found: dict[str, Buffer] = {}
         for h in self.inputs:
             found[h.name] = h.buffer
@@ -197,7 +201,8 @@ class Recording:
             self.run_step(step, values, buffers)
         for rest in host:
             self.run_host(rest, values, buffers)
-        outputs = [read(h, values, buffers) for h in self.outputs]
+        # copies: a later call (or the caller) must not see through them
+        outputs = [read(h, values, buffers).copy() for h in self.outputs]
         carry = evaluate_carry(self.carry, values, lambda h: read(h, values, buffers))
         return outputs, carry
 
@@ -230,8 +235,9 @@ class Recording:
         host: HostStep, values: Any, buffers: Mapping[str, np.ndarray]
     ) -> None:
         """Run one host step: ``fn(*reads, *writes)``, then store what it wrote."""
-        reads = [read(h, values, buffers) for h in host.reads]
-        writes = [read(h, values, buffers) for h in host.writes]
+        # copies: the host function may keep what it is given
+        reads = [read(h, values, buffers).copy() for h in host.reads]
+        writes = [read(h, values, buffers).copy() for h in host.writes]
         host.fn(*reads, *writes)
         for h, w in zip(host.writes, writes):
             write(h, values, buffers, w)

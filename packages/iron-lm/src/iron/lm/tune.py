@@ -137,8 +137,10 @@ def modelled_seconds(op: Operator, dev: Device) -> float:
     """The device cost model's time for one call of ``op`` on ``dev``.
 
     :func:`iron.core.cost.step_time` with one dispatch charged: the larger
-    of the compute time (MACs at the peak bf16 rate) and the memory time
-    (bytes at the DDR bandwidth), plus one dispatch.
+    of the compute time (MACs at the peak rate of the cores the tiling uses)
+    and the memory time (bytes, and what the tiling re-reads, at the lesser
+    of the DDR bandwidth and the shim DMA rate of the columns used), plus the
+    kernel-call overhead of each core's calls, plus one dispatch.
     """
     return step_time(op, dev, dispatches=1).seconds
 
@@ -565,9 +567,20 @@ def default_cache(application: str) -> Path:
 
 @functools.cache
 def _code(cls: type, measure_key: str) -> str:
-    """A fingerprint of what a result depends on: the operator's module and the model."""
+    """A fingerprint of what a result depends on: the operator's modules and the model.
+
+    The modules of the class and of every base it inherits from (a cost may
+    be inherited: ``SiLUMul``'s is ``_Elementwise``'s), the cost model's, and
+    the device facts and ``Cost`` it reads.
+    """
+    modules = {sys.modules[c.__module__] for c in cls.__mro__ if c is not object}
+    modules |= {
+        sys.modules[step_time.__module__],
+        sys.modules[Device.__module__],
+        sys.modules[Operator.__module__],
+    }
     parts = []
-    for module in {sys.modules[cls.__module__], sys.modules[step_time.__module__]}:
+    for module in sorted(modules, key=lambda m: m.__name__):
         try:
             parts.append(inspect.getsource(module))
         except (OSError, TypeError):
@@ -581,7 +594,7 @@ class Cache:
 
     Each line is one result: ``{"device", "by", "code", "shape",
     "setting", "seconds" | "refused"}``. ``code`` fingerprints the
-    operator's module and the cost model, so a changed operator is
+    operator's modules and the cost model, so a changed operator is
     measured again. A line cut short by an interruption is skipped.
 
     Args:

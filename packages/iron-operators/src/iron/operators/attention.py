@@ -396,6 +396,33 @@ class _Attention(Operator):
         tile = self.kv_tile or self.max_len
         return -(-end // tile)
 
+    def _streamed(self, end: int) -> int:
+        """Cache positions streamed to attend up to ``end``: whole chunks."""
+        return min(self._chunks(end) * (self.kv_tile or self.max_len), self.max_len)
+
+    def _cost(self, dev: Device, macs: int, q_bytes: int, ends: list[int]) -> Cost:
+        """The cost of attending with one query tile per entry of ``ends``.
+
+        Each query tile (the one query, in decode) streams its kv head's keys
+        and values up to its end in ``kv_tile`` chunks, a kernel call each; a
+        column's core takes its kv heads one after another. ``bytes`` counts
+        the cache once, up to the last end; every other tile's stream is
+        ``reread_bytes``.
+        """
+        op = self._settled(dev)
+        per_position = 2 * self.kv_heads * self.head_dim * _BF16  # K and V
+        once = op._streamed(max(ends))
+        streamed = sum(op._streamed(e) for e in ends)
+        columns = op.num_aie_columns
+        chunks = sum(op._chunks(e) for e in ends)
+        return Cost(
+            macs=macs,
+            bytes=once * per_position + q_bytes,
+            columns=columns,
+            calls=-(-self.kv_heads // columns) * chunks,
+            reread_bytes=(streamed - once) * per_position,
+        )
+
     def _tolerance(
         self, inputs: tuple[np.ndarray, ...], limits: np.ndarray | None
     ) -> Tolerance:
@@ -479,12 +506,9 @@ class DecodeAttention(_Attention):
         A per-call ``length`` is costed at ``max_len`` (the longest call).
         """
         length = self.max_len if is_expr(self.length) else int(self.length)
-        streamed = self._chunks(length) * (self.kv_tile or self.max_len)
-        streamed = min(streamed, self.max_len)
         macs = 2 * self.heads * length * self.head_dim  # q . k and p . v
-        kv = 2 * self.kv_heads * streamed * self.head_dim * _BF16
         qo = 2 * self.heads * self.head_dim * _BF16
-        return Cost(macs=macs, bytes=kv + qo)
+        return self._cost(dev, macs, qo, [length])
 
 
 class CausalAttention(_Attention):
@@ -572,13 +596,16 @@ class CausalAttention(_Attention):
     def cost(self, dev: Device) -> Cost:
         """MACs for the causal triangle attended; bytes for the chunks streamed.
 
-        A per-call ``start`` is costed at ``max_len - rows`` (the longest call).
+        Each tile of ``q_tile`` rows streams the chunks up to its own last
+        row, so every tile's stream but the longest is read again
+        (``reread_bytes``). A per-call ``start`` is costed at ``max_len -
+        rows`` (the longest call).
         """
         start = self.max_len - self.rows if is_expr(self.start) else int(self.start)
-        end = start + self.rows
         attended = self.rows * start + self.rows * (self.rows + 1) // 2
-        streamed = min(self._chunks(end) * (self.kv_tile or self.max_len), self.max_len)
         macs = 2 * self.heads * attended * self.head_dim
-        kv = 2 * self.kv_heads * streamed * self.head_dim * _BF16
         qo = 2 * self.rows * self.heads * self.head_dim * _BF16
-        return Cost(macs=macs, bytes=kv + qo)
+        q_tile = self._settled(dev).q_tile
+        tiles = range(q_tile, self.rows + q_tile, q_tile)
+        ends = [start + min(r, self.rows) for r in tiles]
+        return self._cost(dev, macs, qo, ends)

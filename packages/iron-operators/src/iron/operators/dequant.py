@@ -169,8 +169,14 @@ class Dequant(Operator):
         )
 
     def cost(self, dev: Device) -> Cost:
-        """One multiply per element; packed bytes and scales read, bf16 written."""
+        """One multiply per element; packed bytes and scales read, bf16 written;
+        a kernel call per tile on each column's core: ``N / (tile_size *
+        num_aie_columns)``."""
+        op = self._settled(dev)
+        columns = op.num_aie_columns
         return Cost(
             macs=self.N,
             bytes=self.N // 2 + (self.N // GROUP) * 2 + self.N * 2,
+            columns=columns,
+            calls=-(-self.N // (op.tile_size * columns)),
         )

@@ -85,10 +85,20 @@ class _Elementwise(Operator):
             )
 
     def cost(self, dev: Device) -> Cost:
+        """One operation per element; every operand once. Each of the
+        ``num_aie_columns`` columns' cores makes one kernel call per tile of
+        ``tile_size`` elements: ``size / (tile_size * num_aie_columns)``."""
+        op = self._settled(dev)
         operands = len(type(self).declaration.inputs) + len(
             type(self).declaration.outputs
         )
-        return Cost(macs=self.size, bytes=self.size * _BF16 * operands)
+        columns = op.num_aie_columns
+        return Cost(
+            macs=self.size,
+            bytes=self.size * _BF16 * operands,
+            columns=columns,
+            calls=-(-self.size // (op.tile_size * columns)),
+        )
 
 
 class AXPY(_Elementwise):

@@ -474,10 +474,24 @@ class GEMV(_MatMul):
         )
 
     def cost(self, dev: Device) -> Cost:
+        """``w``, ``x`` and the result once, and ``x`` again for each row tile.
+
+        One core per column takes ``tile_m`` rows of ``w`` at a time and
+        walks K in ``tile_k`` steps, a kernel call each: ``ceil(M / (tile_m *
+        num_aie_columns)) * K / tile_k`` calls per product. ``x`` streams in
+        with every row tile, so it is read ``M / tile_m`` times.
+        """
+        op = self._settled(dev)
         b = self.batch or 1
+        columns = op.num_aie_columns
+        row_tiles = -(-self.M // op.tile_m)
+        k_tiles = -(-self.K // op.tile_k)
         return Cost(
             macs=b * self.M * self.K,
             bytes=b * (self.M * self.K + self.K + self.M) * _BF16,
+            columns=columns,
+            calls=b * -(-row_tiles // columns) * k_tiles,
+            reread_bytes=b * (row_tiles - 1) * self.K * _BF16,
         )
 
 
@@ -649,5 +663,30 @@ class GEMM(_MatMul):
                 )
 
     def cost(self, dev: Device) -> Cost:
+        """``a``, ``b`` and the result once, plus what the tiling reads again.
+
+        The model of the array (the whole-array GEMM of AMD's IRON and
+        mlir-aie): each column takes ``tile_n`` columns of N per pass, its
+        ``core_rows`` cores each a ``tile_m``-row tile of M (fewer when M has
+        fewer tiles); an ``a`` tile is broadcast along the columns and a
+        ``b`` tile down a column's cores. So ``a`` is read once per pass over
+        N (each group of ``tile_n * num_aie_columns`` columns) and ``b`` once
+        per group of M tiles the rows take together. Each core makes a
+        kernel call per K tile of each output tile it owns.
+        """
+        op = self._settled(dev)
         M, K, N = self.M, self.K, self.N
-        return Cost(macs=M * K * N, bytes=(M * K + K * N + M * N) * _BF16)
+        columns = op.num_aie_columns
+        m_tiles = -(-M // op.tile_m)
+        rows = min(dev.core_rows, m_tiles)
+        m_passes = -(-m_tiles // rows)
+        n_passes = -(-N // (op.tile_n * columns))
+        k_tiles = -(-K // op.tile_k)
+        return Cost(
+            macs=M * K * N,
+            bytes=(M * K + K * N + M * N) * _BF16,
+            columns=columns,
+            cores=columns * rows,
+            calls=m_passes * n_passes * k_tiles,
+            reread_bytes=((n_passes - 1) * M * K + (m_passes - 1) * K * N) * _BF16,
+        )

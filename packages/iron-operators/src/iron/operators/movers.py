@@ -289,8 +289,11 @@ class Copy(Operator):
         return _EXACT
 
     def cost(self, dev: Device) -> Cost:
-        """No arithmetic; the view read and the copy written."""
-        return Cost(macs=0, bytes=2 * prod(self.shape) * self.itemsize)
+        """No arithmetic; the view read and the copy written, by one column's
+        shim DMA (no core, no kernel call)."""
+        return Cost(
+            macs=0, bytes=2 * prod(self.shape) * self.itemsize, cores=0, calls=0
+        )
 
 
 def _reach(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int:
@@ -451,9 +454,17 @@ class Transpose(Operator):
         return _EXACT
 
     def cost(self, dev: Device) -> Cost:
-        """One shuffle per element (counted as an element operation); x and out."""
+        """One shuffle per element (counted as an element operation); x and out;
+        a kernel call per block, the blocks spread over the columns' cores."""
+        op = self._settled(dev)
         elements = (self.batch or 1) * self.rows * self.cols
-        return Cost(macs=elements, bytes=2 * elements * 2)
+        columns = op.num_aie_columns
+        return Cost(
+            macs=elements,
+            bytes=2 * elements * 2,
+            columns=columns,
+            calls=-(-op._blocks() // columns),
+        )
 
 
 class Repeat(Operator):
@@ -565,6 +576,7 @@ class Repeat(Operator):
         return _EXACT
 
     def cost(self, dev: Device) -> Cost:
-        """No arithmetic; x read ``repeat`` times and the result written."""
+        """No arithmetic; x read ``repeat`` times and the result written, by
+        one column's shim DMA (no core, no kernel call)."""
         out = self.rows * self.repeat * prod(self.row_shape) * self.itemsize
-        return Cost(macs=0, bytes=2 * out)
+        return Cost(macs=0, bytes=2 * out, cores=0, calls=0)

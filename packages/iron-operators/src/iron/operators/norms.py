@@ -163,6 +163,22 @@ class RowOperator(Operator):
     def _bytes_moved(self, parameters: int) -> int:
         return 2 * self.rows * self.cols * _BF16 + parameters * self.cols * _BF16
 
+    def _row_cost(self, dev: Device, macs: int, parameters: int) -> Cost:
+        """``macs`` and the bytes moved, spread as the row tiling spreads them.
+
+        Each of the ``num_aie_columns`` columns' cores makes one kernel call
+        per tile of ``rows_per_tile`` rows: ``rows / (rows_per_tile *
+        num_aie_columns)`` calls.
+        """
+        op = self._settled(dev)
+        columns = op.num_aie_columns
+        return Cost(
+            macs=macs,
+            bytes=self._bytes_moved(parameters),
+            columns=columns,
+            calls=-(-max(int(self.rows), 1) // (op.rows_per_tile * columns)),
+        )
+
 
 def _rows(x: np.ndarray, cls: str) -> np.ndarray:
     x = np.asarray(x)
@@ -273,9 +289,8 @@ class RMSNorm(RowOperator):
         """Element operations: a square-accumulate and a scale per element, and a
         multiply more with a weight; bytes: x in, out back, the weight once."""
         per_element = 3 if self.weighted else 2
-        return Cost(
-            macs=per_element * self.rows * self.cols,
-            bytes=self._bytes_moved(1 if self.weighted else 0),
+        return self._row_cost(
+            dev, per_element * self.rows * self.cols, 1 if self.weighted else 0
         )
 
 
@@ -428,7 +443,4 @@ class LayerNorm(RowOperator):
         element, one more each for a weight and a bias; bytes: x in, out back,
         the weight and bias once."""
         params = int(bool(self.weighted)) + int(bool(self.biased))
-        return Cost(
-            macs=(3 + params) * self.rows * self.cols,
-            bytes=self._bytes_moved(params),
-        )
+        return self._row_cost(dev, (3 + params) * self.rows * self.cols, params)

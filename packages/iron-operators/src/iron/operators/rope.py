@@ -302,9 +302,17 @@ class RoPE(Operator):
 
     def cost(self, dev: Device) -> Cost:
         """Two multiply-accumulates per output element; bytes: x in, out back,
-        one table row per position."""
+        one table row per position, streamed again with each further tile of
+        that position's heads; a kernel call per tile of ``heads_per_tile``
+        head rows, the tiles spread over the columns' cores."""
+        op = self._settled(dev)
         elements = self.rows * self.heads * self.head_dim
+        columns = op.num_aie_columns
+        per_position = -(-self.heads // op.heads_per_tile)
         return Cost(
             macs=2 * elements,
             bytes=(2 * elements + self.rows * self.head_dim) * _BF16,
+            columns=columns,
+            calls=-(-self.rows * per_position // columns),
+            reread_bytes=self.rows * (per_position - 1) * self.head_dim * _BF16,
         )

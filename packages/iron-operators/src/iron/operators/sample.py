@@ -244,5 +244,11 @@ class Sample(Operator):
         )
 
     def cost(self, dev: Device) -> Cost:
-        """One comparison per logit (element operations); logits in, one int32 out."""
-        return Cost(macs=self.vocab, bytes=self.vocab * self.itemsize + 4)
+        """One comparison per logit (element operations); logits in, one int32
+        out; one core, a kernel call per chunk of ``tile_size`` logits."""
+        op = self._settled(dev)
+        return Cost(
+            macs=self.vocab,
+            bytes=self.vocab * self.itemsize + 4,
+            calls=-(-self.vocab // op.tile_size),
+        )

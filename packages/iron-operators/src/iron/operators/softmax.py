@@ -109,7 +109,6 @@ class Softmax(RowOperator):
 
     def cost(self, dev: Device) -> Cost:
         """Element operations: a max, an exp, a sum and a divide per element;
-        bytes: x in and out back (whole rows, whatever the length)."""
-        return Cost(
-            macs=4 * self.rows * self.cols, bytes=2 * self.rows * self.cols * _BF16
-        )
+        bytes: x in and out back (whole rows, whatever the length); the row
+        tiling's kernel calls (see RowOperator)."""
+        return self._row_cost(dev, 4 * self.rows * self.cols, 0)

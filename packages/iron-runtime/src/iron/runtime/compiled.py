@@ -339,7 +339,7 @@ class CompiledGraph:
             if spec.steps:
                 self._host_steps_after(spec.steps[-1].index + 1, checked)
         views = _HostViews(self)
-        outputs = [read(h, checked, views) for h in self.recording.outputs]
+        outputs = [read(h, checked, views).copy() for h in self.recording.outputs]
         if not self.recording.carry:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         nxt = evaluate_carry(
