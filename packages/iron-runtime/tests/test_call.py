@@ -362,3 +362,25 @@ def test_start_refuses_a_version_dispatched_per_step():
     version = graph.compile(x=(256,), y=(256,), full_elf=False)
     with pytest.raises(ValueError, match="dispatched per step"):
         version.start(version.callable.runs[0], _bf16(256), _bf16(256))
+
+
+class HeldBias(iron.Graph):
+    """``x + bias`` with the bias a held bf16 weight (kept widened by the emulator)."""
+
+    def __init__(self):
+        self.bias = iron.param(np.ones(256, bfloat16))
+
+    def body(self, x):
+        return AXPY.step(x, self.bias, scalar_factor=1.0)
+
+
+def test_a_weight_pushed_again_is_read_anew():
+    """The emulator keeps float32 copies of weights; a push makes them stale."""
+    graph = HeldBias()
+    version = graph.compile(x=(256,))
+    x = np.zeros(256, bfloat16)
+    np.testing.assert_array_equal(version(x), np.ones(256, bfloat16))
+    view = version.read(graph.bias)
+    view[:] = 3
+    version.push(graph.bias)
+    np.testing.assert_array_equal(version(x), np.full(256, 3, bfloat16))

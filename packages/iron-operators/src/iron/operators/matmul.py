@@ -106,8 +106,8 @@ def model_product(
     Returns:
         The ``(..., M, N)`` bf16 result.
     """
-    a = np.asarray(a).astype(np.float32)
-    b = np.asarray(b).astype(np.float32)
+    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
+    b = np.asarray(b, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if level is Precision.MEDIUM:
             a, b = bfp16.quantize(a, axis=-1), bfp16.quantize(b, axis=-2)
@@ -141,8 +141,8 @@ def error_bound(
     Returns:
         float64 bounds of the result's shape ``(..., M, N)``.
     """
-    a = np.asarray(a).astype(np.float32)
-    b = np.asarray(b).astype(np.float32)
+    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
+    b = np.asarray(b, dtype=np.float32)
     k = a.shape[-1]
     tile = k if level is Precision.HIGHEST or tile_k is None else tile_k
     with np.errstate(all="ignore"):

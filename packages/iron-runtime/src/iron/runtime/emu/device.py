@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping
 
 import numpy as np
+from ml_dtypes import bfloat16
 
 from iron.core.device import Device
 from iron.runtime.driver import (
@@ -45,6 +46,9 @@ class EmuBuffer(BufferObject):
         self._host = np.zeros(self.nbytes, np.uint8)
         self.device = np.zeros(self.nbytes, np.uint8)
         self.freed = False
+        # float32 copies of bf16 weights, each with the write count it saw
+        self._widened: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+        self._writes = 0
 
     def _range(self, offset: int, nbytes: int | None) -> slice:
         if self.freed:
@@ -65,6 +69,23 @@ class EmuBuffer(BufferObject):
     def to_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         span = self._range(offset, nbytes)
         self.device[span] = self._host[span]
+        self._writes += 1
+
+    def widened(self, offset: int, nbytes: int, shape: tuple[int, ...]) -> np.ndarray:
+        """The bf16 values at ``[offset, offset + nbytes)`` as float32, kept.
+
+        A weight's kernel model computes in float32 on every call; widening
+        once per upload (every ``to_device`` makes the copy stale) keeps the
+        emulator from converting the model's weights on every step. The
+        values are the same: every bf16 is exactly a float32.
+        """
+        key = (offset, nbytes)
+        kept = self._widened.get(key)
+        if kept is None or kept[0] != self._writes:
+            raw = self.device[offset : offset + nbytes].view(bfloat16)
+            kept = (self._writes, raw.astype(np.float32).reshape(shape))
+            self._widened[key] = kept
+        return kept[1]
 
     def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         span = self._range(offset, nbytes)
@@ -72,6 +93,7 @@ class EmuBuffer(BufferObject):
 
     def free(self) -> None:
         self.freed = True
+        self._widened.clear()
         self._host = self.device = np.zeros(0, np.uint8)
 
 
@@ -128,6 +150,7 @@ class EmuRun(Run):
         self._state = RunState.RUNNING
         try:
             memory = {key: bo.device for key, bo in self._args.items()}
+            arena = self._args.get("arena")
             feedback = self._feedback.scratchpad if self._feedback else None
             execute(
                 self.image.spec,
@@ -136,6 +159,7 @@ class EmuRun(Run):
                 idle=self._idle,
                 poison=self.image.device.poison,
                 feedback=feedback,
+                widen=arena.widened if arena is not None else None,
             )
             self._state = RunState.COMPLETED
         except BaseException as error:  # reported to whoever waits

@@ -16,10 +16,11 @@ and the values the device made.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from ml_dtypes import bfloat16
 
 from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of
@@ -43,9 +44,15 @@ class StepCheckError(ValueError):
 class DeviceViews(Mapping[str, np.ndarray]):
     """Typed views of device memory by buffer name, as the image places them."""
 
-    def __init__(self, spec: ImageSpec, memory: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        spec: ImageSpec,
+        memory: Mapping[str, np.ndarray],
+        widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
+    ) -> None:
         self.spec = spec
         self.memory = memory
+        self.widen = widen
         self.buffers = spec.recording.buffers
         self._cache: dict[str, np.ndarray] = {}
 
@@ -58,6 +65,16 @@ class DeviceViews(Mapping[str, np.ndarray]):
         if place is None:
             raise RunError(f"{self.spec.name}: buffer {name} has no placement")
         key = "arena" if place.where == "arena" else f"{place.where}:{name}"
+        if (
+            self.widen is not None
+            and buffer.role == "weight"
+            and place.where == "arena"
+            and np.dtype(buffer.dtype) == np.dtype(bfloat16)
+        ):
+            # weights never change during a run: their float32 values, kept
+            view = self.widen(place.offset, buffer.nbytes, buffer.shape)
+            self._cache[name] = view
+            return view
         raw = self.memory[key][place.offset : place.offset + buffer.nbytes]
         view = raw.view(buffer.dtype).reshape(buffer.shape)
         self._cache[name] = view
@@ -107,6 +124,7 @@ def execute(
     idle: frozenset[int] = frozenset(),
     poison: bool = False,
     feedback: np.ndarray | None = None,
+    widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
 ) -> None:
     """Run ``spec``'s steps on ``memory`` (device bytes by buffer key).
 
@@ -117,7 +135,7 @@ def execute(
         RunError: A step failed; the message names the image and the step.
         StepCheckError: With ``check``, a step is outside its tolerance.
     """
-    views = DeviceViews(spec, memory)
+    views = DeviceViews(spec, memory, widen)
     ev = scratchpad_evaluator(spec, scratchpad)
     born = {}
     dead = {}
