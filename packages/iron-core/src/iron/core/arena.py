@@ -275,16 +275,19 @@ class ArenaPlan:
         limit: int | None,
     ) -> dict[str, int]:
         """Place ``ranked`` in order, each in the smallest gap that holds it."""
-        walls = [(lo, hi, _FOREVER) for lo, hi in blocked if hi > lo]
-        done: list[tuple[_Live, int]] = []
+        walls = [(lo, hi, _FOREVER) for lo, hi in _merged(blocked)]
+        # placed buffers by each step they are live at, so a buffer meets only
+        # those it shares a step with (not every buffer placed so far)
+        live_at: dict[int, list[tuple[_Live, int]]] = {}
         offsets: dict[str, int] = {}
         for b in ranked:
             taken = list(walls)
-            taken += [
-                (o, o + p.nbytes, p.last)
-                for p, o in done
-                if p.first <= b.last and b.first <= p.last and p.nbytes
-            ]
+            seen: set[str] = set()
+            for step in range(b.first, b.last + 1):
+                for p, o in live_at.get(step, ()):
+                    if p.name not in seen:
+                        seen.add(p.name)
+                        taken.append((o, o + p.nbytes, p.last))
             offset = None
             if limit is not None:
                 offset = self._fit(b.nbytes, taken, limit)
@@ -292,7 +295,9 @@ class ArenaPlan:
                 offset = self._fit(b.nbytes, taken, None)
             assert offset is not None
             offsets[b.name] = offset
-            done.append((b, offset))
+            if b.nbytes:
+                for step in range(b.first, b.last + 1):
+                    live_at.setdefault(step, []).append((b, offset))
         return offsets
 
     def _fit(
@@ -542,6 +547,21 @@ class ArenaPlan:
             f"<ArenaPlan {len(self.versions)} versions, {len(self.residents)} "
             f"residents, {self.size} bytes>"
         )
+
+
+def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Non-empty byte ranges merged where they touch or overlap, in order.
+
+    Residents sit side by side, so a model's hundreds of weights are a few
+    walls for the placement to step around, not hundreds.
+    """
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(r for r in ranges if r[1] > r[0]):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 _FOREVER = 1 << 62  # the last step of what never dies: residents, the limit
