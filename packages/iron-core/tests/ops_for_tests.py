@@ -67,6 +67,7 @@ class MatVec(Operator):
 class Copy(Operator):
     """``x`` unchanged: what writes a state through ``out=``."""
 
+    consumes_views = True
     size: int = param()
     inputs = (Input("x", "size"),)
     outputs = (Output("out", "size"),)
@@ -78,6 +79,7 @@ class Copy(Operator):
 class Copy2D(Operator):
     """A matrix unchanged: what consumes a gather's rows."""
 
+    consumes_views = True
     rows: int = param()
     cols: int = param()
     inputs = (Input("x", "rows", "cols"),)

@@ -309,3 +309,23 @@ def test_python_arithmetic_on_a_handle_raises_type_error():
 
     with pytest.raises(TypeError):
         Arithmetic().record(x=(8,))
+
+
+def test_a_strided_view_given_to_a_non_copy_operator_is_refused():
+    """Only data movers read strided or gathered views; others take contiguous runs."""
+    from iron.core.recorder import ViewOperandError
+
+    class Strides(iron.Graph):
+        def body(self, x):
+            return Scale.step(x[::2])
+
+    with pytest.raises(
+        ViewOperandError, match=r"Scale\.x is .* strided view: only a data mover"
+    ):
+        Strides().record(x=(16,))
+
+    class Slices(iron.Graph):
+        def body(self, x):
+            return Scale.step(x[4:12])  # a contiguous slice is no view
+
+    assert Slices().record(x=(16,)).steps[0].inputs[0].shape == (8,)

@@ -46,6 +46,7 @@ class CopyTo(Operator):
 class Copy2D(Operator):
     """A matrix unchanged (what consumes a strided view)."""
 
+    consumes_views = True
     rows: int = param()
     cols: int = param()
     inputs = (Input("x", "rows", "cols", dtype=np.float32),)

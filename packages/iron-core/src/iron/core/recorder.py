@@ -16,7 +16,7 @@ import numpy as np
 
 from iron.core import context
 from iron.core.device import require_device
-from iron.core.handle import Dense, Handle
+from iron.core.handle import Dense, Gather, Handle, Strided
 from iron.core.held import State, Weight, _Unbound
 from iron.core.operator import DimensionConflictError, Operator
 from iron.core.percall import Affine, Carry, PerCall, evaluate
@@ -25,7 +25,11 @@ from iron.core.recording import HostStep, Limit, Recording, Step
 if TYPE_CHECKING:
     from iron.core.profile import Profile
 
-__all__ = ["Recorder", "carry", "on_host"]
+__all__ = ["Recorder", "ViewOperandError", "carry", "on_host"]
+
+
+class ViewOperandError(ValueError):
+    """A strided or gathered view was given to an operator that reads contiguous runs."""
 
 
 class Recorder:
@@ -167,6 +171,12 @@ class Recorder:
                 raise TypeError(
                     f"{cls.__name__}.{spec.name} takes {np.dtype(spec.dtype).name}, "
                     f"got {h!r}"
+                )
+            if isinstance(h.layout, (Strided, Gather)) and not cls.consumes_views:
+                raise ViewOperandError(
+                    f"{cls.__name__}.{spec.name} is {h!r}, a "
+                    f"{type(h.layout).__name__.lower()} view: only a data mover "
+                    f"(Copy) reads one; copy it first, e.g. Copy.step(view)"
                 )
             handles[spec.name] = h
         return handles
