@@ -425,3 +425,20 @@ def test_emit_to_from_a_version_without_emit_raises():
     plain = graph.compile(dummy=(64,))
     with pytest.raises(ValueError, match="this version has no Emit step"):
         plain.emit_to(looped)
+
+
+def test_runs_fed_by_a_failed_run_do_not_run(gate):
+    """The run after a failure has no fresh scratchpad: it fails without running."""
+    links = _links(seed=54)
+    graph = Walk(links, steps=10)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=3)
+    gate.release()
+    loop.start(token=0, position=0)
+    steps = loop.steps(15)
+    gate.release(1000)
+    with pytest.raises(RunError, match=r"step 1 Take failed") as caught:
+        list(steps)
+    assert "not run" not in str(caught.value)  # the first failure is reported
+    states = [r.state() for r in loop._runs]
+    assert states.count(RunState.ERROR) >= 2, states  # the failure and the one it fed

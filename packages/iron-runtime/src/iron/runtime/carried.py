@@ -9,6 +9,7 @@ call's ``Carry`` back in as the next call's values.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -95,9 +96,13 @@ class CarriedLoop:
                     self.body.restart(runs[k % self.depth])
                     in_flight.append(k + self.depth)
                 yield k
-        finally:
+        except BaseException:
+            # closed early, or a run failed: wait out the runs in flight, and
+            # report the first failure, not the runs it left without a feed
             for k in in_flight:
-                runs[k % self.depth].wait()
+                with contextlib.suppress(Exception):
+                    runs[k % self.depth].wait()
+            raise
 
     def run(self, steps: int, /, *tensors: Any, **values: Any) -> Iterator[int]:
         """``start`` now, then ``steps``, each index yielded once complete."""

@@ -110,6 +110,7 @@ class EmuRun(Run):
         self._done.set()
         self._error: BaseException | None = None
         self._idle: frozenset[int] = frozenset()
+        self._upstream: BaseException | None = None
 
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         for key, bo in buffers.items():
@@ -148,7 +149,15 @@ class EmuRun(Run):
     def execute(self) -> None:
         """Run on the worker thread (the device's command processor)."""
         self._state = RunState.RUNNING
+        upstream, self._upstream = self._upstream, None
         try:
+            if upstream is not None:
+                # its scratchpad was to come from a run that failed: running
+                # on a stale one could write states with wrong positions
+                raise RunError(
+                    f"{self.image.spec.name}: not run, because the run whose Emit "
+                    f"feeds it failed: {upstream}"
+                ) from upstream
             memory = {key: bo.device for key, bo in self._args.items()}
             arena = self._args.get("arena")
             feedback = self._feedback.scratchpad if self._feedback else None
@@ -165,6 +174,8 @@ class EmuRun(Run):
         except BaseException as error:  # reported to whoever waits
             self._error = error
             self._state = RunState.ERROR
+            if self._feedback is not None and self._feedback is not self:
+                self._feedback._upstream = error
         finally:
             self._done.set()
 
