@@ -1,7 +1,9 @@
 """Regenerate the pictures in docs/images (tests check they are current).
 
 Run: ``python docs/gen_pictures.py``. The pictures of Section 4 draw the
-arena of ``examples/device_memory.py``'s graph, so they change with it.
+arena of ``examples/device_memory.py``'s graph, so they change with it; those
+of Sections 2 and 9 draw recordings (laid out in Python, so they do not
+depend on Graphviz being installed), an arena and a roofline of Llama.
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ import numpy as np
 from ml_dtypes import bfloat16
 
 import iron
+from iron.lm import tiny
+from iron.lm.config import LlamaConfig
+from iron.lm.model import Llama
 from iron.operators import AXPY, ReLU
 
 IMAGES = Path(__file__).resolve().parent / "images"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+LLAMA_1B = (
+    Path(__file__).resolve().parent.parent
+    / "packages/iron-lm/src/iron/lm/applications/llama/configs/llama-3.2-1b.json"
+)
 
 
 class Chain(iron.Graph):
@@ -30,6 +39,17 @@ class Chain(iron.Graph):
         b = AXPY.step(a, self.bias, scalar_factor=0.5)
         c = ReLU.step(b)
         return AXPY.step(c, a, scalar_factor=-1.0)
+
+
+class ReluThenAxpy(iron.Graph):
+    """Section 2's first graph: ``scalar_factor * relu(x) + y``."""
+
+    def __init__(self, scalar_factor=2.0):
+        self.scalar_factor = scalar_factor
+
+    def body(self, x, y):
+        activated = ReLU.step(x)
+        return AXPY.step(activated, y, scalar_factor=self.scalar_factor)
 
 
 def _example(name: str):
@@ -57,6 +77,49 @@ def pictures() -> dict[str, str]:
             versions[label] = iron.plan("npu2", recording, arena=shared).version
         for label, version in versions.items():
             drawn[f"arena-versions-{label}.svg"] = iron.arena_svg(shared, version)
+        drawn.update(_llama_pictures())
+    return drawn
+
+
+def _llama_pictures() -> dict[str, str]:
+    """Section 2's graph, and Section 9's Llama: a layer, an arena, a roofline."""
+    first = ReluThenAxpy(scalar_factor=2.0).record(x=(2048,), y=(2048,))
+    drawn = {"recording-first-graph.svg": iron.recording_svg(first, engine="python")}
+
+    # one decoder layer: the decode version of a one-layer tiny Llama
+    config = LlamaConfig.tiny(num_hidden_layers=1)
+    layer = Llama(config, context=64, rows=16, profile=None)
+    layer.load_state_dict(tiny.random_state_dict(config))
+    drawn["recording-llama-layer.svg"] = iron.recording_svg(
+        layer.record(),
+        title="One Llama layer: the decode version of a 1-layer tiny Llama",
+        engine="python",
+    )
+
+    # the prompt and decode versions of a 4-layer tiny Llama in one arena
+    config = LlamaConfig.tiny(num_hidden_layers=4)
+    model = Llama(config, context=256, rows=16, profile=None)
+    model.load_state_dict(tiny.random_state_dict(config))
+    arena = iron.ArenaPlan()
+    iron.plan("npu2", model.record(tokens=((16,), np.int32)), arena=arena)
+    decode = iron.plan("npu2", model.record(), arena=arena).version
+    drawn["arena-llama-decode.svg"] = iron.arena_svg(arena, decode)
+
+    # Llama-3.2-1B's decode version, modelled: placeholder weights cost nothing
+    config = LlamaConfig.from_json(LLAMA_1B)
+    model = Llama(config, context=2048)
+    zero = np.zeros((), bfloat16)
+    model.load_state_dict(
+        {
+            name: iron.param(np.broadcast_to(zero, shape))
+            for name, shape in tiny.state_dict_shapes(config).items()
+        }
+    )
+    drawn["roofline-llama-decode.svg"] = iron.roofline_svg(
+        iron.roofline(model.record()),
+        title="Llama-3.2-1B decode on npu2, modelled per step",
+        width=960,
+    )
     return drawn
 
 

@@ -48,6 +48,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ArenaPlan": ("iron.core.arena", "ArenaPlan"),
     "arena_svg": ("iron.core.arena", "arena_svg"),
     "roofline": ("iron.core.cost", "roofline"),
+    "recording_svg": ("iron.core.draw", "recording_svg"),
+    "roofline_svg": ("iron.core.draw", "roofline_svg"),
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
         set_current_device,
         use_device,
     )
+    from iron.core.draw import recording_svg, roofline_svg
     from iron.core.graph import Graph
     from iron.core.handle import Handle
     from iron.core.held import param, state, weight

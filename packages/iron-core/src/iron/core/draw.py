@@ -29,8 +29,8 @@ from xml.sax.saxutils import escape
 from iron.core.handle import Handle, dtype_name
 
 if TYPE_CHECKING:
-    from iron.core.cost import Roofline
-    from iron.core.recording import Recording
+    from iron.core.cost import Roofline, StepTime
+    from iron.core.recording import HostStep, Recording
 
 __all__ = ["recording_svg", "roofline_svg"]
 
@@ -71,6 +71,7 @@ class _Node:
     lines: tuple[str, ...]
     tip: str
     order: float
+    name: str
 
 
 @dataclasses.dataclass
@@ -130,9 +131,12 @@ def _graph(recording: Recording) -> tuple[dict[str, _Node], list[_Edge]]:
     nodes: dict[str, _Node] = {}
     own: dict[str, str] = {}  # buffer name -> its own node (input or resident)
 
-    def add(kind: str, lines: Sequence[str], tip: str, order: float) -> str:
+    def add(
+        kind: str, lines: Sequence[str], tip: str, order: float, name: str = ""
+    ) -> str:
         node_id = f"n{len(nodes)}"
-        nodes[node_id] = _Node(node_id, kind, tuple(lines), tip, order)
+        name = name or lines[0]
+        nodes[node_id] = _Node(node_id, kind, tuple(lines), tip, order, name)
         return node_id
 
     for h in recording.inputs:
@@ -153,6 +157,7 @@ def _graph(recording: Recording) -> tuple[dict[str, _Node], list[_Edge]]:
                 ],
                 f"{kind} {h!r}{where}",
                 -1.0,
+                h.buffer.name,
             )
     residents = {
         h.name for _, h in (*recording.weights.values(), *recording.states.values())
@@ -160,50 +165,33 @@ def _graph(recording: Recording) -> tuple[dict[str, _Node], list[_Edge]]:
 
     # steps and host steps in the order they run
     events: list[tuple[str, Sequence[Handle | None], Sequence[Handle]]] = []
-    host = sorted(enumerate(recording.host), key=lambda p: (p[1].after, p[0]))
-    waiting = list(host)
+
+    def host_step(k: int, h: HostStep) -> None:
+        name = f"on_host {_fn_name(h.fn)}"
+        node_id = add(
+            "host",
+            ["on_host", _fn_name(h.fn)],
+            f"host step {k}: {name}",
+            len(events),
+            name,
+        )
+        events.append((node_id, h.reads, h.writes))
+
+    waiting = sorted(enumerate(recording.host), key=lambda p: (p[1].after, p[0]))
     for step in recording.steps:
         while waiting and waiting[0][1].after <= step.index:
-            k, h = waiting.pop(0)
-            events.append(
-                (
-                    add(
-                        "host",
-                        ["on_host", _fn_name(h.fn)],
-                        f"host step {k}: on_host {_fn_name(h.fn)}",
-                        len(events),
-                    ),
-                    h.reads,
-                    h.writes,
-                )
-            )
+            host_step(*waiting.pop(0))
         op = step.op
         dims = _key_dims(op)
         lines = [f"#{step.index} {type(op).__name__}"] + ([dims] if dims else [])
-        events.append(
-            (
-                add("step", lines, f"step {step.index}: {op!r}", len(events)),
-                step.inputs,
-                step.outputs,
-            )
-        )
+        node_id = add("step", lines, f"step {step.index}: {op!r}", len(events))
+        events.append((node_id, step.inputs, step.outputs))
     for k, h in waiting:
-        events.append(
-            (
-                add(
-                    "host",
-                    ["on_host", _fn_name(h.fn)],
-                    f"host step {k}: on_host {_fn_name(h.fn)}",
-                    len(events),
-                ),
-                h.reads,
-                h.writes,
-            )
-        )
+        host_step(k, h)
 
     # a resident first written (not read) this call sits after that writer
     touched: set[str] = set()
-    for position, (node_id, reads, writes) in enumerate(events):
+    for position, (_, reads, writes) in enumerate(events):
         for h in reads:
             if h is not None and h.name in residents:
                 touched.add(h.name)
@@ -223,7 +211,8 @@ def _graph(recording: Recording) -> tuple[dict[str, _Node], list[_Edge]]:
         else:
             label = f"{h.name} [{_dims(h.shape)}]"
         back = nodes[src].order >= nodes[dst].order
-        edges[key] = _Edge(src, dst, label, repr(h), back)
+        tip = f"{h!r}: {nodes[src].name} -> {nodes[dst].name}"
+        edges[key] = _Edge(src, dst, label, tip, back)
 
     writer: dict[str, str] = {}
 
@@ -264,11 +253,15 @@ def _graph(recording: Recording) -> tuple[dict[str, _Node], list[_Edge]]:
 
 def _default_title(recording: Recording) -> str:
     where = f" on {recording.device.name}" if recording.device is not None else ""
-    return (
-        f"{recording.name}{where}: {len(recording.steps)} steps, "
-        f"{len(recording.inputs)} inputs, {len(recording.outputs)} outputs, "
-        f"{len(recording.weights)} weights, {len(recording.states)} states"
-    )
+    counts = [
+        (len(recording.steps), "step"),
+        (len(recording.inputs), "input"),
+        (len(recording.outputs), "output"),
+        (len(recording.weights), "weight"),
+        (len(recording.states), "state"),
+    ]
+    shown = ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in counts if n)
+    return f"{recording.name}{where}: {shown or 'empty'}"
 
 
 def recording_svg(
@@ -329,7 +322,8 @@ def recording_svg(
 
 
 def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped + '"'
 
 
 def _dot_source(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
@@ -350,19 +344,19 @@ def _dot_source(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
         f'  edge [fontname="sans-serif", fontsize=9, color="{_EDGE}", arrowsize=0.6];',
     ]
 
-    def node(node_id: str, kind: str, label: str, tip: str) -> str:
+    def node(node_id: str, kind: str, label: str, tip: str, css: str) -> str:
         shape, style = shapes[kind]
         _, fill, stroke = _STYLE[kind]
         return (
             f"  {_dot_quote(node_id)} [label={_dot_quote(label)}, shape={shape}, "
             f'style="{style}", fillcolor="{fill}", color="{stroke}", '
-            f"tooltip={_dot_quote(tip)}];"
+            f'tooltip={_dot_quote(tip)}, class="{css}"];'
         )
 
     for n in nodes.values():
-        out.append(node(n.id, n.kind, "\n".join(n.lines), n.tip))
+        out.append(node(n.id, n.kind, "\n".join(n.lines), n.tip, n.kind))
     for e in edges:
-        extra = ", style=dashed, constraint=false" if e.back else ""
+        extra = ', style=dashed, constraint=false, class="back"' if e.back else ""
         out.append(
             f"  {_dot_quote(e.src)} -> {_dot_quote(e.dst)} "
             f"[label={_dot_quote(e.label)}, tooltip={_dot_quote(e.tip)}{extra}];"
@@ -370,7 +364,11 @@ def _dot_source(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
     out.append('  subgraph cluster_legend {\n    label="legend"; color="#bbbbbb";')
     kinds = [k for k in _STYLE if any(n.kind == k for n in nodes.values())]
     for kind in kinds:
-        out.append("  " + node(f"legend_{kind}", kind, _STYLE[kind][0], kind))
+        label = _STYLE[kind][0]
+        out.append("  " + node(f"legend_{kind}", kind, label, label, "legend"))
+    if len(kinds) > 1:  # one row, in the legend's order
+        row = " -> ".join(_dot_quote(f"legend_{kind}") for kind in kinds)
+        out.append(f'    {{ rank=same; {row} [style=invis, class="legend"]; }}')
     out.append("  }")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -399,7 +397,7 @@ def _dot_svg(dot: str, nodes: dict[str, _Node], edges: list[_Edge], title: str) 
 _LINE = 13.0  # px between label lines
 _NODE_GAP = 16.0  # px between neighbouring nodes in a rank
 _DUMMY_GAP = 4.0  # px between neighbouring edge points in a rank
-_RANK_GAP = 8.0  # px between ranks
+_RANK_GAP = 12.0  # px between ranks
 _MARGIN = 16.0
 
 
@@ -484,10 +482,38 @@ def _order(ranks: list[list[_Item]], sweeps: int = 16) -> list[list[_Item]]:
                 keyed.append((bc, i, it))
             keyed.sort(key=lambda t: (t[0], t[1]))
             ranks[r] = [t[2] for t in keyed]
+        _transpose(ranks)
         crossings = _crossings(ranks)
         if crossings < best_crossings:
             best, best_crossings = [list(r) for r in ranks], crossings
     return best
+
+
+def _transpose(ranks: list[list[_Item]], passes: int = 8) -> None:
+    """Swap neighbours in a rank while that removes crossings."""
+
+    def cost(u: _Item, v: _Item, pos: dict[int, int]) -> int:
+        # crossings between u's edges and v's, u left of v
+        return sum(
+            1
+            for near_u, near_v in ((u.up, v.up), (u.down, v.down))
+            for a in near_u
+            for b in near_v
+            if pos[id(a)] > pos[id(b)]
+        )
+
+    for _ in range(passes):
+        improved = False
+        pos = {id(it): i for rank in ranks for i, it in enumerate(rank)}
+        for rank in ranks:
+            for i in range(len(rank) - 1):
+                u, v = rank[i], rank[i + 1]
+                if cost(v, u, pos) < cost(u, v, pos):
+                    rank[i], rank[i + 1] = v, u
+                    pos[id(u)], pos[id(v)] = i + 1, i
+                    improved = True
+        if not improved:
+            return
 
 
 def _gap(a: _Item, b: _Item) -> float:
@@ -549,7 +575,23 @@ def _positions(ranks: list[list[_Item]], rounds: int = 24) -> None:
 
 def _straighten(ranks: list[list[_Item]]) -> None:
     """Put each long edge's points on one vertical line where there is room."""
-    where = {id(it): (r, i) for r, rank in enumerate(ranks) for i, it in enumerate(rank)}
+    where = {
+        id(it): (r, i) for r, rank in enumerate(ranks) for i, it in enumerate(rank)
+    }
+
+    def room(d: _Item) -> tuple[float, float]:
+        """The x range ``d`` may take between its rank neighbours."""
+        r, i = where[id(d)]
+        row = ranks[r]
+        lo, hi = -math.inf, math.inf
+        if i > 0:
+            a = row[i - 1]
+            lo = a.x + a.right + _gap(a, d) + d.left
+        if i + 1 < len(row):
+            b = row[i + 1]
+            hi = b.x - b.left - _gap(d, b) - d.right
+        return lo, hi
+
     seen: set[int] = set()
     for rank in ranks:
         for it in rank:
@@ -561,25 +603,24 @@ def _straighten(ranks: list[list[_Item]]) -> None:
             seen.update(id(d) for d in chain)
             if len(chain) < 2:
                 continue
-            xs = sorted(d.x for d in chain)
-            target = xs[len(xs) // 2]
-
-            def fits(d: _Item) -> bool:
-                r, i = where[id(d)]
-                row = ranks[r]
-                if i > 0:
-                    a = row[i - 1]
-                    if a.x + a.right + _gap(a, d) + d.left > target + 1e-6:
-                        return False
-                if i + 1 < len(row):
-                    b = row[i + 1]
-                    if target + d.right + _gap(d, b) + b.left > b.x + 1e-6:
-                        return False
-                return True
-
-            if all(fits(d) for d in chain):
-                for d in chain:
-                    d.x = target
+            # runs of points that one x suits, each put at its median clamped
+            run: list[_Item] = []
+            lo, hi = -math.inf, math.inf
+            for d in [*chain, None]:
+                if d is not None:
+                    a, b = room(d)
+                    if max(lo, a) <= min(hi, b):
+                        run.append(d)
+                        lo, hi = max(lo, a), min(hi, b)
+                        continue
+                if len(run) > 1:
+                    xs = sorted(p.x for p in run)
+                    x = min(max(xs[len(xs) // 2], lo), hi)
+                    for p in run:
+                        p.x = x
+                if d is not None:
+                    run = [d]
+                    lo, hi = room(d)
 
 
 def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
@@ -628,7 +669,7 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
     lo = min((it.x - it.left for it in all_items), default=0.0)
     hi = max((it.x + it.right for it in all_items), default=0.0)
     kinds = [k for k in _STYLE if any(n.kind == k for n in nodes.values())]
-    legend_w = sum(34.0 + _text_width(_STYLE[k][0]) + 14.0 for k in kinds)
+    legend_w = sum(34.0 + _text_width(_STYLE[k][0], 9.0) + 14.0 for k in kinds)
     width = max(
         hi - lo + 2 * _MARGIN,
         legend_w + 2 * _MARGIN,
@@ -667,7 +708,7 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
             f'<text x="{_num(x + 32.0)}" y="{_num(43.5)}">'
             f"{escape(_STYLE[kind][0])}</text>"
         )
-        x += 34.0 + _text_width(_STYLE[kind][0]) + 14.0
+        x += 34.0 + _text_width(_STYLE[kind][0], 9.0) + 14.0
     out.append("</g>")
 
     # ports: where each edge leaves its source and enters its target
@@ -695,13 +736,19 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
             top = graph_top + tops[d.rank]
             pts.append((d.x + shift, top))
             pts.append((d.x + shift, top + heights[d.rank]))
-        end_y = cy(b) - b.height / 2
-        pts.append((port_in[k] + shift, end_y - 5.0))
-        pts.append((port_in[k] + shift, end_y))
-        path = " ".join(f"{_num(px)},{_num(py)}" for px, py in pts)
+        pts.append((port_in[k] + shift, cy(b) - b.height / 2))
+        path = f"M{_num(pts[0][0])},{_num(pts[0][1])}"
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x0 == x1:  # down through a rank
+                path += f" L{_num(x1)},{_num(y1)}"
+            else:  # across a gap: a curve leaving and arriving vertically
+                m = (y0 + y1) / 2
+                path += (
+                    f" C{_num(x0)},{_num(m)} {_num(x1)},{_num(m)} {_num(x1)},{_num(y1)}"
+                )
         out.append(f'<g class="edge"><title>{escape(e.tip)}</title>')
         out.append(
-            f'<polyline points="{path}" fill="none" stroke="{_EDGE}" '
+            f'<path d="{path}" fill="none" stroke="{_EDGE}" '
             'stroke-width="1" marker-end="url(#arrow)"/>'
         )
         if e.label:
@@ -818,10 +865,11 @@ def roofline_svg(
     dispatch overhead. A black dash across each bar marks the step's share
     of the memory-bandwidth bound (its bytes alone at the DDR bandwidth),
     so the gap between bar top and dash is the time the model spends above
-    the bound. The ``label`` slowest steps are named above their bars; a
-    bar's ``<title>`` tooltip holds all of its numbers. Above the plot, a
-    horizontal bar sets the whole version's bandwidth bound against its
-    modelled time.
+    the bound. The slowest steps are named above their bars; steps alike
+    (one operator at one time as shown) share one label, with their count,
+    over the first of them. A bar's ``<title>`` tooltip holds all of its
+    numbers. Above the plot, a horizontal bar sets the whole version's
+    bandwidth bound against its modelled time.
 
     Args:
         roofline: What :func:`iron.roofline` returned.
@@ -829,7 +877,7 @@ def roofline_svg(
             and dispatch mode.
         width: The picture's width in pixels.
         height: The picture's height in pixels.
-        label: How many of the slowest steps to name.
+        label: How many labels to place over the slowest steps.
 
     Returns:
         A standalone SVG document.
@@ -953,15 +1001,30 @@ def roofline_svg(
         )
         out.append("</g>")
 
-    # the slowest steps, named; a label moves up until it overlaps none
+    # the slowest steps, named; steps alike (one operator, one time shown)
+    # share a label, counted; a label moves up until it overlaps none
+    named: dict[tuple[str, str], list[StepTime]] = {}
+    for s in sorted(steps, key=lambda s: (-s.seconds, s.index)):
+        key = (s.name, _us(s.seconds))
+        if key in named:
+            named[key].append(s)
+        elif len(named) < label:
+            named[key] = [s]
     placed: list[tuple[float, float, float]] = []  # x0, x1, baseline
-    for s in roofline.slowest(label) if label > 0 else []:
+    for (name, shown_us), alike in named.items():
+        s = alike[0]
         i = steps.index(s)
-        text = f"#{s.index} {s.name} {_us(s.seconds)} us"
+        text = f"#{s.index} {name} {shown_us} us"
+        if len(alike) > 1:
+            text += f" (x{len(alike)})"
         tw = _text_width(text)
         cx = left + (i + 0.5) * slot
         cx = min(max(cx, left + tw / 2 + 2), left + plot_w - tw / 2 - 2)
-        y = y_of(s.seconds) - 4
+        # above every bar (and dash) under it
+        first = max(int((cx - tw / 2 - left) / slot), 0)
+        last = min(int((cx + tw / 2 - left) / slot), len(steps) - 1)
+        under = steps[first : last + 1]
+        y = y_of(max(max(t.seconds, t.bytes / ddr) for t in under)) - 4
         while any(
             a < cx + tw / 2 and cx - tw / 2 < b and abs(yb - y) < 11
             for a, b, yb in placed

@@ -1,0 +1,290 @@
+"""Pictures: a recording drawn as a graph (both engines), a roofline as bars."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+from ops_for_tests import ArgMax, Copy, MatVec, Mul, Scale
+
+import iron
+from iron.core import draw
+from iron.core.declare import Input, Output, param
+from iron.core.operator import Cost, Operator
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz's dot is not on PATH"
+)
+ENGINES = ["python", pytest.param("dot", marks=needs_dot)]
+
+
+class Layered(iron.Graph):
+    """Every kind of node: inputs, a weight, a state, an output, a carry."""
+
+    def __init__(self):
+        self.w = iron.param(np.ones((8, 16), bfloat16))
+        self.cache = iron.state(8)
+
+    def body(self, x, y, *, token: iron.Carried[int] = 0):
+        a = Scale.step(x, factor=2.0)  # x -> #0
+        m = MatVec.step(self.w, a)  # w, #0 -> #1
+        Copy.step(m, out=self.cache)  # #1 -> #2 -> cache
+        b = Mul.step(self.cache, y)  # cache, y -> #3
+        c = Mul.step(b, b)  # #3 -> #4, once though read twice
+        t = ArgMax.step(c)  # #4 -> #5
+        return c, iron.carry(token=t)  # #4 -> output, #5 -> carry token
+
+
+# (producer, consumer) of each buffer use in Layered, by node name
+LAYERED_EDGES = {
+    ("x", "#0 Scale"),
+    ("#0 Scale", "#1 MatVec"),
+    ("w", "#1 MatVec"),
+    ("#1 MatVec", "#2 Copy"),
+    ("#2 Copy", "cache"),
+    ("cache", "#3 Mul"),
+    ("y", "#3 Mul"),
+    ("#3 Mul", "#4 Mul"),
+    ("#4 Mul", "#5 ArgMax"),
+    ("#4 Mul", "output"),
+    ("#5 ArgMax", "carry token"),
+}
+
+
+class Accumulate(iron.Graph):
+    """A state read, then written: the write feeds the next call."""
+
+    def __init__(self):
+        self.total = iron.state(8)
+
+    def body(self, x):
+        s = Mul.step(self.total, x)
+        Copy.step(s, out=self.total)
+        return s
+
+
+def show(*args) -> None:
+    """A host step (named, so pictures are stable)."""
+
+
+class WithHost(iron.Graph):
+    """A host step between two steps, writing a state the second reads."""
+
+    def __init__(self):
+        self.st = iron.state(8)
+
+    def body(self, x):
+        a = Scale.step(x)
+        iron.on_host(show, a, writes=self.st)
+        return Mul.step(a, self.st)
+
+
+def groups(svg: str, kind: str) -> list[ET.Element]:
+    """The ``<g>`` elements whose class starts with ``kind`` (legend excluded)."""
+    root = ET.fromstring(svg)
+    found = []
+    for g in root.iter(f"{SVG}g"):
+        classes = g.get("class", "").split()
+        if classes[:1] == [kind] and "legend" not in classes:
+            found.append(g)
+    return found
+
+
+def kinds(svg: str) -> list[str]:
+    """Each node's kind (its second class), in document order."""
+    return sorted(g.get("class", "").split()[1] for g in groups(svg, "node"))
+
+
+def title(g: ET.Element) -> str:
+    element = g.find(f"{SVG}title")
+    assert element is not None
+    return element.text or ""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_node_per_step_input_output_weight_and_state(engine):
+    recording = Layered().record(x=(16,), y=(8,))
+    svg = iron.recording_svg(recording, engine=engine)
+    assert kinds(svg) == sorted(
+        ["step"] * 6 + ["input"] * 2 + ["output", "carry", "weight", "state"]
+    )
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_edge_per_producer_consumer_buffer_use(engine):
+    recording = Layered().record(x=(16,), y=(8,))
+    svg = iron.recording_svg(recording, engine=engine)
+    assert len(groups(svg, "edge")) == len(LAYERED_EDGES)
+
+
+def test_python_edges_join_each_buffers_producer_to_its_consumers():
+    recording = Layered().record(x=(16,), y=(8,))
+    svg = iron.recording_svg(recording, engine="python")
+    found = set()
+    for g in groups(svg, "edge"):
+        ends = title(g).split(": ", 1)[1]
+        producer, consumer = ends.split(" -> ")
+        found.add((producer, consumer))
+    assert found == LAYERED_EDGES
+    # a step's output edge is labelled with its buffer's name and shape
+    labels = {t.text for t in ET.fromstring(svg).iter(f"{SVG}text")}
+    assert "scale0 [16]" in labels and "matvec1 [8]" in labels
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_weights_and_states_are_marked_and_drawn_apart(engine):
+    recording = Layered().record(x=(16,), y=(8,))
+    svg = iron.recording_svg(recording, engine=engine)
+    (weight,) = [g for g in groups(svg, "node") if "weight" in g.get("class", "")]
+    (state,) = [g for g in groups(svg, "node") if "state" in g.get("class", "")]
+    _, weight_fill, _ = draw._STYLE["weight"]
+    _, state_fill, _ = draw._STYLE["state"]
+    assert weight_fill != state_fill
+    assert weight_fill in ET.tostring(weight, encoding="unicode")
+    assert state_fill in ET.tostring(state, encoding="unicode")
+    assert "weight" in title(weight) or engine == "dot"
+    # the legend names each kind drawn
+    for text in ("weight", "state", "input", "output", "step"):
+        assert f">{text}<" in svg
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_drawing_is_deterministic_and_titled(engine):
+    recording = Layered().record(x=(16,), y=(8,))
+    first = iron.recording_svg(recording, engine=engine, title="Layered & co")
+    assert first == iron.recording_svg(
+        Layered().record(x=(16,), y=(8,)), engine=engine, title="Layered & co"
+    )
+    root = ET.fromstring(first)
+    assert "Layered & co" in [t.text for t in root.iter(f"{SVG}title")]
+
+
+def test_the_default_title_counts_what_the_recording_holds():
+    recording = Layered().record(x=(16,), y=(8,))
+    svg = iron.recording_svg(recording, engine="python")
+    assert title(ET.fromstring(svg)) == (
+        "Layered on npu2: 6 steps, 2 inputs, 1 output, 1 weight, 1 state"
+    )
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_write_into_a_state_read_earlier_is_a_dashed_next_call_edge(engine):
+    recording = Accumulate().record(x=(8,))
+    svg = iron.recording_svg(recording, engine=engine)
+    # total -> #0, x -> #0, #0 -> #1, #0 -> output, and #1 -> total (back)
+    assert len(groups(svg, "edge")) == 5
+    back = [g for g in groups(svg, "edge") if "back" in g.get("class", "")]
+    assert len(back) == 1
+    assert 'stroke-dasharray="' in ET.tostring(back[0], encoding="unicode")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_host_steps_are_nodes(engine):
+    recording = WithHost().record(x=(8,))
+    svg = iron.recording_svg(recording, engine=engine)
+    assert kinds(svg) == ["host", "input", "output", "state", "step", "step"]
+    # x -> #0, #0 -> host, host -> st, st -> #1, #0 -> #1, #1 -> output
+    assert len(groups(svg, "edge")) == 6
+
+
+def test_auto_is_python_without_dot(monkeypatch):
+    monkeypatch.setattr(draw.shutil, "which", lambda name: None)
+    recording = Layered().record(x=(16,), y=(8,))
+    assert iron.recording_svg(recording) == iron.recording_svg(
+        recording, engine="python"
+    )
+    with pytest.raises(RuntimeError, match="needs Graphviz's dot"):
+        iron.recording_svg(recording, engine="dot")
+
+
+def test_an_unknown_engine_is_refused():
+    recording = Layered().record(x=(16,), y=(8,))
+    with pytest.raises(ValueError, match="engine='neato' is not one of"):
+        iron.recording_svg(recording, engine="neato")
+
+
+def test_a_long_chain_lays_out_in_order_top_to_bottom():
+    class Chain(iron.Graph):
+        def body(self, x):
+            for _ in range(6):
+                x = Scale.step(x)
+            return x
+
+    svg = iron.recording_svg(Chain().record(x=(16,)), engine="python")
+    tops = []
+    for g in groups(svg, "node"):
+        rect = g.find(f"{SVG}rect")
+        assert rect is not None
+        tops.append(float(rect.get("y", "0")))
+    assert tops == sorted(tops) and len(set(tops)) == len(tops)
+
+
+# -- the roofline ---------------------------------------------------------------
+
+
+class Stream(Operator):
+    """Moves ``size`` bf16 elements in and out (memory-bound)."""
+
+    size: int = param()
+    inputs = (Input("x", "size"),)
+    outputs = (Output("out", "size"),)
+
+    def reference(self, x):
+        return x
+
+    def cost(self, dev):
+        return Cost(macs=self.size, bytes=4 * self.size)
+
+
+class Crunch(Operator):
+    """A cube of MACs on a vector (compute-bound)."""
+
+    size: int = param()
+    inputs = (Input("x", "size"),)
+    outputs = (Output("out", "size"),)
+
+    def reference(self, x):
+        return x
+
+    def cost(self, dev):
+        return Cost(macs=self.size**3, bytes=4 * self.size)
+
+
+class Costed(iron.Graph):
+    def body(self, x):
+        for _ in range(3):
+            x = Crunch.step(Stream.step(x))
+        return x
+
+
+def test_roofline_svg_has_one_bar_per_step():
+    roofline = iron.roofline(Costed().record(x=(4096,)))
+    svg = iron.roofline_svg(roofline)
+    bars = groups(svg, "bar")
+    assert len(bars) == len(roofline.steps) == 6
+    assert title(bars[0]).startswith("#0 Stream")
+    assert svg == iron.roofline_svg(roofline)  # deterministic
+    root = ET.fromstring(svg)
+    assert title(root).startswith("Costed on npu2")
+    # the version's bandwidth bound against its modelled time
+    (summary,) = groups(svg, "summary")
+    assert f"{roofline.bandwidth_bound_s / roofline.seconds:.0%}" in title(summary)
+
+
+def test_roofline_svg_names_the_slowest_steps_alike_once():
+    roofline = iron.roofline(Costed().record(x=(4096,)))
+    svg = iron.roofline_svg(roofline, label=1, title="t")
+    named = [
+        t.text
+        for t in ET.fromstring(svg).iter(f"{SVG}text")
+        if t.get("class") == "slowest"
+    ]
+    slowest = roofline.slowest(1)[0]
+    assert len(named) == 1
+    assert named[0].startswith(f"#{slowest.index} {slowest.name} ")
+    assert named[0].endswith("(x3)")  # three Crunch steps alike
