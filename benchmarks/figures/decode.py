@@ -103,9 +103,9 @@ def profile_decode(decoder: Decoder, position: int, calls: int, limit: int = 8):
         by_name[(file.rsplit("/", 1)[-1], name)][1] += cumtime
     step = by_name.get(("recording.py", "run_step"), [0, total])[1]
     share = {
-        "operand reads (handle.read)": by_name.get(("handle.py", "read"), [0, 0])[1]
+        "operand reads (access.read)": by_name.get(("access.py", "read"), [0, 0])[1]
         / step,
-        "result writes (handle.write)": by_name.get(("handle.py", "write"), [0, 0])[1]
+        "result writes (access.write)": by_name.get(("access.py", "write"), [0, 0])[1]
         / step,
         "matmul kernel model (model_product)": by_name.get(
             ("matmul.py", "model_product"), [0, 0]
@@ -276,10 +276,10 @@ def run(ctx: Context) -> dict[str, Any]:
         )
         reasons = ", ".join(f"{k} {v:.0%}" for k, v in profile_share.items())
         why = []
-        if profile_share.get("operand reads (handle.read)", 0) > 0.3:
+        if profile_share.get("operand reads (access.read)", 0) > 0.3:
             why.append(
                 "the emulator reads every operand through index arrays "
-                "(iron.core.handle.read builds np.arange indices over a whole "
+                "(iron.core.access.read builds np.arange indices over a whole "
                 "weight, bounds-checks them with min/max and gathers a copy), "
                 "where torch reads weights in place"
             )

@@ -13,6 +13,7 @@ from ml_dtypes import bfloat16
 from numpy.lib.stride_tricks import as_strided
 
 import iron
+from iron.core.access import bounded, indices, read, write
 from iron.core.device import as_device
 from iron.core.handle import (
     Buffer,
@@ -21,11 +22,7 @@ from iron.core.handle import (
     Gather,
     Handle,
     Strided,
-    bounded,
-    indices,
-    read,
     shim_descriptor_fits,
-    write,
 )
 from iron.core.percall import Affine, PerCall, clamp
 from iron.core.recorder import Recorder

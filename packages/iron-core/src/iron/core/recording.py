@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iron.core.handle import Buffer, Handle, bounded, dtype_name, read, write
+from iron.core.access import bounded, read, write
+from iron.core.handle import Buffer, Handle, dtype_name
 from iron.core.percall import Affine, PerCall
 
 if TYPE_CHECKING:

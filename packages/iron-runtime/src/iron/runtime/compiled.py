@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from iron.core.access import read
 from iron.core.emit import EmitSite, compose, emit_site, made
-from iron.core.handle import Handle, read
+from iron.core.handle import Handle
 from iron.core.held import State, Weight
 from iron.core.percall import Carry, check_values
 from iron.core.plan import Plan

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from ml_dtypes import bfloat16
 
+from iron.core.access import read
 from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of
-from iron.core.handle import Handle, read
+from iron.core.handle import Handle
 from iron.core.percall import Affine, evaluate
 from iron.core.recording import Recording
 from iron.core.tolerance import compare
