@@ -157,7 +157,7 @@ def test_resume_after_an_interruption_measures_nothing_twice(tmp_path, monkeypat
         seen.append(key(task))
         return real(task)
 
-    monkeypatch.setattr(tune, "_evaluate", stopping)
+    monkeypatch.setattr(tune.run, "_evaluate", stopping)
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
         _tune(out)
@@ -172,7 +172,7 @@ def test_resume_after_an_interruption_measures_nothing_twice(tmp_path, monkeypat
         seen.append(key(task))
         return real(task)
 
-    monkeypatch.setattr(tune, "_evaluate", counting)
+    monkeypatch.setattr(tune.run, "_evaluate", counting)
     report = _tune(out)
     assert report.cached == 40
     assert report.measured == whole.evaluations - 40 == len(seen)
@@ -192,7 +192,7 @@ def test_the_command_reports_an_interruption_and_how_to_continue(
     def interrupted(task: tuple) -> dict:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tune, "_evaluate", interrupted)
+    monkeypatch.setattr(tune.run, "_evaluate", interrupted)
     argv = ["llama", "--checkpoint", str(config_json.parent), "--device", DEVICE]
     argv += ["--out", str(tmp_path / "out"), "--no-progress"]
     assert tune.main(argv) == tune.EXIT_INTERRUPTED
