@@ -2,8 +2,12 @@
 
 This module owns :class:`ArenaPlan` (liveness and placement of every buffer
 of every version of one graph), :class:`Placed` (one buffer's placement),
-:class:`ArenaInvariantError` (what :meth:`ArenaPlan.check` raises) and
-:func:`arena_svg` (the plan drawn as buffers over step and byte offset).
+:class:`ArenaInvariantError` (what :meth:`ArenaPlan.check` raises). It
+re-exports :func:`~iron.core.liveness.liveness` and
+:func:`~iron.core.liveness.version_key` (what it places, and a version's
+default key) and :func:`~iron.core.arena_picture.arena_svg` (the plan drawn as
+buffers over step and byte offset); the byte-range arithmetic lives in
+``iron.core._arena_ranges``.
 
 Buffers come in four kinds:
 
@@ -28,11 +32,19 @@ each image bakes its offsets in.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import escape
 
-from iron.core.handle import Gather, Handle, dtype_name
+from iron.core._arena_ranges import (
+    _FOREVER,
+    _align_up,
+    _limit,
+    _lower_bound,
+    _merged,
+    _union,
+)
+from iron.core.arena_picture import arena_svg
+from iron.core.liveness import _Live, liveness, version_key
 
 if TYPE_CHECKING:
     from iron.core.recording import Recording
@@ -92,21 +104,6 @@ class Placed:
     def live_at(self, step: int) -> bool:
         """Whether it is live at ``step``."""
         return self.first <= step <= self.last
-
-
-def _align_up(x: int, align: int) -> int:
-    return -(-x // align) * align
-
-
-@dataclasses.dataclass(frozen=True)
-class _Live:
-    """A buffer of one recording before placement."""
-
-    name: str
-    nbytes: int
-    first: int
-    last: int
-    kind: str
 
 
 class ArenaPlan:
@@ -549,68 +546,6 @@ class ArenaPlan:
         )
 
 
-def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Non-empty byte ranges merged where they touch or overlap, in order.
-
-    Residents sit side by side, so a model's hundreds of weights are a few
-    walls for the placement to step around, not hundreds.
-    """
-    merged: list[tuple[int, int]] = []
-    for lo, hi in sorted(r for r in ranges if r[1] > r[0]):
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
-
-
-_FOREVER = 1 << 62  # the last step of what never dies: residents, the limit
-
-
-def _lower_bound(transients: Iterable[_Live | Placed], align: int) -> int:
-    """The most aligned bytes of ``transients`` live at any one step."""
-    events: dict[int, int] = {}
-    for b in transients:
-        size = _align_up(b.nbytes, align)
-        events[b.first] = events.get(b.first, 0) + size
-        events[b.last + 1] = events.get(b.last + 1, 0) - size
-    best = running = 0
-    for step in sorted(events):
-        running += events[step]
-        best = max(best, running)
-    return best
-
-
-def _limit(blocked: Iterable[tuple[int, int]], need: int, align: int) -> int:
-    """The top of the lowest aligned free stretch of ``need`` bytes between ``blocked``."""
-    cursor = 0
-    for start, end in sorted(blocked):
-        if end <= start:
-            continue
-        at = _align_up(cursor, align)
-        if start - at >= need:
-            return at + need
-        if end > cursor:
-            cursor = end
-    return _align_up(cursor, align) + need
-
-
-def _union(ranges: Iterable[tuple[int, int]]) -> int:
-    """The measure of a union of half-open byte ranges."""
-    total = 0
-    cursor = None
-    for start, end in sorted(ranges):
-        if end <= start:
-            continue
-        if cursor is None or start > cursor:
-            total += end - start
-            cursor = end
-        elif end > cursor:
-            total += end - cursor
-            cursor = end
-    return total
-
-
 def _disjoint(items: Sequence[tuple[str | None, Placed]], version: str | None) -> None:
     """Raise if two of ``items`` (version, buffer) are live together and overlap.
 
@@ -646,193 +581,3 @@ def _disjoint(items: Sequence[tuple[str | None, Placed]], version: str | None) -
                 f"[{max(a.offset, b.offset)}, {min(a.end, b.end)}); plan with "
                 f"ArenaPlan.add rather than editing offsets"
             )
-
-
-# -- liveness ------------------------------------------------------------------------
-
-
-def version_key(recording: Recording) -> str:
-    """A version's default key: the graph's name and its input shapes.
-
-    ``Chain(x=64 bf16)``; a 2-D input reads ``x=8x64 bf16``.
-    """
-    shapes = ", ".join(
-        f"{h.name}={'x'.join(str(s) for s in h.shape) or '()'} {dtype_name(h.dtype)}"
-        for h in recording.inputs
-    )
-    return f"{recording.name}({shapes})"
-
-
-def _buffers_of(h: Handle) -> list[Handle]:
-    """``h`` and the ids handle a gather by device-made ids reads with it."""
-    found = [h]
-    if isinstance(h.layout, Gather) and isinstance(h.layout.ids, Handle):
-        found.extend(_buffers_of(h.layout.ids))
-    return found
-
-
-def liveness(recording: Recording) -> list[_Live]:
-    """Every buffer of a recording with its kind and the steps it is live over.
-
-    A buffer is live from the first step that reads or writes any handle of
-    it to the last (a gather's ids count as read with it). A host step run
-    after ``after`` device steps sits between steps ``after - 1`` and
-    ``after``; the buffers it touches are taken as touched at both (clamped
-    to the recording), so neither neighbour reuses their bytes. Inputs are
-    live from step 0; outputs (transients returned or carried) to the last
-    step; residents at every step; a buffer no step touches, over the whole
-    recording.
-    """
-    n = len(recording.steps)
-    end = max(n - 1, 0)
-    touched: dict[str, list[int]] = {}
-    buffers = dict(recording.buffers)
-
-    def touch(h: Handle | None, *steps: int) -> None:
-        if h is None:
-            return
-        for one in _buffers_of(h):
-            buffers.setdefault(one.name, one.buffer)
-            span = touched.setdefault(one.name, [steps[0], steps[0]])
-            span[0] = min(span[0], *steps)
-            span[1] = max(span[1], *steps)
-
-    for step in recording.steps:
-        for h in (*step.inputs, *step.outputs):
-            touch(h, step.index)
-    for host in recording.host:
-        around = sorted({min(max(s, 0), end) for s in (host.after - 1, host.after)})
-        for h in (*host.reads, *host.writes):
-            touch(h, *around)
-    returned: set[str] = set()
-    for h in (*recording.outputs, *recording.carry.values()):
-        if isinstance(h, Handle):
-            for one in _buffers_of(h):
-                buffers.setdefault(one.name, one.buffer)
-                returned.add(one.name)
-    found = []
-    for name, buffer in buffers.items():
-        first, last = touched.get(name, (0, end))
-        role = buffer.role
-        if role in ("weight", "state"):
-            kind, first, last = "resident", 0, end
-        elif role == "input":
-            kind, first = "input", 0
-        elif role == "output" or name in returned:
-            kind, last = "output", end
-        else:
-            kind = "transient"
-        found.append(_Live(name, buffer.nbytes, first, last, kind))
-    return found
-
-
-# -- drawing -------------------------------------------------------------------------
-
-_TRANSIENT_COLOURS = ("#4c78a8", "#72b7b2", "#5fa2ce", "#3a6d9a", "#9ecae9", "#2f8fa8")
-_RESIDENT_COLOURS = ("#f58518", "#e45756", "#ff9d76", "#d6604d")
-
-
-def arena_svg(
-    arena: ArenaPlan,
-    version: str | None = None,
-    *,
-    width: int = 720,
-    height: int = 360,
-) -> str:
-    """Draw one version's arena as buffers over (step, byte offset), as SVG text.
-
-    Each arena buffer is a rectangle over steps ``[first, last + 1)`` and
-    bytes ``[offset, end)`` (offset 0 at the bottom); transients in blues,
-    residents in oranges, each named in a ``<title>`` tooltip and, where it
-    fits, a label. The output is deterministic.
-
-    Args:
-        arena: The plan.
-        version: The version; by default the last added.
-        width: The picture's width in pixels.
-        height: The picture's height in pixels.
-
-    Returns:
-        A standalone SVG document.
-    """
-    key = arena._version(version)
-    placed = [p for p in arena.versions[key].values() if p.in_arena]
-    placed.sort(key=lambda p: (p.kind != "resident", p.offset, p.first, p.name))
-    steps = max((p.last + 1 for p in placed), default=1)
-    size = max(arena.size, 1)
-    left, right, top, bottom = 72.0, 16.0, 40.0, 40.0
-    plot_w = max(width - left - right, 1.0)
-    plot_h = max(height - top - bottom, 1.0)
-    xs, ys = plot_w / steps, plot_h / size
-
-    def num(x: float) -> str:
-        return f"{x:.2f}".rstrip("0").rstrip(".")
-
-    title = (
-        f"{key}: arena {arena.size} B, lower bound {arena.lower_bound_of(key)} B, "
-        f"transients {arena.transient_bytes(key)} B"
-    )
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" '
-        f'font-family="sans-serif" font-size="10">',
-        f"<title>{escape(title)}</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{num(width / 2)}" y="16" text-anchor="middle" '
-        f'font-size="12">{escape(title)}</text>',
-        f'<rect x="{num(left)}" y="{num(top)}" width="{num(plot_w)}" '
-        f'height="{num(plot_h)}" fill="none" stroke="#888"/>',
-    ]
-    colours = {"transient": 0, "resident": 0}
-    for p in placed:
-        family = _RESIDENT_COLOURS if p.kind == "resident" else _TRANSIENT_COLOURS
-        fill = family[colours[p.kind] % len(family)]
-        colours[p.kind] += 1
-        x = left + p.first * xs
-        w = (p.last + 1 - p.first) * xs
-        y = top + plot_h - p.end * ys
-        h = max(p.nbytes * ys, 0.5)
-        tip = (
-            f"{p.name} ({p.kind}): bytes [{p.offset}, {p.end}), "
-            f"steps {p.first}..{p.last}"
-        )
-        out.append(
-            f'<rect x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}" '
-            f'fill="{fill}" stroke="white" stroke-width="0.5">'
-            f"<title>{escape(tip)}</title></rect>"
-        )
-        if w >= 6.5 * len(p.name) + 4 and h >= 12:
-            out.append(
-                f'<text x="{num(x + w / 2)}" y="{num(y + h / 2 + 3.5)}" '
-                f'text-anchor="middle" fill="white">{escape(p.name)}</text>'
-            )
-    for s in _ticks(steps):
-        x = left + (s + 0.5) * xs
-        out.append(
-            f'<text x="{num(x)}" y="{num(top + plot_h + 14)}" '
-            f'text-anchor="middle">{s}</text>'
-        )
-    for b in (0, arena.size):
-        y = top + plot_h - b * ys
-        out.append(
-            f'<text x="{num(left - 4)}" y="{num(y + 3.5)}" text-anchor="end">{b}</text>'
-        )
-    out.append(
-        f'<text x="{num(left + plot_w / 2)}" y="{num(height - 6)}" '
-        f'text-anchor="middle">step</text>'
-    )
-    out.append(
-        f'<text x="14" y="{num(top + plot_h / 2)}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {num(top + plot_h / 2)})">byte offset</text>'
-    )
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
-
-
-def _ticks(steps: int) -> list[int]:
-    """At most about ten evenly spaced step numbers, 0 and the last included."""
-    every = max(1, -(-steps // 10))
-    ticks = list(range(0, steps, every))
-    if steps - 1 not in ticks:
-        ticks.append(steps - 1)
-    return ticks

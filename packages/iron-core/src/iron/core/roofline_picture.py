@@ -1,0 +1,261 @@
+"""A picture of a roofline, as SVG text.
+
+This module owns :func:`roofline_svg`: a :class:`~iron.core.cost.Roofline`
+drawn as one bar per step, as the cost model composes a step's time, with
+each step's share of the memory-bandwidth bound marked and the slowest steps
+named. It is deterministic: the same argument gives the same text.
+:mod:`iron.core.draw` re-exports it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from iron.core._svg import _num, _text_width
+
+if TYPE_CHECKING:
+    from iron.core.cost import Roofline, StepTime
+
+__all__ = ["roofline_svg"]
+
+_PART_COLOURS = {
+    "memory": "#4c78a8",
+    "compute": "#f58518",
+    "calls": "#54a24b",
+    "dispatch": "#b279a2",
+}
+
+
+def _us(seconds: float) -> str:
+    us = seconds * 1e6
+    if us >= 100:
+        return f"{us:.0f}"
+    if us >= 10:
+        return f"{us:.1f}"
+    return f"{us:.2f}"
+
+
+def _nice(top: float) -> tuple[float, list[float]]:
+    """A rounded axis top at or above ``top`` and its ticks (1, 2 or 5 steps)."""
+    if top <= 0:
+        return 1.0, [0.0, 1.0]
+    raw = top / 5
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    count = math.ceil(top / step - 1e-9)
+    return count * step, [i * step for i in range(count + 1)]
+
+
+def roofline_svg(
+    roofline: Roofline,
+    *,
+    title: str | None = None,
+    width: int = 720,
+    height: int = 360,
+    label: int = 5,
+) -> str:
+    """Draw a roofline as one bar per step of modelled time, as SVG text.
+
+    Each bar stacks what the cost model adds (see :mod:`iron.core.cost`):
+    the work, ``max(compute, memory)`` (compute and memory overlap), in the
+    colour of whichever is larger; then the kernel-call overhead; then the
+    dispatch overhead. A black dash across each bar marks the step's share
+    of the memory-bandwidth bound (its bytes alone at the DDR bandwidth),
+    so the gap between bar top and dash is the time the model spends above
+    the bound. The slowest steps are named above their bars; steps alike
+    (one operator at one time as shown) share one label, with their count,
+    over the first of them. A bar's ``<title>`` tooltip holds all of its
+    numbers. Above the plot, a horizontal bar sets the whole version's
+    bandwidth bound against its modelled time.
+
+    Args:
+        roofline: What :func:`iron.roofline` returned.
+        title: The picture's title; by default the version's name, device
+            and dispatch mode.
+        width: The picture's width in pixels.
+        height: The picture's height in pixels.
+        label: How many labels to place over the slowest steps.
+
+    Returns:
+        A standalone SVG document.
+    """
+    steps = list(roofline.steps)
+    ddr = roofline.device.ddr_bytes_per_s
+    mode = "full ELF" if roofline.full_elf else "xclbin per step"
+    if title is None:
+        title = (
+            f"{roofline.name} on {roofline.device.name} ({mode}): {len(steps)} steps"
+        )
+    left, right, top, bottom = 64.0, 16.0, 84.0, 36.0
+    plot_w = max(width - left - right, 1.0)
+    plot_h = max(height - top - bottom, 1.0)
+    highest = max([s.seconds for s in steps] + [s.bytes / ddr for s in steps] + [0.0])
+    y_top, ticks = _nice(highest * 1.15)
+    slot = plot_w / max(len(steps), 1)
+    bar_w = slot * 0.8 if slot >= 4 else slot
+
+    def y_of(seconds: float) -> float:
+        return top + plot_h - seconds / y_top * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="10">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{_num(width / 2)}" y="16" text-anchor="middle" '
+        f'font-size="12">{escape(title)}</text>',
+    ]
+
+    # the version's bandwidth bound against its modelled time
+    total = roofline.seconds
+    bound = roofline.bandwidth_bound_s
+    share = bound / total if total > 0 else 0.0
+    summary = (
+        f"modelled {_us(total)} us per call; bandwidth bound {_us(bound)} us "
+        f"({share:.0%} of it)"
+    )
+    out.append('<g class="summary">')
+    out.append(f"<title>{escape(summary)}</title>")
+    out.append(
+        f'<rect x="{_num(left)}" y="26" width="{_num(plot_w)}" height="12" '
+        'fill="#dddddd"/>'
+    )
+    out.append(
+        f'<rect x="{_num(left)}" y="26" width="{_num(plot_w * min(share, 1.0))}" '
+        'height="12" fill="#555555"/>'
+    )
+    out.append(
+        f'<text x="{_num(left + 4)}" y="35.5" fill="white">{escape(summary)}</text>'
+    )
+    out.append("</g>")
+
+    # legend
+    x = left
+    out.append('<g class="legend">')
+    for part, colour in _PART_COLOURS.items():
+        out.append(
+            f'<rect x="{_num(x)}" y="48" width="12" height="10" fill="{colour}"/>'
+        )
+        out.append(f'<text x="{_num(x + 16)}" y="57">{part}</text>')
+        x += 16 + _text_width(part) + 16
+    out.append(
+        f'<line x1="{_num(x)}" y1="53" x2="{_num(x + 14)}" y2="53" '
+        'stroke="black" stroke-width="2"/>'
+    )
+    legend = "bandwidth-bound share (bytes at DDR bandwidth)"
+    out.append(f'<text x="{_num(x + 18)}" y="57">{escape(legend)}</text>')
+    out.append("</g>")
+
+    # axes and grid
+    for t in ticks:
+        y = y_of(t)
+        out.append(
+            f'<line x1="{_num(left)}" y1="{_num(y)}" x2="{_num(left + plot_w)}" '
+            f'y2="{_num(y)}" stroke="#e4e4e4"/>'
+        )
+        out.append(
+            f'<text x="{_num(left - 4)}" y="{_num(y + 3.5)}" '
+            f'text-anchor="end">{_us(t) if t else "0"}</text>'
+        )
+    out.append(
+        f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(plot_w)}" '
+        f'height="{_num(plot_h)}" fill="none" stroke="#888"/>'
+    )
+
+    # bars
+    for i, s in enumerate(steps):
+        x0 = left + i * slot + (slot - bar_w) / 2
+        work_part = "compute" if s.compute_s >= s.memory_s else "memory"
+        parts = (
+            (work_part, max(s.compute_s, s.memory_s)),
+            ("calls", s.calls_s),
+            ("dispatch", s.dispatch_s),
+        )
+        tip = (
+            f"#{s.index} {s.name}: {_us(s.seconds)} us = max(compute {_us(s.compute_s)}, "
+            f"memory {_us(s.memory_s)}) + calls {_us(s.calls_s)} + dispatch "
+            f"{_us(s.dispatch_s)}; bandwidth share {_us(s.bytes / ddr)} us; "
+            f"bound by {s.bound}"
+        )
+        out.append(f'<g class="bar"><title>{escape(tip)}</title>')
+        base = 0.0
+        for part, seconds in parts:
+            if seconds <= 0:
+                continue
+            y_hi, y_lo = y_of(base + seconds), y_of(base)
+            out.append(
+                f'<rect x="{_num(x0)}" y="{_num(y_hi)}" width="{_num(bar_w)}" '
+                f'height="{_num(max(y_lo - y_hi, 0.0))}" '
+                f'fill="{_PART_COLOURS[part]}"/>'
+            )
+            base += seconds
+        y = y_of(s.bytes / ddr)
+        out.append(
+            f'<line x1="{_num(left + i * slot)}" y1="{_num(y)}" '
+            f'x2="{_num(left + (i + 1) * slot)}" y2="{_num(y)}" '
+            'stroke="black" stroke-width="1.5"/>'
+        )
+        out.append("</g>")
+
+    # the slowest steps, named; steps alike (one operator, one time shown)
+    # share a label, counted; a label moves up until it overlaps none
+    named: dict[tuple[str, str], list[StepTime]] = {}
+    for s in sorted(steps, key=lambda s: (-s.seconds, s.index)):
+        key = (s.name, _us(s.seconds))
+        if key in named:
+            named[key].append(s)
+        elif len(named) < label:
+            named[key] = [s]
+    placed: list[tuple[float, float, float]] = []  # x0, x1, baseline
+    for (name, shown_us), alike in named.items():
+        s = alike[0]
+        i = steps.index(s)
+        text = f"#{s.index} {name} {shown_us} us"
+        if len(alike) > 1:
+            text += f" (x{len(alike)})"
+        tw = _text_width(text)
+        cx = left + (i + 0.5) * slot
+        cx = min(max(cx, left + tw / 2 + 2), left + plot_w - tw / 2 - 2)
+        # above every bar (and dash) under it
+        first = max(int((cx - tw / 2 - left) / slot), 0)
+        last = min(int((cx + tw / 2 - left) / slot), len(steps) - 1)
+        under = steps[first : last + 1]
+        y = y_of(max(max(t.seconds, t.bytes / ddr) for t in under)) - 4
+        while any(
+            a < cx + tw / 2 and cx - tw / 2 < b and abs(yb - y) < 11
+            for a, b, yb in placed
+        ):
+            y -= 11
+        placed.append((cx - tw / 2, cx + tw / 2, y))
+        out.append(
+            f'<text class="slowest" x="{_num(cx)}" y="{_num(y)}" '
+            f'text-anchor="middle">{escape(text)}</text>'
+        )
+
+    # axis ticks and names
+    every = max(1, -(-len(steps) // 10))
+    shown = list(range(0, len(steps), every))
+    if steps and len(steps) - 1 not in shown:
+        if shown and (len(steps) - 1 - shown[-1]) < every / 2:
+            shown.pop()
+        shown.append(len(steps) - 1)
+    for i in shown:
+        out.append(
+            f'<text x="{_num(left + (i + 0.5) * slot)}" '
+            f'y="{_num(top + plot_h + 14)}" text-anchor="middle">'
+            f"{steps[i].index}</text>"
+        )
+    out.append(
+        f'<text x="{_num(left + plot_w / 2)}" y="{_num(height - 6)}" '
+        'text-anchor="middle">step</text>'
+    )
+    mid = top + plot_h / 2
+    out.append(
+        f'<text x="14" y="{_num(mid)}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {_num(mid)})">modelled time (us)</text>'
+    )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
