@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 import iron
 from iron.core.access import bounded, indices, read, write
 from iron.core.device import as_device
+from iron.core.dma import shim_descriptor_fits
 from iron.core.handle import (
     Buffer,
     BufferRef,
@@ -22,7 +23,6 @@ from iron.core.handle import (
     Gather,
     Handle,
     Strided,
-    shim_descriptor_fits,
 )
 from iron.core.percall import Affine, PerCall, clamp
 from iron.core.recorder import Recorder

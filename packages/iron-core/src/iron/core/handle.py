@@ -26,11 +26,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iron.core import context
+from iron.core._indexing import (
+    _as_affine,
+    _expand_ellipsis,
+    _is_window,
+    _rescale_bounds,
+    _slice,
+)
+from iron.core.dma import shim_descriptor_fits
 from iron.core.percall import Affine, PerCall, _Expr
 from iron.core.tap import TensorAccessPattern
 
 if TYPE_CHECKING:
-    from iron.core.device import Device
+    pass
 
 __all__ = [
     "Buffer",
@@ -40,7 +48,6 @@ __all__ = [
     "Handle",
     "Strided",
     "dtype_name",
-    "shim_descriptor_fits",
 ]
 
 ROLES = ("input", "output", "transient", "weight", "state")
@@ -117,10 +124,6 @@ class Gather:
     ids: tuple[int, ...] | Handle
     row_elements: int
     offset: int = 0
-
-
-def _as_affine(x: int | PerCall | Affine) -> int | Affine:
-    return x.affine() if isinstance(x, PerCall) else x
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -566,106 +569,6 @@ def _is_rows(key: Any) -> bool:
     if isinstance(key, (list, np.ndarray)):
         return True
     return False
-
-
-def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
-    if sum(k is Ellipsis for k in key) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if not any(k is Ellipsis for k in key):
-        return key
-    i = next(i for i, k in enumerate(key) if k is Ellipsis)
-    taken = sum(k is not None for k in key) - 1
-    return key[:i] + (slice(None),) * (ndim - taken) + key[i + 1 :]
-
-
-def _is_window(k: slice) -> bool:
-    """Whether a slice starts at a per-call value (``x[p : p + 8]``)."""
-    return isinstance(k.start, (PerCall, Affine))
-
-
-def _slice(k: slice, size: int, h: Handle) -> tuple[int, int, int, Affine | None]:
-    """A slice's static start, stop, step, and its per-call stop if any."""
-    stop = k.stop
-    if isinstance(stop, (PerCall, Affine)):
-        if k.step not in (None, 1):
-            raise ValueError(f"{h!r}: a per-call bound takes no step")
-        start = 0 if k.start is None else k.start
-        if not isinstance(start, int):
-            raise ValueError(f"{h!r}: a bound x[a:n] takes a fixed start a")
-        start = start % size if start < 0 else start
-        bound = _as_affine(stop) - start
-        return start, size, 1, bound if isinstance(bound, Affine) else None
-    if any(isinstance(v, (PerCall, Affine)) for v in (k.start, k.step)):
-        raise ValueError(f"{h!r}: only a slice's stop may be per call (x[:n])")
-    start, stop, step = k.indices(size)
-    return start, stop, step, None
-
-
-def _rescale_bounds(h: Handle, shape: tuple[int, ...]) -> dict[int, int | Affine]:
-    if not h.valid:
-        return {}
-    if set(h.valid) != {0} or not shape:
-        raise ValueError(
-            f"cannot reshape {h!r} to {list(shape)}: only a bound on the leading "
-            f"axis survives a reshape"
-        )
-    old_row = prod(h.shape[1:])
-    new_row = prod(shape[1:])
-    bound = h.valid[0]
-    if new_row and old_row % new_row == 0:
-        return {0: bound * (old_row // new_row)}
-    if old_row and new_row % old_row == 0:
-        # rows merge: the bound must be a whole number of new rows
-        exact = _exact_quotient(bound, new_row // old_row)
-        if exact is not None:
-            return {0: exact}
-    raise ValueError(
-        f"cannot reshape {h!r} to {list(shape)}: its bound {bound} is not a whole "
-        f"number of rows of the new shape"
-    )
-
-
-def _exact_quotient(expr: int | Affine, k: int) -> int | Affine | None:
-    """``expr / k`` when every coefficient and the constant divide by ``k``."""
-    if isinstance(expr, int):
-        return expr // k if expr % k == 0 else None
-    if expr.const % k or any(c % k for _, c in expr.terms):
-        return None
-    return Affine(tuple((a, c // k) for a, c in expr.terms), expr.const // k)
-
-
-def shim_descriptor_fits(dev: Device, tap: TensorAccessPattern, dtype: Any) -> bool:
-    """Whether ``tap`` is one shim DMA descriptor on ``dev``.
-
-    Four dimensions, the first the iteration (at most ``dma_iteration_max``),
-    the other sizes within the wrap field once counted in 4-byte words,
-    strides within the step field in words, 4-byte aligned.
-    """
-    itemsize = np.dtype(dtype).itemsize
-    granule = dev.dma_granule_bytes
-    if tap.rank != 4:
-        return False
-    if tap.sizes[0] > dev.dma_iteration_max:
-        return False
-    if (tap.offset * itemsize) % dev.dma_alignment_bytes:
-        return False
-    if (tap.sizes[3] * itemsize) % granule:
-        return False
-    if itemsize < granule and tap.sizes[3] > 1 and tap.strides[3] != 1:
-        # the DMA moves 4-byte words: a sub-word element strided innermost
-        # would move its neighbours too
-        return False
-    wrap = (1 << dev.dma_size_bits) - 1
-    inner = tap.sizes[3] * itemsize // granule
-    if inner > wrap or tap.sizes[2] > wrap or tap.sizes[1] > wrap:
-        return False
-    for stride in tap.strides:
-        nbytes = stride * itemsize
-        if stride > 1 and nbytes % granule:
-            return False
-        if nbytes // granule > (1 << dev.dma_stride_bits):
-            return False
-    return True
 
 
 def is_expr(x: Any) -> bool:

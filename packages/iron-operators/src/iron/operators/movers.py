@@ -21,7 +21,8 @@ import numpy as np
 
 from iron.core.declare import Divisors, Input, Output, param, tunable
 from iron.core.device import Device
-from iron.core.handle import Dense, Gather, Handle, Strided, shim_descriptor_fits
+from iron.core.dma import shim_descriptor_fits
+from iron.core.handle import Dense, Gather, Handle, Strided
 from iron.core.operator import (
     Cost,
     DimensionConflictError,
