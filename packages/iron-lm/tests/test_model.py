@@ -380,3 +380,16 @@ def test_loading_peaks_near_one_shard_beyond_the_arena(tmp_path, checkpoints) ->
     kept = measure("keep")
     print(f"control, pages kept: beyond the arena {kept['beyond'] / mib:.1f} MiB")
     assert kept["beyond"] > bound, kept
+
+
+def test_llama_from_pretrained_binds_views_of_the_checkpoint(checkpoint) -> None:
+    """``Llama.from_pretrained``: weights bound by name, memory-mapped, nothing copied."""
+    graph = Llama.from_pretrained(checkpoint, context=64, rows=16)
+    assert isinstance(graph.checkpoint, Checkpoint)
+    weight = graph.model.layers[0].mlp.up_proj.weight
+    mapped = graph.checkpoint.tensor("model.layers.0.mlp.up_proj.weight")
+    np.testing.assert_array_equal(bits(weight), bits(mapped))
+    assert np.shares_memory(weight, mapped)  # a view of the mapping: no copy
+    assert graph.context == 64 and graph.rows == 16
+    with iron.use_device("npu2"):
+        assert len(graph.record().steps) > 0

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import iron
-from iron.lm.checkpoint import Checkpoint, open_checkpoint
+from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
 from iron.runtime import CarriedLoop, CompiledGraph, backend_name
@@ -124,15 +124,10 @@ class Decoder:
             ValueError: An unsupported architecture or setting (named), or
                 tensors missing, extra or of the wrong shape (all named).
         """
-        checkpoint = open_checkpoint(directory)
-        graph = Llama(
-            checkpoint.config,
-            context=context,
-            rows=rows,
-            temperature=temperature,
-            top_k=top_k,
+        graph = Llama.from_pretrained(
+            directory, context=context, rows=rows, temperature=temperature, top_k=top_k
         )
-        graph.load_state_dict(dict(checkpoint.tree()))
+        checkpoint = graph.checkpoint
         return cls(graph, device=device, checkpoint=checkpoint, progress=progress)
 
     @property

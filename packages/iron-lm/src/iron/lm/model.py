@@ -198,6 +198,43 @@ class Llama(iron.Graph):
         self.generated = iron.state((context + 1, 1), np.int32)
         self.profile = profile
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike,
+        *,
+        context: int | None = None,
+        rows: int = 16,
+        temperature: float = 0.0,
+        top_k: int = 1,
+    ) -> Llama:
+        """A Llama graph with the weights of a Hugging Face checkpoint directory.
+
+        Reads ``config.json`` and every ``*.safetensors`` shard memory-mapped
+        and binds the tensors by their Hugging Face names through
+        ``load_state_dict``; nothing is copied until a version uploads them.
+        The open checkpoint is kept as ``graph.checkpoint`` so an upload can
+        release its pages as it goes (``iron.lm.generate.Decoder`` does).
+
+        Raises:
+            FileNotFoundError: No such directory, or no config.json or shards.
+            ValueError: An unsupported architecture or setting (named), or
+                tensors missing, extra or of the wrong shape (all named).
+        """
+        from iron.lm.checkpoint import open_checkpoint
+
+        checkpoint = open_checkpoint(directory)
+        graph = cls(
+            checkpoint.config,
+            context=context,
+            rows=rows,
+            temperature=temperature,
+            top_k=top_k,
+        )
+        graph.load_state_dict(dict(checkpoint.tree()))
+        graph.checkpoint = checkpoint
+        return graph
+
     @property
     def head(self) -> np.ndarray:
         """The LM head's (vocab, hidden) weight: the embedding when tied."""
