@@ -26,7 +26,8 @@ CXX = shutil.which("g++") or shutil.which("clang++")
 
 
 def test_every_kernel_states_its_contract():
-    assert len(kernels.symbols()) == 12
+    # 12 elementwise kernels; the other families' kernels ship beside them.
+    assert len(kernels.symbols()) >= 12
     for symbol in kernels.symbols():
         c = kernels.contract(symbol)
         assert c.symbol == symbol and c.path.name == f"{symbol}.cc"
@@ -36,7 +37,7 @@ def test_every_kernel_states_its_contract():
 
 def test_every_family_operator_has_a_kernel():
     named = {kernels.contract(s).operator.split()[0] for s in kernels.symbols()}
-    assert named == set(elementwise.FAMILY)
+    assert named >= set(elementwise.FAMILY)
 
 
 def test_contract_counts_match_the_design_table():

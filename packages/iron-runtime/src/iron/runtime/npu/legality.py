@@ -138,13 +138,19 @@ class Transfer:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """What a design places: its cores, object FIFOs and shim transfers."""
+    """What a design places: its cores, object FIFOs and shim transfers.
+
+    ``buffers`` are core-local buffers besides the FIFOs' (an fp32 scratch
+    row, say), as ``(tile, bytes)`` pairs; they count against the tile's
+    data memory.
+    """
 
     operator: str
     cores: tuple[Tile, ...]
     fifos: tuple[Fifo, ...]
     transfers: tuple[Transfer, ...]
     stack_bytes: int | None = None
+    buffers: tuple[tuple[Tile, int], ...] = ()
 
 
 # -- the shim's address generation --------------------------------------------------
@@ -350,6 +356,7 @@ def check(layout: Layout, dev: Device) -> None:
     for f in layout.fifos:
         tiles |= {f.producer, *f.consumers}
     tiles |= {t.shim for t in layout.transfers}
+    tiles |= {t for t, _ in layout.buffers}
     for tile in sorted(tiles):
         if not (0 <= tile.col < dev.columns and 0 <= tile.row < rows):
             raise _fail(
@@ -382,6 +389,8 @@ def check(layout: Layout, dev: Device) -> None:
                 bds[end] += f.depth
     for tile in layout.cores:
         mem[tile] += stack
+    for tile, nbytes in layout.buffers:
+        mem[tile] += nbytes
     for t in layout.transfers:
         bds[t.shim] += 1
     for tile in sorted(tiles):

@@ -28,6 +28,9 @@ Sources, by label (paths inside Xilinx/mlir-aie):
         ``aie.runtime_sequence @name(...)`` on npu1 and npu2.
     [passthrough] programming_examples/basic/passthrough_dmas (IRON output):
         the endless core loop ``scf.for ... to 9223372036854775807``.
+    [rtp_buffer]  aie.buffer next to object FIFOs and a core on an npu device,
+        e.g. ``%rtp = aie.buffer(%tile_0_2) {sym_name = "rtp"} : memref<16xi32>``
+        (the runtime-parameter tests of the same era).
 """
 
 from __future__ import annotations
@@ -244,6 +247,16 @@ class Builder:
     def release(self, fifo: str, port: str) -> None:
         """``aie.objectfifo.release @fifo(Port, 1)`` [npu_xclbin]."""
         self.line(f"aie.objectfifo.release @{fifo}({port}, 1)")
+
+    def buffer(self, tile: str, name: str, type_: str) -> str:
+        """``%name = aie.buffer(%tile) {sym_name = "name"} : memref<...>`` [rtp_buffer].
+
+        A core-local buffer (not an object FIFO's): its memory is the tile's.
+        """
+        ssa = self.fresh(name)
+        attrs = attr_dict({"sym_name": '"' + ssa[1:] + '"'})
+        self.line(f"{ssa} = aie.buffer({tile}) {attrs} : {type_}")
+        return ssa
 
     def core(self, tile: str) -> contextlib.AbstractContextManager[None]:
         """``%core_C_R = aie.core(%tile_C_R) { ... aie.end }``; call :meth:`end`."""

@@ -108,15 +108,22 @@ def build_design(
         iron.core.operator.RefusedShapeError: The operator refuses the device.
         ValueError: A placement is too small or names no port.
     """
-    from iron.runtime.npu.designs import elementwise
+    from iron.runtime.npu.designs import elementwise, rows
 
     device = as_device(dev)
     if elementwise.handles(op):
         return elementwise.build(op, device, placement, arena_bytes=arena_bytes)
+    if rows.handles(op):
+        return rows.build(op, device, placement, arena_bytes=arena_bytes)
+    if type(op).__name__ == "GEMV":  # iron.runtime.npu.designs.matmul
+        from iron.runtime.npu.designs import matmul
+
+        return matmul.build(op, device, placement, arena_bytes=arena_bytes)
     raise NotImplementedError(
         f"{type(op).__name__} has no NPU design yet (designs exist for the "
-        f"elementwise family: {', '.join(elementwise.FAMILY)}); run it on the "
-        f"emulated NPU (IRON_BACKEND=emu)"
+        f"elementwise family: {', '.join(elementwise.FAMILY)}; and the row "
+        f"family: {', '.join(rows.FAMILY)}); run it on the emulated NPU "
+        f"(IRON_BACKEND=emu)"
     )
 
 

@@ -108,6 +108,49 @@ inline void map2(const bfloat16 *__restrict a, const bfloat16 *__restrict b,
   }
 }
 
+// -- row kernels (RMSNorm, LayerNorm, Softmax) ---------------------------------
+//
+// A row kernel has the C signature
+//
+//   void <op>_bf16(bfloat16 *x, [bfloat16 *params,] bfloat16 *out,
+//                  [float *scratch,] int32_t n, int32_t cols[, int32_t p...])
+//
+// and handles n / cols rows of cols elements (cols a positive multiple of
+// kLanes). An fp32 scalar (eps) arrives as its bit pattern in an int32.
+
+// The fp32 value whose bits are `bits`.
+inline float f32_from_bits(int32_t bits) {
+  float value;
+  __builtin_memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// Sum of the 16 fp32 lanes.
+inline float lane_sum(vf32 v) { return aie::reduce_add(v); }
+
+// 1/sqrt(d) for d > 0, every lane: the hardware estimate and two Newton steps
+// r <- r (3 - d r r) / 2 (each step doubles the correct bits).
+inline vf32 rsqrt(float d) {
+  const vf32 dv = aie::broadcast<float, kLanes>(d);
+  vf32 r = aie::invsqrt(dv);
+  for (int k = 0; k < 2; ++k) {
+    const vf32 drr = AieBackend::mul(dv, AieBackend::mul(r, r));
+    const vf32 t = AieBackend::sub(AieBackend::splat(3.0f), drr);
+    r = AieBackend::mul(AieBackend::mul(r, t), AieBackend::splat(0.5f));
+  }
+  return r;
+}
+
+// 1/d for d > 0, every lane: the hardware estimate and two Newton steps.
+inline vf32 recip_row(float d) {
+  const vf32 dv = aie::broadcast<float, kLanes>(d);
+  vf32 r = aie::inv(dv);
+  for (int k = 0; k < 2; ++k)
+    r = AieBackend::mul(r, AieBackend::sub(AieBackend::splat(2.0f),
+                                           AieBackend::mul(dv, r)));
+  return r;
+}
+
 } // namespace iron
 
 #endif // IRON_KERNEL_H

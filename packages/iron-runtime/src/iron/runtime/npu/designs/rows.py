@@ -1,0 +1,366 @@
+"""Designs for the row family: RMSNorm, LayerNorm and Softmax.
+
+Every operator sharing :class:`iron.operators.norms.RowOperator` splits its
+``rows`` rows of ``cols`` bf16 over ``num_aie_columns`` columns (a contiguous
+block of ``rows / columns`` rows each), one core per column at row 2. Per
+column, ``x`` and ``out`` each have one object FIFO of ``rows_per_tile *
+cols`` elements, depth 2, between the column's shim tile and its core (no
+memory tile). A weight or bias (``(cols,)`` bf16) has its own FIFO per column,
+depth 1 (LayerNorm's weight and bias share one, ``params``, weight then
+bias: a core and a shim have two input channels, which ``x`` and one
+parameter already take): each call the core acquires it once before its tile
+loop, keeps it for every tile and releases it after, and the runtime
+sequence sends it to every column once. Softmax's core also holds one row of fp32 exponentials in
+a core-local ``aie.buffer`` passed to the kernel.
+
+The core loops forever; per call it runs its column's ``rows / columns /
+rows_per_tile`` tiles: acquire an ``x`` and an ``out`` element, call
+``<kernel>(x, [weight, bias,] out, [scratch,] n, cols, scalars...)`` with ``n =
+rows_per_tile * cols``, release. Scalars are compile-time ``i32`` constants,
+as in :mod:`.elementwise`: ``eps`` as the bits of its fp32 value (the
+references add it as fp32), Softmax's ``length`` as an int. A per-call
+Softmax ``length`` has no design yet (the elementwise designs pass no
+runtime parameters), nor has a LayerNorm with only one of weight and bias.
+
+Kernel symbols are in :func:`kernel_of`; each kernel's contract is in its
+source (:mod:`iron.runtime.npu.kernels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from iron.core.device import Device
+from iron.runtime.image import Placement
+from iron.runtime.npu import legality
+from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
+
+__all__ = ["FAMILY", "build", "handles", "kernel_of"]
+
+_ITEM = 2  # bf16
+_F32 = 4
+_DEPTH = 2  # double-buffered tiles, as RowOperator.check() counts them
+_PARAM_DEPTH = 1  # a weight or bias, resident for the whole call
+_CORE_ROW = 2
+
+#: The operators this module designs.
+FAMILY = ("RMSNorm", "LayerNorm", "Softmax")
+
+#: The row-long parameter ports: delivered once per core per call.
+_PARAMS = ("weight", "bias")
+
+
+def handles(op: object) -> bool:
+    """Whether ``op`` is of the row family."""
+    return type(op).__name__ in FAMILY
+
+
+def _f32_bits(value: float) -> int:
+    """The int32 whose bits are ``value`` as fp32 (what the kernel reinterprets)."""
+    return int(np.asarray(np.float32(value)).view(np.int32))
+
+
+def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
+    """``op``'s kernel symbol and its scalar arguments after ``n, cols``.
+
+    RMSNorm and LayerNorm pass ``eps`` as fp32 bits; Softmax passes ``length``
+    (``cols`` for None, clamped to ``0..cols`` as the reference clamps it).
+
+    Raises:
+        NotImplementedError: Softmax's ``length`` is a per-call value, or a
+            LayerNorm has a weight without a bias or a bias without a weight.
+    """
+    name = type(op).__name__
+    if name == "RMSNorm":
+        symbol = "rms_norm_weighted_bf16" if op.weighted else "rms_norm_bf16"
+        return symbol, (_f32_bits(op.eps),)
+    if name == "LayerNorm":
+        if bool(op.weighted) != bool(op.biased):
+            raise NotImplementedError(
+                f"{op!r}: the NPU LayerNorm kernels take both weight and bias "
+                f"(layer_norm_affine_bf16) or neither (layer_norm_bf16); one "
+                f"without the other has no design yet: run it on the emulated "
+                f"NPU (IRON_BACKEND=emu)"
+            )
+        symbol = "layer_norm_affine_bf16" if op.weighted else "layer_norm_bf16"
+        return symbol, (_f32_bits(op.eps),)
+    if name == "Softmax":
+        length = op.length
+        if length is None:
+            return "softmax_bf16", (int(op.cols),)
+        if not isinstance(length, int) or isinstance(length, bool):
+            raise NotImplementedError(
+                f"{op!r}: Softmax.length is the per-call value {length}; the NPU "
+                f"designs pass scalars as compile-time constants (no runtime "
+                f"parameter words yet), so a per-call length has no design: bind "
+                f"it to an int, or run it on the emulated NPU (IRON_BACKEND=emu)"
+            )
+        return "softmax_bf16", (min(max(length, 0), int(op.cols)),)
+    raise KeyError(f"{name} is not of the row family ({', '.join(FAMILY)})")
+
+
+def _ports(op: object) -> tuple[list[str], list[str], list[str]]:
+    """``(row inputs, parameter inputs, outputs)`` present on ``op``."""
+    decl = type(op).declaration
+    flags = {"weight": "weighted", "bias": "biased"}
+    rows, params = [], []
+    for i in decl.inputs:
+        if i.name in _PARAMS:
+            if getattr(op, flags[i.name], False):
+                params.append(i.name)
+        else:
+            rows.append(i.name)
+    return rows, params, [o.name for o in decl.outputs]
+
+
+def _args(
+    op: object,
+    need: dict[str, int],
+    placement: Mapping[str, Placement] | None,
+    arena_bytes: int | None,
+) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
+    """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``."""
+    ports = list(need)
+    placement = dict(placement or {})
+    unknown = sorted(set(placement) - set(ports))
+    if unknown:
+        raise ValueError(
+            f"{op!r}: placement names {unknown}, not ports of "
+            f"{type(op).__name__} ({', '.join(ports)})"
+        )
+    for port, p in placement.items():
+        if p.nbytes < need[port]:
+            raise ValueError(
+                f"{op!r}: port {port} is placed in {p.nbytes} bytes "
+                f"({p.where} at {p.offset}); it needs {need[port]}"
+            )
+    in_arena = [p for p in ports if p in placement and placement[p].where == "arena"]
+    args: list[tuple[str, int]] = []
+    where: dict[str, tuple[str, int]] = {}
+    if in_arena:
+        end = max(placement[p].offset + need[p] for p in in_arena)
+        size = max(arena_bytes or 0, -(-end // 4) * 4)
+        args.append(("arena", size))
+        for p in in_arena:
+            where[p] = ("arena", placement[p].offset)
+    for p in ports:
+        if p not in where:
+            args.append((p, need[p]))
+            where[p] = (p, 0)
+    return args, where
+
+
+def build(
+    op: object,
+    dev: Device,
+    placement: Mapping[str, Placement] | None = None,
+    *,
+    arena_bytes: int | None = None,
+) -> Design:
+    """The design of row-family ``op`` on ``dev`` (see the module docstring).
+
+    Raises:
+        NotImplementedError: A per-call Softmax length or per-call rows, or a
+            LayerNorm with only one of weight and bias.
+        iron.runtime.npu.legality.LegalityError: A device limit is broken.
+        iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
+        ValueError: A placement is too small, misplaced, or names no port.
+    """
+    op = op.resolved(dev)
+    if not isinstance(op.rows, int):
+        raise NotImplementedError(
+            f"{op!r}: rows is the per-call value {op.rows}; the NPU row designs "
+            f"need a fixed row count (run it on the emulated NPU, IRON_BACKEND=emu)"
+        )
+    op.check(dev)
+    symbol, scalars = kernel_of(op)
+    row_ins, params, outs = _ports(op)
+    cols, rows, ncol = int(op.cols), int(op.rows), op.num_aie_columns
+    tile = op.rows_per_tile * cols
+    per_col = rows // ncol * cols
+    tiles = per_col // tile
+    need = {p: rows * cols * _ITEM for p in row_ins}
+    need |= {p: cols * _ITEM for p in params}
+    need |= {p: rows * cols * _ITEM for p in outs}
+    args, where = _args(op, need, placement, arena_bytes)
+    shim = [legality.Tile(c, 0) for c in range(ncol)]
+    cores = [legality.Tile(c, _CORE_ROW) for c in range(ncol)]
+    scratch = cols if type(op).__name__ == "Softmax" else 0
+    # Weight and bias share one FIFO (weight, then bias): a core and a shim
+    # have two input channels each, which x and a weight already take.
+    pfifo = (params[0] if len(params) == 1 else "params") if params else ""
+
+    fifos, transfers = [], []
+    for c in range(ncol):
+        for p in row_ins:
+            fifos.append(legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), _DEPTH, tile))
+        if params:
+            fifos.append(
+                legality.Fifo(
+                    f"{pfifo}_{c}",
+                    shim[c],
+                    (cores[c],),
+                    _PARAM_DEPTH,
+                    len(params) * cols,
+                )
+            )
+        for p in outs:
+            fifos.append(legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), _DEPTH, tile))
+    row_walk = linear_walk(per_col, _ITEM, dev)
+    param_walk = linear_walk(cols, _ITEM, dev)
+    for c in range(ncol):
+        for bd, p in enumerate(outs + row_ins + params):
+            arg, offset = where[p]
+            if offset % _ITEM:
+                raise ValueError(
+                    f"{op!r}: port {p} is placed at byte {offset}, not on a bf16 "
+                    f"boundary"
+                )
+            is_param = p in params
+            sizes, strides = param_walk if is_param else row_walk
+            transfers.append(
+                legality.Transfer(
+                    fifo=f"{pfifo if is_param else p}_{c}",
+                    shim=shim[c],
+                    buffer=arg,
+                    offset=offset // _ITEM + (0 if is_param else c * per_col),
+                    sizes=sizes,
+                    strides=strides,
+                    itemsize=_ITEM,
+                    bd_id=bd,
+                )
+            )
+    layout = legality.Layout(
+        repr(op),
+        tuple(cores),
+        tuple(fifos),
+        tuple(transfers),
+        buffers=tuple((t, scratch * _F32) for t in cores) if scratch else (),
+    )
+    legality.check(layout, dev)
+
+    elem, pelem = memref(tile), memref(len(params) * cols)
+    sc_type = memref(cols, "f32")
+    kernel_types = (
+        [elem] * len(row_ins)
+        + ([pelem] if params else [])
+        + [elem] * len(outs)
+        + ([sc_type] if scratch else [])
+        + ["i32"] * (2 + len(scalars))
+    )
+    b = Builder()
+    b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
+    with b.region("module"), b.device(dev.name, "main"):
+        b.func_decl(symbol, kernel_types, f"{symbol}.o")
+        shim_v = [b.tile(t.col, t.row, "shim_noc_tile") for t in shim]
+        core_v = [b.tile(t.col, t.row) for t in cores]
+        for f in fifos:
+            col = f.producer.col
+            prod, cons = (
+                (shim_v[col], core_v[col])
+                if f.producer.kind == "shim"
+                else (core_v[col], shim_v[col])
+            )
+            b.objectfifo(f.name, prod, [cons], f.depth, memref(f.elements))
+        bufs = [
+            _buffer(b, core_v[c], f"scratch_{c}", sc_type) if scratch else None
+            for c in range(ncol)
+        ]
+        for c in range(ncol):
+            with b.core(core_v[c]):
+                _core_body(
+                    b,
+                    c,
+                    row_ins,
+                    pfifo,
+                    outs,
+                    symbol,
+                    (tile, cols, len(params)),
+                    tiles,
+                    scalars,
+                    kernel_types,
+                    bufs[c],
+                )
+                b.end()
+        arg_types = [(a, memref(n // _ITEM)) for a, n in args]
+        hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
+        with b.runtime_sequence(hints, "sequence") as names:
+            ssa = dict(zip([a for a, _ in args], names))
+            types = dict(arg_types)
+            for t in transfers:
+                b.dma_memcpy_nd(
+                    ssa[t.buffer],
+                    types[t.buffer],
+                    (0, 0, 0, t.offset),
+                    t.sizes,
+                    t.strides,
+                    metadata=t.fifo,
+                    bd_id=t.bd_id,
+                    issue_token=t.fifo.rsplit("_", 1)[0] in outs,
+                )
+            for c in range(ncol):
+                for p in outs:
+                    b.dma_wait(f"{p}_{c}")
+    return Design(
+        operator=repr(op),
+        device=dev.name,
+        text=b.text(),
+        args=tuple(a for a, _ in args),
+        arg_bytes=tuple(n for _, n in args),
+        kernels=(symbol,),
+        layout=layout,
+    )
+
+
+def _buffer(b: Builder, tile: str, name: str, type_: str) -> str:
+    """``%name = aie.buffer(%tile) {sym_name = "name"} : memref<...>``.
+
+    A core-local buffer; the syntax of mlir-aie's own tests of the pinned era
+    (e.g. ``test/npu-xrt/add_one_using_dma/aie.mlir``).
+    """
+    ssa = b.fresh(name)
+    b.line(f'{ssa} = aie.buffer({tile}) {{sym_name = "{name}"}} : {type_}')
+    return ssa
+
+
+def _core_body(
+    b: Builder,
+    col: int,
+    row_ins: list[str],
+    pfifo: str,
+    outs: list[str],
+    symbol: str,
+    sizes: tuple[int, int, int],
+    tiles: int,
+    scalars: tuple[int, ...],
+    kernel_types: list[str],
+    scratch: str | None,
+) -> None:
+    """One column's core: forever, per call, acquire the parameters once, then
+    per tile acquire, call the kernel, release; release the parameters."""
+    tile_size, cols, nparams = sizes
+    elem, pelem = memref(tile_size), memref(nparams * cols)
+    c0, c1 = b.constant(0, "index"), b.constant(1, "index")
+    forever = b.constant(INDEX_MAX, "index")
+    count = b.constant(tiles, "index")
+    n = b.constant(tile_size, "i32")
+    ncols = b.constant(cols, "i32")
+    bits = [b.constant(v, "i32") for v in scalars]
+    with b.for_(c0, forever, c1, "run"):
+        pbufs = [b.acquire(f"{pfifo}_{col}", "Consume", pelem, pfifo)] if pfifo else []
+        with b.for_(c0, count, c1, "t"):
+            bufs = [b.acquire(f"{p}_{col}", "Consume", elem, p) for p in row_ins]
+            obufs = [b.acquire(f"{p}_{col}", "Produce", elem, p) for p in outs]
+            extra = [scratch] if scratch else []
+            b.call(
+                symbol, [*bufs, *pbufs, *obufs, *extra, n, ncols, *bits], kernel_types
+            )
+            for p in row_ins:
+                b.release(f"{p}_{col}", "Consume")
+            for p in outs:
+                b.release(f"{p}_{col}", "Produce")
+        if pfifo:
+            b.release(f"{pfifo}_{col}", "Consume")

@@ -1,0 +1,46 @@
+//===- layer_norm_affine_bf16.cc - IRON kernel layer_norm_affine_bf16 -*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: layer_norm_affine_bf16
+//   operator: LayerNorm (weighted=True, biased=True)
+//   arguments: x: bfloat16[n]; params: bfloat16[2 * cols] (weight, then bias); out: bfloat16[n]; n: int32; cols: int32; eps: int32 (fp32 bits of eps)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
+//   computes: out[r, :] = (x[r, :] - mean) * rsqrt(var + eps) * weight + bias for each of the n / cols rows
+//   rounding: as layer_norm_bf16, then times the weight and plus the bias in fp32, one rounding to bf16 (nearest even): LayerNorm.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void layer_norm_affine_bf16(bfloat16 *__restrict x,
+                                       bfloat16 *__restrict params,
+                                       bfloat16 *__restrict out, int32_t n,
+                                       int32_t cols, int32_t eps) {
+  using B = iron::AieBackend;
+  iron::round_nearest_even();
+  const float e = iron::f32_from_bits(eps);
+  const float count = static_cast<float>(cols);
+  const bfloat16 *weight = params;
+  const bfloat16 *bias = params + cols;
+  for (int32_t r = 0; r < n; r += cols) {
+    iron::vf32 acc = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes)
+      acc = B::add(acc, iron::widen(aie::load_v<iron::kLanes>(x + r + i)));
+    const iron::vf32 mean = B::splat(iron::lane_sum(acc) / count);
+    iron::vf32 sq = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 d =
+          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      sq = B::add(sq, B::mul(d, d));
+    }
+    const iron::vf32 scale = iron::rsqrt(iron::lane_sum(sq) / count + e);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 d =
+          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      const iron::vf32 w = iron::widen(aie::load_v<iron::kLanes>(weight + i));
+      const iron::vf32 b = iron::widen(aie::load_v<iron::kLanes>(bias + i));
+      aie::store_v(out + r + i,
+                   iron::narrow(B::add(B::mul(B::mul(d, scale), w), b)));
+    }
+  }
+}

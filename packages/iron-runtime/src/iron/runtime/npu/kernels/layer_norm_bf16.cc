@@ -1,0 +1,39 @@
+//===- layer_norm_bf16.cc - IRON kernel layer_norm_bf16 ---------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: layer_norm_bf16
+//   operator: LayerNorm (weighted=False, biased=False)
+//   arguments: x, out: bfloat16[n]; n: int32; cols: int32; eps: int32 (fp32 bits of eps)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
+//   computes: out[r, :] = (x[r, :] - mean) * rsqrt(var + eps) for each of the n / cols rows, var the mean of squared deviations
+//   rounding: three fp32 passes (fp32 sum / cols; fp32 sum of squared fp32 deviations / cols; deviation times the fp32 rsqrt of var + eps), one rounding to bf16 (nearest even): LayerNorm.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void layer_norm_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                                int32_t n, int32_t cols, int32_t eps) {
+  using B = iron::AieBackend;
+  iron::round_nearest_even();
+  const float e = iron::f32_from_bits(eps);
+  const float count = static_cast<float>(cols);
+  for (int32_t r = 0; r < n; r += cols) {
+    iron::vf32 acc = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes)
+      acc = B::add(acc, iron::widen(aie::load_v<iron::kLanes>(x + r + i)));
+    const iron::vf32 mean = B::splat(iron::lane_sum(acc) / count);
+    iron::vf32 sq = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 d =
+          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      sq = B::add(sq, B::mul(d, d));
+    }
+    const iron::vf32 scale = iron::rsqrt(iron::lane_sum(sq) / count + e);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 d =
+          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      aie::store_v(out + r + i, iron::narrow(B::mul(d, scale)));
+    }
+  }
+}

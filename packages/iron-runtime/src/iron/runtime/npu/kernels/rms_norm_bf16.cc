@@ -1,0 +1,33 @@
+//===- rms_norm_bf16.cc - IRON kernel rms_norm_bf16 -------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: rms_norm_bf16
+//   operator: RMSNorm (weighted=False)
+//   arguments: x, out: bfloat16[n]; n: int32; cols: int32; eps: int32 (fp32 bits of eps)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
+//   computes: out[r, :] = x[r, :] * rsqrt(sum(x[r, :]**2) / cols + eps) for each of the n / cols rows
+//   rounding: squares exact in fp32, fp32 sum, fp32 division by cols, + eps in fp32, rsqrt in fp32 (estimate and two Newton steps), product in fp32, one rounding to bf16 (nearest even): RMSNorm.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void rms_norm_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                              int32_t n, int32_t cols, int32_t eps) {
+  using B = iron::AieBackend;
+  iron::round_nearest_even();
+  const float e = iron::f32_from_bits(eps);
+  for (int32_t r = 0; r < n; r += cols) {
+    iron::vf32 acc = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      acc = B::add(acc, B::mul(v, v));
+    }
+    const float mean = iron::lane_sum(acc) / static_cast<float>(cols);
+    const iron::vf32 scale = iron::rsqrt(mean + e);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      aie::store_v(out + r + i, iron::narrow(B::mul(v, scale)));
+    }
+  }
+}

@@ -1,0 +1,38 @@
+//===- rms_norm_weighted_bf16.cc - IRON kernel rms_norm_weighted_bf16 -*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: rms_norm_weighted_bf16
+//   operator: RMSNorm (weighted=True)
+//   arguments: x: bfloat16[n]; weight: bfloat16[cols]; out: bfloat16[n]; n: int32; cols: int32; eps: int32 (fp32 bits of eps)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
+//   computes: out[r, :] = bf16(x[r, :] * rsqrt(sum(x[r, :]**2) / cols + eps)) * weight for each of the n / cols rows
+//   rounding: as rms_norm_bf16, the normalized value rounded to bf16 (nearest even), then times the weight in fp32 (exact) and rounded again to bf16 (nearest even): two roundings, as RMSNorm.reference (AMD IRON's two-kernel weighted rms_norm)
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+extern "C" void rms_norm_weighted_bf16(bfloat16 *__restrict x,
+                                       bfloat16 *__restrict weight,
+                                       bfloat16 *__restrict out, int32_t n,
+                                       int32_t cols, int32_t eps) {
+  using B = iron::AieBackend;
+  iron::round_nearest_even();
+  const float e = iron::f32_from_bits(eps);
+  for (int32_t r = 0; r < n; r += cols) {
+    iron::vf32 acc = B::splat(0.0f);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      acc = B::add(acc, B::mul(v, v));
+    }
+    const float mean = iron::lane_sum(acc) / static_cast<float>(cols);
+    const iron::vf32 scale = iron::rsqrt(mean + e);
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      // The normalized row rounds to bf16 first (the first kernel's output).
+      const iron::vf32 normed = iron::widen(iron::narrow(B::mul(v, scale)));
+      const iron::vf32 w = iron::widen(aie::load_v<iron::kLanes>(weight + i));
+      aie::store_v(out + r + i, iron::narrow(B::mul(normed, w)));
+    }
+  }
+}

@@ -1,0 +1,64 @@
+//===- softmax_bf16.cc - IRON kernel softmax_bf16 ---------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: softmax_bf16
+//   operator: Softmax
+//   arguments: x, out: bfloat16[n]; scratch: float[cols]; n: int32; cols: int32; length: int32 (columns normalized over, 0..cols)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols and a compile-time length
+//   computes: out[r, :length] = exp(x - max) / sum(exp(x - max)) over the row's first length columns, out[r, length:] = 0, for each of the n / cols rows
+//   rounding: exact max, fp32 exp of x - max (iron_vecmath.h mexp, within 2**-10 relative) kept in the fp32 scratch row, fp32 sum of those, each times the fp32 reciprocal of the sum (estimate and two Newton steps), one rounding to bf16 (nearest even): Softmax.reference
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+#include <limits>
+
+namespace {
+
+// The lanes of the vector at column i that lie before `length`.
+inline iron::AieBackend::M valid_lanes(int32_t i, int32_t length) {
+  const int32_t left = length - i;
+  if (left >= iron::kLanes)
+    return iron::AieBackend::M::from_uint32(0xffffu);
+  if (left <= 0)
+    return iron::AieBackend::M::from_uint32(0u);
+  return iron::AieBackend::M::from_uint32((1u << left) - 1u);
+}
+
+} // namespace
+
+extern "C" void softmax_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
+                             float *__restrict scratch, int32_t n, int32_t cols,
+                             int32_t length) {
+  using B = iron::AieBackend;
+  iron::round_nearest_even();
+  const int32_t len = length < 0 ? 0 : (length > cols ? cols : length);
+  const iron::vf32 lowest = B::splat(-std::numeric_limits<float>::infinity());
+  const iron::vf32 zero = B::splat(0.0f);
+  for (int32_t r = 0; r < n; r += cols) {
+    if (len == 0) {
+      for (int32_t i = 0; i < cols; i += iron::kLanes)
+        aie::store_v(out + r + i, iron::narrow(zero));
+      continue;
+    }
+    iron::vf32 m = lowest;
+    for (int32_t i = 0; i < len; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      m = B::maxf(m, B::select(valid_lanes(i, len), v, lowest));
+    }
+    const iron::vf32 top = B::splat(aie::reduce_max(m));
+    iron::vf32 acc = zero;
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      const iron::vf32 ex = iron::mexp<B>(B::sub(v, top), B::splat(1.0f));
+      const iron::vf32 kept = B::select(valid_lanes(i, len), ex, zero);
+      aie::store_v(scratch + i, kept);
+      acc = B::add(acc, kept);
+    }
+    const iron::vf32 inv = iron::recip_row(iron::lane_sum(acc));
+    for (int32_t i = 0; i < cols; i += iron::kLanes)
+      aie::store_v(out + r + i,
+                   iron::narrow(B::mul(aie::load_v<iron::kLanes>(scratch + i), inv)));
+  }
+}

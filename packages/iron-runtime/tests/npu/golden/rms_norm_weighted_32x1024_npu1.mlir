@@ -1,0 +1,140 @@
+// IRON design: RMSNorm(rows=32, cols=1024, eps=1e-05, weighted=True, rows_per_tile=4, num_aie_columns=4) on npu1; mlir-aie v1.4.1
+module {
+  aie.device(npu1) @main {
+    func.func private @rms_norm_weighted_bf16(memref<4096xbf16>, memref<1024xbf16>, memref<4096xbf16>, i32, i32, i32) attributes {link_with = "rms_norm_weighted_bf16.o"}
+    %shim_noc_tile_0_0 = aie.tile(0, 0)
+    %shim_noc_tile_1_0 = aie.tile(1, 0)
+    %shim_noc_tile_2_0 = aie.tile(2, 0)
+    %shim_noc_tile_3_0 = aie.tile(3, 0)
+    %tile_0_2 = aie.tile(0, 2)
+    %tile_1_2 = aie.tile(1, 2)
+    %tile_2_2 = aie.tile(2, 2)
+    %tile_3_2 = aie.tile(3, 2)
+    aie.objectfifo @x_0(%shim_noc_tile_0_0, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @weight_0(%shim_noc_tile_0_0, {%tile_0_2}, 1 : i32) : !aie.objectfifo<memref<1024xbf16>>
+    aie.objectfifo @out_0(%tile_0_2, {%shim_noc_tile_0_0}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @x_1(%shim_noc_tile_1_0, {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @weight_1(%shim_noc_tile_1_0, {%tile_1_2}, 1 : i32) : !aie.objectfifo<memref<1024xbf16>>
+    aie.objectfifo @out_1(%tile_1_2, {%shim_noc_tile_1_0}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @x_2(%shim_noc_tile_2_0, {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @weight_2(%shim_noc_tile_2_0, {%tile_2_2}, 1 : i32) : !aie.objectfifo<memref<1024xbf16>>
+    aie.objectfifo @out_2(%tile_2_2, {%shim_noc_tile_2_0}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @x_3(%shim_noc_tile_3_0, {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    aie.objectfifo @weight_3(%shim_noc_tile_3_0, {%tile_3_2}, 1 : i32) : !aie.objectfifo<memref<1024xbf16>>
+    aie.objectfifo @out_3(%tile_3_2, {%shim_noc_tile_3_0}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+    %core_0_2 = aie.core(%tile_0_2) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c9223372036854775807 = arith.constant 9223372036854775807 : index
+      %c2 = arith.constant 2 : index
+      %c4096_i32 = arith.constant 4096 : i32
+      %c1024_i32 = arith.constant 1024 : i32
+      %c925353388_i32 = arith.constant 925353388 : i32
+      scf.for %run = %c0 to %c9223372036854775807 step %c1 {
+        %weight_view = aie.objectfifo.acquire @weight_0(Consume, 1) : !aie.objectfifosubview<memref<1024xbf16>>
+        %weight = aie.objectfifo.subview.access %weight_view[0] : !aie.objectfifosubview<memref<1024xbf16>> -> memref<1024xbf16>
+        scf.for %t = %c0 to %c2 step %c1 {
+          %x_view = aie.objectfifo.acquire @x_0(Consume, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %x = aie.objectfifo.subview.access %x_view[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          %out_view = aie.objectfifo.acquire @out_0(Produce, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %out = aie.objectfifo.subview.access %out_view[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          func.call @rms_norm_weighted_bf16(%x, %weight, %out, %c4096_i32, %c1024_i32, %c925353388_i32) : (memref<4096xbf16>, memref<1024xbf16>, memref<4096xbf16>, i32, i32, i32) -> ()
+          aie.objectfifo.release @x_0(Consume, 1)
+          aie.objectfifo.release @out_0(Produce, 1)
+        }
+        aie.objectfifo.release @weight_0(Consume, 1)
+      }
+      aie.end
+    }
+    %core_1_2 = aie.core(%tile_1_2) {
+      %c0_1 = arith.constant 0 : index
+      %c1_1 = arith.constant 1 : index
+      %c9223372036854775807_1 = arith.constant 9223372036854775807 : index
+      %c2_1 = arith.constant 2 : index
+      %c4096_i32_1 = arith.constant 4096 : i32
+      %c1024_i32_1 = arith.constant 1024 : i32
+      %c925353388_i32_1 = arith.constant 925353388 : i32
+      scf.for %run_1 = %c0_1 to %c9223372036854775807_1 step %c1_1 {
+        %weight_view_1 = aie.objectfifo.acquire @weight_1(Consume, 1) : !aie.objectfifosubview<memref<1024xbf16>>
+        %weight_1 = aie.objectfifo.subview.access %weight_view_1[0] : !aie.objectfifosubview<memref<1024xbf16>> -> memref<1024xbf16>
+        scf.for %t_1 = %c0_1 to %c2_1 step %c1_1 {
+          %x_view_1 = aie.objectfifo.acquire @x_1(Consume, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %x_1 = aie.objectfifo.subview.access %x_view_1[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          %out_view_1 = aie.objectfifo.acquire @out_1(Produce, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %out_1 = aie.objectfifo.subview.access %out_view_1[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          func.call @rms_norm_weighted_bf16(%x_1, %weight_1, %out_1, %c4096_i32_1, %c1024_i32_1, %c925353388_i32_1) : (memref<4096xbf16>, memref<1024xbf16>, memref<4096xbf16>, i32, i32, i32) -> ()
+          aie.objectfifo.release @x_1(Consume, 1)
+          aie.objectfifo.release @out_1(Produce, 1)
+        }
+        aie.objectfifo.release @weight_1(Consume, 1)
+      }
+      aie.end
+    }
+    %core_2_2 = aie.core(%tile_2_2) {
+      %c0_2 = arith.constant 0 : index
+      %c1_2 = arith.constant 1 : index
+      %c9223372036854775807_2 = arith.constant 9223372036854775807 : index
+      %c2_2 = arith.constant 2 : index
+      %c4096_i32_2 = arith.constant 4096 : i32
+      %c1024_i32_2 = arith.constant 1024 : i32
+      %c925353388_i32_2 = arith.constant 925353388 : i32
+      scf.for %run_2 = %c0_2 to %c9223372036854775807_2 step %c1_2 {
+        %weight_view_2 = aie.objectfifo.acquire @weight_2(Consume, 1) : !aie.objectfifosubview<memref<1024xbf16>>
+        %weight_2 = aie.objectfifo.subview.access %weight_view_2[0] : !aie.objectfifosubview<memref<1024xbf16>> -> memref<1024xbf16>
+        scf.for %t_2 = %c0_2 to %c2_2 step %c1_2 {
+          %x_view_2 = aie.objectfifo.acquire @x_2(Consume, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %x_2 = aie.objectfifo.subview.access %x_view_2[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          %out_view_2 = aie.objectfifo.acquire @out_2(Produce, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %out_2 = aie.objectfifo.subview.access %out_view_2[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          func.call @rms_norm_weighted_bf16(%x_2, %weight_2, %out_2, %c4096_i32_2, %c1024_i32_2, %c925353388_i32_2) : (memref<4096xbf16>, memref<1024xbf16>, memref<4096xbf16>, i32, i32, i32) -> ()
+          aie.objectfifo.release @x_2(Consume, 1)
+          aie.objectfifo.release @out_2(Produce, 1)
+        }
+        aie.objectfifo.release @weight_2(Consume, 1)
+      }
+      aie.end
+    }
+    %core_3_2 = aie.core(%tile_3_2) {
+      %c0_3 = arith.constant 0 : index
+      %c1_3 = arith.constant 1 : index
+      %c9223372036854775807_3 = arith.constant 9223372036854775807 : index
+      %c2_3 = arith.constant 2 : index
+      %c4096_i32_3 = arith.constant 4096 : i32
+      %c1024_i32_3 = arith.constant 1024 : i32
+      %c925353388_i32_3 = arith.constant 925353388 : i32
+      scf.for %run_3 = %c0_3 to %c9223372036854775807_3 step %c1_3 {
+        %weight_view_3 = aie.objectfifo.acquire @weight_3(Consume, 1) : !aie.objectfifosubview<memref<1024xbf16>>
+        %weight_3 = aie.objectfifo.subview.access %weight_view_3[0] : !aie.objectfifosubview<memref<1024xbf16>> -> memref<1024xbf16>
+        scf.for %t_3 = %c0_3 to %c2_3 step %c1_3 {
+          %x_view_3 = aie.objectfifo.acquire @x_3(Consume, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %x_3 = aie.objectfifo.subview.access %x_view_3[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          %out_view_3 = aie.objectfifo.acquire @out_3(Produce, 1) : !aie.objectfifosubview<memref<4096xbf16>>
+          %out_3 = aie.objectfifo.subview.access %out_view_3[0] : !aie.objectfifosubview<memref<4096xbf16>> -> memref<4096xbf16>
+          func.call @rms_norm_weighted_bf16(%x_3, %weight_3, %out_3, %c4096_i32_3, %c1024_i32_3, %c925353388_i32_3) : (memref<4096xbf16>, memref<1024xbf16>, memref<4096xbf16>, i32, i32, i32) -> ()
+          aie.objectfifo.release @x_3(Consume, 1)
+          aie.objectfifo.release @out_3(Produce, 1)
+        }
+        aie.objectfifo.release @weight_3(Consume, 1)
+      }
+      aie.end
+    }
+    aie.runtime_sequence @sequence(%x_buf: memref<32768xbf16>, %weight_buf: memref<1024xbf16>, %out_buf: memref<32768xbf16>) {
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_0} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%weight_buf[0, 0, 0, 0][1, 1, 1, 1024][0, 0, 0, 1]) {id = 2 : i64, metadata = @weight_0} : memref<1024xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 8192][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 8192][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_1} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%weight_buf[0, 0, 0, 0][1, 1, 1, 1024][0, 0, 0, 1]) {id = 2 : i64, metadata = @weight_1} : memref<1024xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 16384][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_2} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 16384][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_2} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%weight_buf[0, 0, 0, 0][1, 1, 1, 1024][0, 0, 0, 1]) {id = 2 : i64, metadata = @weight_2} : memref<1024xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 24576][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_3} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 24576][1, 1, 8, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_3} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%weight_buf[0, 0, 0, 0][1, 1, 1, 1024][0, 0, 0, 1]) {id = 2 : i64, metadata = @weight_3} : memref<1024xbf16>
+      aiex.npu.dma_wait {symbol = @out_0}
+      aiex.npu.dma_wait {symbol = @out_1}
+      aiex.npu.dma_wait {symbol = @out_2}
+      aiex.npu.dma_wait {symbol = @out_3}
+    }
+  }
+}
