@@ -26,6 +26,11 @@ from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs._common import (
+    _design,
+    _runtime_sequence,
+    _sequence_args,
+)
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = ["FAMILY", "KERNELS", "build", "handles", "kernel_of"]
@@ -75,43 +80,6 @@ def _ports(op: object) -> tuple[list[str], list[str]]:
     return [i.name for i in decl.inputs], [o.name for o in decl.outputs]
 
 
-def _args(
-    op: object,
-    ports: list[str],
-    placement: Mapping[str, Placement] | None,
-    arena_bytes: int | None,
-) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
-    """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``."""
-    need = op.size * _ITEM
-    placement = dict(placement or {})
-    unknown = sorted(set(placement) - set(ports))
-    if unknown:
-        raise ValueError(
-            f"{op!r}: placement names {unknown}, not ports of "
-            f"{type(op).__name__} ({', '.join(ports)})"
-        )
-    for port, p in placement.items():
-        if p.nbytes < need:
-            raise ValueError(
-                f"{op!r}: port {port} is placed in {p.nbytes} bytes "
-                f"({p.where} at {p.offset}); it needs {need}"
-            )
-    in_arena = [p for p in ports if p in placement and placement[p].where == "arena"]
-    args: list[tuple[str, int]] = []
-    where: dict[str, tuple[str, int]] = {}
-    if in_arena:
-        end = max(placement[p].offset + need for p in in_arena)
-        size = max(arena_bytes or 0, -(-end // 4) * 4)
-        args.append(("arena", size))
-        for p in in_arena:
-            where[p] = ("arena", placement[p].offset)
-    for p in ports:
-        if p not in where:
-            args.append((p, need))
-            where[p] = (p, 0)
-    return args, where
-
-
 def build(
     op: object,
     dev: Device,
@@ -133,7 +101,9 @@ def build(
     cols, tile = op.num_aie_columns, op.tile_size
     per_col = op.size // cols
     tiles = per_col // tile
-    args, where = _args(op, ins + outs, placement, arena_bytes)
+    args, where = _sequence_args(
+        op, {p: op.size * _ITEM for p in ins + outs}, placement, arena_bytes
+    )
     shim = [legality.Tile(c, 0) for c in range(cols)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
 
@@ -187,34 +157,8 @@ def build(
             _core(
                 b, core_v[c], c, ins, outs, symbol, tile, tiles, scalars, kernel_types
             )
-        arg_types = [(a, memref(n // _ITEM)) for a, n in args]
-        hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
-        with b.runtime_sequence(hints, "sequence") as names:
-            ssa = dict(zip([a for a, _ in args], names))
-            types = dict(arg_types)
-            for t in transfers:
-                b.dma_memcpy_nd(
-                    ssa[t.buffer],
-                    types[t.buffer],
-                    (0, 0, 0, t.offset),
-                    t.sizes,
-                    t.strides,
-                    metadata=t.fifo,
-                    bd_id=t.bd_id,
-                    issue_token=t.fifo.rsplit("_", 1)[0] in outs,
-                )
-            for c in range(cols):
-                for p in outs:
-                    b.dma_wait(f"{p}_{c}")
-    return Design(
-        operator=repr(op),
-        device=dev.name,
-        text=b.text(),
-        args=tuple(a for a, _ in args),
-        arg_bytes=tuple(n for _, n in args),
-        kernels=(symbol,),
-        layout=layout,
-    )
+        _runtime_sequence(b, args, transfers, outs, cols)
+    return _design(b, op, dev, args, (symbol,), layout)
 
 
 def _core(

@@ -43,6 +43,11 @@ from iron.core.precision import Precision
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs._common import (
+    _design,
+    _runtime_sequence,
+    _sequence_args,
+)
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = ["FAMILY", "KERNEL_SOURCE", "SYMBOLS", "build", "handles", "layout"]
@@ -74,45 +79,6 @@ def handles(op: object) -> bool:
 
 def _sizes(op: object) -> dict[str, int]:
     return {"w": op.M * op.K, "x": op.K, "out": op.M}
-
-
-def _args(
-    op: object,
-    placement: Mapping[str, Placement] | None,
-    arena_bytes: int | None,
-) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
-    """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``."""
-    need = {p: n * _ITEM for p, n in _sizes(op).items()}
-    placement = dict(placement or {})
-    unknown = sorted(set(placement) - set(_PORTS))
-    if unknown:
-        raise ValueError(
-            f"{op!r}: placement names {unknown}, not ports of GEMV (w, x, out)"
-        )
-    for port, p in placement.items():
-        if p.nbytes < need[port]:
-            raise ValueError(
-                f"{op!r}: port {port} is placed in {p.nbytes} bytes "
-                f"({p.where} at {p.offset}); it needs {need[port]}"
-            )
-        if p.where == "arena" and p.offset % _ITEM:
-            raise ValueError(
-                f"{op!r}: port {port} is placed at byte {p.offset}, not on a bf16 "
-                f"boundary"
-            )
-    in_arena = [p for p in _PORTS if p in placement and placement[p].where == "arena"]
-    args: list[tuple[str, int]] = []
-    where: dict[str, tuple[str, int]] = {}
-    if in_arena:
-        end = max(placement[p].offset + need[p] for p in in_arena)
-        args.append(("arena", max(arena_bytes or 0, -(-end // 4) * 4)))
-        for p in in_arena:
-            where[p] = ("arena", placement[p].offset // _ITEM)
-    for p in _PORTS:
-        if p not in where:
-            args.append((p, need[p]))
-            where[p] = (p, 0)
-    return args, where
 
 
 def _groups(count: int, most: int) -> list[tuple[int, int]]:
@@ -227,7 +193,13 @@ def build(
             f"has no NPU kernel yet; give precision='high' or 'highest'"
         )
     zero, acc_sym, store = SYMBOLS[level]
-    args, where = _args(op, placement, arena_bytes)
+    args, where = _sequence_args(
+        op,
+        {p: _sizes(op)[p] * _ITEM for p in _PORTS},
+        placement,
+        arena_bytes,
+        unit=_ITEM,
+    )
     lay = layout(op, dev, where)
     legality.check(lay, dev)
 
@@ -285,30 +257,5 @@ def build(
                     if x is not None:
                         b.release(x_fifo, "Consume")
                 b.end()
-        arg_types = [(a, memref(n // _ITEM)) for a, n in args]
-        hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
-        with b.runtime_sequence(hints, "sequence") as names:
-            ssa = dict(zip([a for a, _ in args], names))
-            types = dict(arg_types)
-            for t in lay.transfers:
-                b.dma_memcpy_nd(
-                    ssa[t.buffer],
-                    types[t.buffer],
-                    (0, 0, 0, t.offset),
-                    t.sizes,
-                    t.strides,
-                    metadata=t.fifo,
-                    bd_id=t.bd_id,
-                    issue_token=t.fifo.startswith("out_"),
-                )
-            for c in range(cols):
-                b.dma_wait(f"out_{c}")
-    return Design(
-        operator=repr(op),
-        device=dev.name,
-        text=b.text(),
-        args=tuple(a for a, _ in args),
-        arg_bytes=tuple(n for _, n in args),
-        kernels=(KERNEL_SOURCE,),
-        layout=lay,
-    )
+        _runtime_sequence(b, args, lay.transfers, ["out"], cols)
+    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)

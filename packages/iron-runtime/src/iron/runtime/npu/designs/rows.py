@@ -36,6 +36,11 @@ from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs._common import (
+    _design,
+    _runtime_sequence,
+    _sequence_args,
+)
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = ["FAMILY", "build", "handles", "kernel_of"]
@@ -116,43 +121,6 @@ def _ports(op: object) -> tuple[list[str], list[str], list[str]]:
     return rows, params, [o.name for o in decl.outputs]
 
 
-def _args(
-    op: object,
-    need: dict[str, int],
-    placement: Mapping[str, Placement] | None,
-    arena_bytes: int | None,
-) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
-    """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``."""
-    ports = list(need)
-    placement = dict(placement or {})
-    unknown = sorted(set(placement) - set(ports))
-    if unknown:
-        raise ValueError(
-            f"{op!r}: placement names {unknown}, not ports of "
-            f"{type(op).__name__} ({', '.join(ports)})"
-        )
-    for port, p in placement.items():
-        if p.nbytes < need[port]:
-            raise ValueError(
-                f"{op!r}: port {port} is placed in {p.nbytes} bytes "
-                f"({p.where} at {p.offset}); it needs {need[port]}"
-            )
-    in_arena = [p for p in ports if p in placement and placement[p].where == "arena"]
-    args: list[tuple[str, int]] = []
-    where: dict[str, tuple[str, int]] = {}
-    if in_arena:
-        end = max(placement[p].offset + need[p] for p in in_arena)
-        size = max(arena_bytes or 0, -(-end // 4) * 4)
-        args.append(("arena", size))
-        for p in in_arena:
-            where[p] = ("arena", placement[p].offset)
-    for p in ports:
-        if p not in where:
-            args.append((p, need[p]))
-            where[p] = (p, 0)
-    return args, where
-
-
 def build(
     op: object,
     dev: Device,
@@ -185,7 +153,7 @@ def build(
     need = {p: rows * cols * _ITEM for p in row_ins}
     need |= {p: cols * _ITEM for p in params}
     need |= {p: rows * cols * _ITEM for p in outs}
-    args, where = _args(op, need, placement, arena_bytes)
+    args, where = _sequence_args(op, need, placement, arena_bytes)
     shim = [legality.Tile(c, 0) for c in range(ncol)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(ncol)]
     scratch = cols if type(op).__name__ == "Softmax" else 0
@@ -266,7 +234,7 @@ def build(
             )
             b.objectfifo(f.name, prod, [cons], f.depth, memref(f.elements))
         bufs = [
-            _buffer(b, core_v[c], f"scratch_{c}", sc_type) if scratch else None
+            b.buffer(core_v[c], f"scratch_{c}", sc_type) if scratch else None
             for c in range(ncol)
         ]
         for c in range(ncol):
@@ -285,45 +253,8 @@ def build(
                     bufs[c],
                 )
                 b.end()
-        arg_types = [(a, memref(n // _ITEM)) for a, n in args]
-        hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
-        with b.runtime_sequence(hints, "sequence") as names:
-            ssa = dict(zip([a for a, _ in args], names))
-            types = dict(arg_types)
-            for t in transfers:
-                b.dma_memcpy_nd(
-                    ssa[t.buffer],
-                    types[t.buffer],
-                    (0, 0, 0, t.offset),
-                    t.sizes,
-                    t.strides,
-                    metadata=t.fifo,
-                    bd_id=t.bd_id,
-                    issue_token=t.fifo.rsplit("_", 1)[0] in outs,
-                )
-            for c in range(ncol):
-                for p in outs:
-                    b.dma_wait(f"{p}_{c}")
-    return Design(
-        operator=repr(op),
-        device=dev.name,
-        text=b.text(),
-        args=tuple(a for a, _ in args),
-        arg_bytes=tuple(n for _, n in args),
-        kernels=(symbol,),
-        layout=layout,
-    )
-
-
-def _buffer(b: Builder, tile: str, name: str, type_: str) -> str:
-    """``%name = aie.buffer(%tile) {sym_name = "name"} : memref<...>``.
-
-    A core-local buffer; the syntax of mlir-aie's own tests of the pinned era
-    (e.g. ``test/npu-xrt/add_one_using_dma/aie.mlir``).
-    """
-    ssa = b.fresh(name)
-    b.line(f'{ssa} = aie.buffer({tile}) {{sym_name = "{name}"}} : {type_}')
-    return ssa
+        _runtime_sequence(b, args, transfers, outs, ncol)
+    return _design(b, op, dev, args, (symbol,), layout)
 
 
 def _core_body(
