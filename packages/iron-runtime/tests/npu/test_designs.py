@@ -19,7 +19,6 @@ import pytest
 from iron.operators import (
     AXPY,
     GELU,
-    GEMM,
     Clamp,
     ElementwiseAdd,
     ElementwiseMul,
@@ -220,9 +219,19 @@ def test_bad_placements_are_named():
         design(ReLU(size=2048), "npu1", {"z": Placement("arena", 0, 4096)})
 
 
-def test_families_without_designs_say_so():
-    with pytest.raises(NotImplementedError, match="GEMM has no NPU design yet"):
-        design(GEMM(M=64, K=64, N=64), "npu2")
+def test_an_operator_outside_the_catalog_says_so():
+    class Mine:
+        pass
+
+    with pytest.raises(NotImplementedError, match="Mine is not a catalog operator"):
+        design(Mine(), "npu2")
+
+
+def test_every_catalog_operator_has_a_family_module():
+    from iron.operators import CATALOG
+    from iron.runtime.npu.designs import MODULES
+
+    assert sorted(MODULES) == sorted(CATALOG)
 
 
 def test_linear_walk_splits_long_runs_within_the_fields():

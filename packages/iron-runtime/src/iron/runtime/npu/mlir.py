@@ -56,7 +56,17 @@ MLIR_AIE_RELEASE = "v1.4.1"
 INDEX_MAX = 9223372036854775807
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "f32", "f32": "f32"}
+_DTYPES = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float32": "f32",
+    "f32": "f32",
+    "int32": "i32",
+    "i32": "i32",
+    "uint8": "i8",
+    "int8": "i8",
+    "i8": "i8",
+}
 
 
 def _dtype(dtype: str) -> str:
@@ -194,6 +204,15 @@ class Builder:
         self.line(
             f"func.call @{name}({', '.join(args)}) : ({', '.join(arg_types)}) -> ()"
         )
+
+    def load(self, buf: str, index: str, buf_type: str, hint: str = "v") -> str:
+        """``%v = memref.load %buf[%index] : memref<...>``; returns ``%v``.
+
+        The value has the memref's element type (an ``i32`` for a word).
+        """
+        name = self.fresh(hint)
+        self.line(f"{name} = memref.load {buf}[{index}] : {buf_type}")
+        return name
 
     # -- aie -----------------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 :func:`design` returns the text; :func:`build_design` the whole
 :class:`Design` (text, the runtime sequence's arguments in host order, the
 kernels to compile, and the :class:`~iron.runtime.npu.legality.Layout` that
-legality checked). A family of operators shares one module
-(:mod:`.elementwise` so far); an operator of a family without designs yet
-raises :class:`NotImplementedError` naming it.
+legality checked). A family of operators shares one module (:data:`MODULES`
+maps each catalog operator to its module); each module has ``FAMILY``,
+``handles(op)`` and ``build(op, dev, placement, *, arena_bytes, words)``.
 
 Placement: ``placement`` maps an operator's ports (``x``, ``y``, ``out``, ...)
 to :class:`iron.runtime.image.Placement` records. A port placed in the arena
@@ -18,13 +18,14 @@ buffer before passing the placement.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
 
 from iron.core.device import Device, as_device
 from iron.runtime.image import Placement
 from iron.runtime.npu.legality import Layout
 
-__all__ = ["Design", "build_design", "design", "linear_walk"]
+__all__ = ["MODULES", "Design", "Words", "build_design", "design", "linear_walk"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,20 @@ class Design:
     arg_bytes: tuple[int, ...]
     kernels: tuple[str, ...]
     layout: Layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Words:
+    """Where a run's per-call expressions sit in its scratchpad.
+
+    Attributes:
+        slots: Slot of each expression, by ``Affine.key()`` (what
+            ``ImageSpec.slot_of_key`` holds).
+        count: Words in the scratchpad (``ImageSpec.scratchpad_words``).
+    """
+
+    slots: Mapping[tuple, int]
+    count: int
 
 
 def linear_walk(
@@ -92,38 +107,76 @@ def linear_walk(
     return (1, 1, 1, count), (0, 0, 0, 1)
 
 
+#: The family module (under this package) designing each catalog operator.
+MODULES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "ElementwiseAdd",
+            "ElementwiseMul",
+            "AXPY",
+            "ReLU",
+            "SiLU",
+            "GELU",
+            "Sigmoid",
+            "Tanh",
+            "LeakyReLU",
+            "Clamp",
+            "SiLUMul",
+        ),
+        "elementwise",
+    ),
+    **dict.fromkeys(("RMSNorm", "LayerNorm", "Softmax"), "rows"),
+    "GEMV": "matmul",
+    "GEMM": "gemm",
+    "RoPE": "rope",
+    "DecodeAttention": "attention",
+    "CausalAttention": "attention",
+    **dict.fromkeys(("Copy", "Transpose", "Repeat"), "movers"),
+    "Dequant": "dequant",
+    "Sample": "sample",
+}
+
+
 def build_design(
     op: object,
     dev: Device | str,
     placement: Mapping[str, Placement] | None = None,
     *,
     arena_bytes: int | None = None,
+    words: Words | None = None,
 ) -> Design:
     """The design of ``op`` on ``dev``, legality checked.
 
+    ``words`` places ``op``'s per-call parameters in the run's scratchpad
+    (see :mod:`._common`); a standalone operator's take slots 0, 1, ...
+
     Raises:
-        NotImplementedError: ``op``'s family has no NPU design yet.
+        NotImplementedError: ``op`` is not a catalog operator, or a case of
+            it has no NPU design (the message names it).
         iron.runtime.npu.legality.LegalityError: The design breaks a device
             limit (the message names the operator, the tile and the limit).
         iron.core.operator.RefusedShapeError: The operator refuses the device.
         ValueError: A placement is too small or names no port.
     """
-    from iron.runtime.npu.designs import elementwise, rows
-
-    device = as_device(dev)
-    if elementwise.handles(op):
-        return elementwise.build(op, device, placement, arena_bytes=arena_bytes)
-    if rows.handles(op):
-        return rows.build(op, device, placement, arena_bytes=arena_bytes)
-    if type(op).__name__ == "GEMV":  # iron.runtime.npu.designs.matmul
-        from iron.runtime.npu.designs import matmul
-
-        return matmul.build(op, device, placement, arena_bytes=arena_bytes)
-    raise NotImplementedError(
-        f"{type(op).__name__} has no NPU design yet (designs exist for the "
-        f"elementwise family: {', '.join(elementwise.FAMILY)}; and the row "
-        f"family: {', '.join(rows.FAMILY)}); run it on the emulated NPU "
-        f"(IRON_BACKEND=emu)"
+    name = type(op).__name__
+    module = MODULES.get(name)
+    if module is None:
+        raise NotImplementedError(
+            f"{name} is not a catalog operator, so it has no NPU design (designs "
+            f"exist for {', '.join(sorted(MODULES))}); run it on the emulated NPU "
+            f"(IRON_BACKEND=emu)"
+        )
+    try:
+        family = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{module}":
+            raise
+        raise NotImplementedError(
+            f"{name} has no NPU design yet (its family module {module} is not "
+            f"written); run it on the emulated NPU (IRON_BACKEND=emu)"
+        ) from None
+    return family.build(
+        op, as_device(dev), placement, arena_bytes=arena_bytes, words=words
     )
 
 
@@ -133,6 +186,7 @@ def design(
     placement: Mapping[str, Placement] | None = None,
     *,
     arena_bytes: int | None = None,
+    words: Words | None = None,
 ) -> str:
     """The MLIR text of ``op``'s design on ``dev`` (see :func:`build_design`)."""
-    return build_design(op, dev, placement, arena_bytes=arena_bytes).text
+    return build_design(op, dev, placement, arena_bytes=arena_bytes, words=words).text

@@ -1,9 +1,23 @@
-"""What every family's design does alike: its arguments and its runtime sequence.
+"""What every family's design does alike: its arguments, its per-call words
+and its runtime sequence.
 
 A family module decides its tiles, object FIFOs, cores and shim transfers;
 this module turns the operator's ports and their placements into the runtime
 sequence's arguments, emits the sequence that moves the transfers and waits
 for the outputs, and wraps the result as a :class:`Design`.
+
+Per-call scalars (``Softmax.length``, ``DecodeAttention.length``,
+``CausalAttention.start``, ``Sample.seed``): an operator parameter holding a
+per-call expression is read on the device from the run's scratchpad. The
+scratchpad is the runtime sequence's ``words`` argument (``i32``, one word a
+slot, as :class:`iron.runtime.image.ImageSpec` lays it out); each column that
+needs a word has an object FIFO ``words_<c>`` of depth 1 holding the whole
+scratchpad, which the sequence fills once per call from ``words`` and the
+core acquires at the start of a call, reads with ``memref.load`` at the
+expression's slot and releases at the end (:func:`words_fifo`,
+:func:`words_transfer`, :func:`load_words`). The slot of an expression comes
+from :class:`Words` (``ImageSpec.slot_of_key``); a standalone operator's
+per-call parameters take slots ``0, 1, ...`` in declaration order.
 """
 
 from __future__ import annotations
@@ -12,14 +26,88 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from iron.core.device import Device
+from iron.core.percall import Affine, PerCall
 from iron.runtime.image import Placement
-from iron.runtime.npu.designs import Design
+from iron.runtime.npu import legality
+from iron.runtime.npu.designs import Design, Words
 from iron.runtime.npu.legality import Layout
 from iron.runtime.npu.mlir import Builder, memref
 
 __all__: list[str] = []
 
-_ITEM = 2  # bf16: the sequence's arguments are bf16 memrefs
+_ITEM = 2  # bf16: the sequence's arguments are bf16 memrefs unless typed
+_WORD = 4  # a scratchpad word is an int32
+
+#: The runtime-sequence argument holding the run's scratchpad.
+WORDS = "words"
+
+
+def per_call_params(op: object, names: Sequence[str]) -> tuple[str, ...]:
+    """Which of ``op``'s parameters ``names`` hold a per-call expression."""
+    return tuple(n for n in names if isinstance(getattr(op, n), PerCall | Affine))
+
+
+def word_slots(
+    op: object, names: Sequence[str], words: Words | None
+) -> tuple[dict[str, int], int]:
+    """Each per-call parameter's scratchpad slot, and the scratchpad's words.
+
+    Without ``words`` (a standalone operator) the per-call parameters among
+    ``names`` take slots ``0, 1, ...`` in that order.
+
+    Raises:
+        ValueError: An expression has no slot in ``words``.
+    """
+    found = per_call_params(op, names)
+    if words is None:
+        return {n: i for i, n in enumerate(found)}, len(found)
+    slots = {}
+    for n in found:
+        expr = getattr(op, n)
+        key = (expr if isinstance(expr, Affine) else expr.affine()).key()
+        if key not in words.slots:
+            raise ValueError(
+                f"{op!r}: per-call {n}={expr} has no scratchpad slot (the image's "
+                f"words hold {len(words.slots)} expressions); plan the graph "
+                f"that records this step"
+            )
+        slots[n] = words.slots[key]
+    return slots, words.count
+
+
+def words_fifo(col: int, shim: legality.Tile, core: legality.Tile, count: int):
+    """The ``words_<col>`` FIFO: the whole scratchpad (``count`` i32), depth 1."""
+    return legality.Fifo(f"words_{col}", shim, (core,), 1, count, _WORD)
+
+
+def words_transfer(
+    col: int, shim: legality.Tile, count: int, bd_id: int
+) -> legality.Transfer:
+    """The shim transfer filling ``words_<col>`` from the ``words`` argument."""
+    return legality.Transfer(
+        f"words_{col}",
+        shim,
+        WORDS,
+        0,
+        (1, 1, 1, count),
+        (0, 0, 0, 1),
+        _WORD,
+        bd_id,
+    )
+
+
+def load_words(
+    b: Builder, col: int, count: int, slots: Mapping[str, int]
+) -> dict[str, str]:
+    """In a core: acquire ``words_<col>`` and load each slot; ``{param: %i32}``.
+
+    The caller releases ``words_<col>`` (``Consume``) when the call is done.
+    """
+    t = memref(count, "i32")
+    buf = b.acquire(f"words_{col}", "Consume", t, "words")
+    return {
+        n: b.load(buf, b.constant(slot, "index"), t, n) for n, slot in slots.items()
+    }
 
 
 def _sequence_args(
@@ -29,13 +117,15 @@ def _sequence_args(
     arena_bytes: int | None,
     *,
     unit: int = 1,
+    words: int = 0,
 ) -> tuple[list[tuple[str, int]], dict[str, tuple[str, int]]]:
     """Runtime-sequence arguments ``(name, bytes)`` and each port's ``(arg, offset)``.
 
     ``need`` gives each port's bytes, in argument order. Ports placed in the
     arena share one ``arena`` argument at their planned offsets (in units of
     ``unit`` bytes, which an arena offset must then be a multiple of); every
-    other port is an argument of its own at offset 0.
+    other port is an argument of its own at offset 0. A design reading
+    ``words`` scratchpad words takes them as a last ``words`` argument.
 
     Raises:
         ValueError: A placement names no port, is smaller than its port, or
@@ -72,6 +162,8 @@ def _sequence_args(
         if p not in where:
             args.append((p, need[p]))
             where[p] = (p, 0)
+    if words:
+        args.append((WORDS, words * _WORD))
     return args, where
 
 
@@ -81,13 +173,23 @@ def _runtime_sequence(
     transfers: Sequence[Any],
     outs: Sequence[str],
     columns: int,
+    dtypes: Mapping[str, str] | None = None,
 ) -> None:
     """Emit the sequence: every transfer in order, then a wait on each output FIFO.
 
     Output transfers (FIFOs named ``<port>_<column>`` for a port in ``outs``)
-    issue a completion token; the sequence waits on each column's.
+    issue a completion token; the sequence waits on each column's. An
+    argument is a bf16 memref unless ``dtypes`` names its element type
+    (``words`` is always ``i32``).
     """
-    arg_types = [(a, memref(n // _ITEM)) for a, n in args]
+    types_of = {WORDS: "i32", **(dtypes or {})}
+    size = {"bf16": _ITEM, "i32": _WORD, "f32": _WORD, "i8": 1}
+
+    def arg_type(a: str, n: int) -> str:
+        dt = types_of.get(a, "bf16")
+        return memref(n // size[dt], dt)
+
+    arg_types = [(a, arg_type(a, n)) for a, n in args]
     hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
     with b.runtime_sequence(hints, "sequence") as names:
         ssa = dict(zip([a for a, _ in args], names))

@@ -25,7 +25,7 @@ from ml_dtypes import bfloat16
 from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs import Design, Words, linear_walk
 from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
@@ -86,6 +86,7 @@ def build(
     placement: Mapping[str, Placement] | None = None,
     *,
     arena_bytes: int | None = None,
+    words: Words | None = None,
 ) -> Design:
     """The design of elementwise ``op`` on ``dev`` (see the module docstring).
 

@@ -42,7 +42,7 @@ from iron.core.device import Device
 from iron.core.precision import Precision
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs import Design, Words, linear_walk
 from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
@@ -170,6 +170,7 @@ def build(
     placement: Mapping[str, Placement] | None = None,
     *,
     arena_bytes: int | None = None,
+    words: Words | None = None,
 ) -> Design:
     """The design of GEMV ``op`` on ``dev`` (see the module docstring).
 

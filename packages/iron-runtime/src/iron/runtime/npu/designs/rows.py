@@ -35,7 +35,7 @@ import numpy as np
 from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs import Design, Words, linear_walk
 from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
@@ -127,6 +127,7 @@ def build(
     placement: Mapping[str, Placement] | None = None,
     *,
     arena_bytes: int | None = None,
+    words: Words | None = None,
 ) -> Design:
     """The design of row-family ``op`` on ``dev`` (see the module docstring).
 
