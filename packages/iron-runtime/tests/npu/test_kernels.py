@@ -32,7 +32,7 @@ def test_every_kernel_states_its_contract():
         c = kernels.contract(symbol)
         assert c.symbol == symbol and c.path.name == f"{symbol}.cc"
         assert "bf16" in c.rounding or "exact" in c.rounding
-        assert "multiple of 16" in c.tile
+        assert c.tile and c.arguments and c.computes
 
 
 def test_every_family_operator_has_a_kernel():

@@ -49,7 +49,14 @@ def make_fake(log: list, *, full_elf: bool = True, end_state: str = "COMPLETED")
         flags = Flags
         cacheable, host_only = Flags.cacheable, Flags.host_only
 
-        def __init__(self, device, size, flags, group):
+        def __init__(self, device, size, flags, group=None):
+            if group is None:  # bo(parent, size, offset): a sub-buffer
+                parent, offset = device, flags
+                self.size, self.flags, self.group = size, parent.flags, parent.group
+                self.host = parent.host[offset : offset + size]
+                self.dev = parent.dev[offset : offset + size]
+                log.append(("sub_bo", parent, size, offset))
+                return
             self.size, self.flags, self.group = size, flags, group
             self.host = np.zeros(size, np.uint8)
             self.dev = np.zeros(size, np.uint8)

@@ -88,7 +88,8 @@ def open_device(description: Device) -> DriverDevice:
         device = _devices.get(key)
         if device is None:
             if name == "xrt":
-                xrt.open_device(description)
-            device = EmuDevice(description, poison=poison)
+                device = xrt.open_device(description)
+            else:
+                device = EmuDevice(description, poison=poison)
             _devices[key] = device
     return device

@@ -26,11 +26,15 @@ when a run first binds it, with the group id of the kernel argument it binds
 to (aiecc's NPU kernels put every data argument in the host bank), and the
 bytes staged before then are written at that moment.
 
-:func:`open_device` (what backend selection calls) still raises
-:class:`BackendUnavailableError`, also where nothing is missing: a planned
-image (an ImageSpec) cannot be built into designs yet, and selection would
-otherwise fall back to the emulator silently. :class:`XrtDevice` loads
-:class:`~iron.runtime.npu.build.Built` designs today.
+:func:`open_device` (what backend selection calls) opens the NPU where
+nothing is missing, with :func:`build_image` as its image builder: a planned
+image (an :class:`~iron.runtime.image.ImageSpec`) becomes a
+:class:`~iron.runtime.npu.graph.GraphDesign` and is built by aiecc.
+Arguments a graph image takes besides the runtime's buffers are made per
+run: ``arena@<i>`` windows as sub-buffers of the arena's BO
+(``bo(parent, size, offset)``) at the offset the run's scratchpad gives, and
+``words`` as a BO holding the scratchpad. Emit (run-to-run feedback) has no
+NPU design yet, so a carried loop runs its steps from the host there.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ __all__ = [
     "XrtDevice",
     "XrtImage",
     "XrtRun",
+    "build_image",
     "missing",
     "open_device",
 ]
@@ -93,26 +98,46 @@ def missing() -> list[str]:
     return lacks
 
 
-def open_device(description: Device) -> None:
-    """Open the NPU for backend selection.
+def open_device(description: Device) -> XrtDevice:
+    """Open the NPU for backend selection, building planned images with aiecc.
 
     Raises:
-        BackendUnavailableError: Always for now. Where this machine lacks
-            pyxrt, an NPU or the driver, the message names them; elsewhere it
-            says the image builder (planned steps to NPU designs) is not built
-            yet. The driver itself is :class:`XrtDevice`.
+        BackendUnavailableError: This machine lacks pyxrt, an NPU or the
+            driver (the message names them and the way out).
     """
     lacks = missing()
-    why = (
-        "this machine lacks " + "; ".join(lacks)
-        if lacks
-        else "its image builder (planned steps to NPU designs) is not built yet "
-        "(the driver, iron.runtime.xrt.XrtDevice, runs built designs)"
+    if lacks:
+        raise BackendUnavailableError(
+            f"the xrt backend cannot run {description.name}: this machine lacks "
+            f"{'; '.join(lacks)}. Use the emulated NPU: IRON_BACKEND=emu (or "
+            f"iron.runtime.set_backend('emu'))"
+        )
+    return XrtDevice(
+        description, image_builder=lambda spec: build_image(spec, description)
     )
-    raise BackendUnavailableError(
-        f"the xrt backend cannot run {description.name}: {why}. Use the emulated "
-        f"NPU: IRON_BACKEND=emu (or iron.runtime.set_backend('emu'))"
+
+
+def build_image(spec: Any, description: Device, **build_options: Any) -> tuple:
+    """Build a planned image: its designs, then aiecc (cached).
+
+    Returns:
+        ``(built, windows)``: the :class:`~iron.runtime.npu.build.Built` and
+        the :class:`~iron.runtime.npu.graph.Window` of each ``arena@<i>``
+        argument.
+
+    Raises:
+        NotImplementedError: A step has no NPU design (named).
+        iron.runtime.npu.build.ToolMissingError: aiecc or Peano is absent.
+    """
+    from iron.runtime.npu.build import build
+    from iron.runtime.npu.graph import graph_design
+
+    extent = max(
+        (p.offset + p.nbytes for p in spec.placement.values() if p.where == "arena"),
+        default=0,
     )
+    graph = graph_design(spec, description, arena_bytes=-(-extent // 4) * 4)
+    return build(graph.design, **build_options), graph.windows
 
 
 def _import_pyxrt() -> ModuleType:
@@ -196,6 +221,8 @@ class XrtRun(Run):
         self._args: dict[str, XrtBuffer] = {}
         self._run: Any = None
         self._state = RunState.NEW
+        self._words: Any = None  # the scratchpad's BO, made on first start
+        self._windows: list[Any] = []  # this start's arena sub-buffers
 
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         for key, bo in buffers.items():
@@ -211,7 +238,8 @@ class XrtRun(Run):
             self._state = RunState.COMPLETED
             self._run = None
             return
-        lacking = [a for a in image.args if a not in self._args]
+        made = {w.arg for w in image.windows} | {"words"}
+        lacking = [a for a in image.args if a not in self._args and a not in made]
         if lacking:
             raise RunError(
                 f"{image.name}: no buffer bound for argument(s) {', '.join(lacking)}; "
@@ -225,12 +253,39 @@ class XrtRun(Run):
             run.set_arg(INSTR_ARG, image.instructions)
             run.set_arg(2, image.instruction_words)
             first = FIRST_DATA_ARG
+        self._windows = []
         for k, name in enumerate(image.args):
             arg = first + k
-            run.set_arg(arg, self._args[name].bind(image.kernel.group_id(arg)))
+            run.set_arg(arg, self._bo(name, image.kernel.group_id(arg)))
         run.start()
         self._run = run
         self._state = RunState.QUEUED
+
+    def _bo(self, name: str, group: int) -> Any:
+        """The XRT BO argument ``name`` takes this start."""
+        image, x = self.image, self.image.device.pyxrt
+        if name in self._args:
+            return self._args[name].bind(group)
+        if name == "words":
+            pad = np.ascontiguousarray(self.scratchpad, np.int32).view(np.uint8)
+            size = max(4, pad.size)
+            if self._words is None:
+                self._words = x.bo(image.device.handle, size, x.bo.host_only, group)
+            if pad.size:
+                self._words.write(pad, 0)
+            self._words.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, size, 0)
+            return self._words
+        window = next(w for w in image.windows if w.arg == name)
+        arena = self._args["arena"]
+        shift = window.shift(self.scratchpad)
+        if not 0 <= shift < arena.nbytes or shift % 4:
+            raise RunError(
+                f"{image.name}: {name} starts at arena byte {shift} this call, "
+                f"outside the arena's {arena.nbytes} bytes or off a 4-byte boundary"
+            )
+        sub = x.bo(arena.bind(group), arena.nbytes - shift, shift)
+        self._windows.append(sub)  # kept alive while the run is in flight
+        return sub
 
     def wait(self, timeout: float | None = None) -> None:
         if self._run is None:
@@ -259,17 +314,19 @@ class XrtRun(Run):
     def bind_feedback(self, target: Run | None) -> None:
         if target is not None:
             raise RunError(
-                f"{self.image.name}: run-to-run feedback (Emit) on the NPU needs the "
-                f"full-ELF graph design, which is not built yet"
+                f"{self.image.name}: run-to-run feedback (Emit) on the NPU needs an "
+                f"Emit step in the full-ELF graph design, which has no NPU design "
+                f"yet; call the looping version from the host"
             )
 
 
 class XrtImage(LoadedImage):
     """A built design loaded on the NPU: its hardware context and kernel."""
 
-    def __init__(self, device: XrtDevice, built: Any) -> None:
+    def __init__(self, device: XrtDevice, built: Any, windows: tuple = ()) -> None:
         x = device.pyxrt
         self.device = device
+        self.windows = tuple(windows)
         self.name = f"{built.design.operator} ({built.key[:12]})"
         self.args: tuple[str, ...] = tuple(built.design.args)
         self.released = False
@@ -314,8 +371,8 @@ class XrtDevice(DriverDevice):
         index: The XRT device index.
         pyxrt: The pyxrt module (imported when None; tests pass a fake).
         image_builder: Builds what :meth:`load` is given into a
-            :class:`~iron.runtime.npu.build.Built`; the default takes Built
-            designs only.
+            :class:`~iron.runtime.npu.build.Built`, or ``(built, windows)``
+            as :func:`build_image` does; the default takes Built designs only.
 
     Raises:
         BackendUnavailableError: pyxrt cannot be imported.
@@ -345,7 +402,7 @@ class XrtDevice(DriverDevice):
 
         Raises:
             NotImplementedError: ``image`` is not a built design and no image
-                builder was given (planned ImageSpecs need one; not built yet).
+                builder was given (:func:`open_device` gives :func:`build_image`).
         """
         from iron.runtime.npu.build import Built
 
@@ -354,8 +411,12 @@ class XrtDevice(DriverDevice):
                 raise NotImplementedError(
                     f"{type(image).__name__} {getattr(image, 'name', '')!s}: the XRT "
                     f"driver loads built designs (iron.runtime.npu.build.Built); "
-                    f"turning a planned image into designs is not built yet"
+                    f"open the device with iron.runtime.xrt.open_device (or pass "
+                    f"image_builder=) to build planned images"
                 )
             image = self._build(image)
+        windows: tuple = ()
+        if isinstance(image, tuple):  # (built, windows) from build_image
+            image, windows = image
         with self._lock:
-            return XrtImage(self, image)
+            return XrtImage(self, image, windows)

@@ -110,6 +110,11 @@ def load_words(
     }
 
 
+def _shared(where: str) -> bool:
+    """Whether a placement names an argument ports share (not a port's own)."""
+    return where == "arena" or "@" in where or ":" in where
+
+
 def _sequence_args(
     op: object,
     need: Mapping[str, int],
@@ -124,7 +129,11 @@ def _sequence_args(
     ``need`` gives each port's bytes, in argument order. Ports placed in the
     arena share one ``arena`` argument at their planned offsets (in units of
     ``unit`` bytes, which an arena offset must then be a multiple of); every
-    other port is an argument of its own at offset 0. A design reading
+    other port is an argument of its own at offset 0. A port placed in
+    ``arena@<word>`` (a view whose start moves per call) is read at its
+    static offset in that argument, the arena shifted by the word's byte
+    offset, which the driver binds per run; ports sharing the shift share the
+    argument. A design reading
     ``words`` scratchpad words takes them as a last ``words`` argument.
 
     Raises:
@@ -145,19 +154,31 @@ def _sequence_args(
                 f"{op!r}: port {port} is placed in {p.nbytes} bytes "
                 f"({p.where} at {p.offset}); it needs {need[port]}"
             )
-        if unit > 1 and p.where == "arena" and p.offset % unit:
+        if unit > 1 and _shared(p.where) and p.offset % unit:
             raise ValueError(
                 f"{op!r}: port {port} is placed at byte {p.offset}, not on a bf16 "
                 f"boundary"
             )
-    in_arena = [p for p in ports if p in placement and placement[p].where == "arena"]
+    # The arena, the arena shifted by a per-call byte offset ("arena@<i>": a
+    # window the driver binds per run) and a graph's named input or output
+    # buffer ("input:<name>", "output:<name>") are arguments ports share.
+    shared: dict[str, list[str]] = {}
+    for p in ports:
+        if p in placement and _shared(placement[p].where):
+            shared.setdefault(placement[p].where, []).append(p)
     args: list[tuple[str, int]] = []
     where: dict[str, tuple[str, int]] = {}
-    if in_arena:
-        end = max(placement[p].offset + need[p] for p in in_arena)
-        args.append(("arena", max(arena_bytes or 0, -(-end // 4) * 4)))
-        for p in in_arena:
-            where[p] = ("arena", placement[p].offset // unit)
+    for arg, members in shared.items():
+        end = max(placement[p].offset + need[p] for p in members)
+        if arg.startswith("arena"):
+            end = max(arena_bytes or 0, end)
+        else:  # a graph's input or output: all of it (every step, one type)
+            end = max(
+                [end] + [placement[p].offset + placement[p].nbytes for p in members]
+            )
+        args.append((arg, -(-end // 4) * 4))
+        for p in members:
+            where[p] = (arg, placement[p].offset // unit)
     for p in ports:
         if p not in where:
             args.append((p, need[p]))
@@ -190,7 +211,10 @@ def _runtime_sequence(
         return memref(n // size[dt], dt)
 
     arg_types = [(a, arg_type(a, n)) for a, n in args]
-    hints = [(a if a == "arena" else f"{a}_buf", t) for a, t in arg_types]
+    hints = [
+        (a if a == "arena" else f"{a.replace('@', '_at_').replace(':', '_')}_buf", t)
+        for a, t in arg_types
+    ]
     with b.runtime_sequence(hints, "sequence") as names:
         ssa = dict(zip([a for a, _ in args], names))
         types = dict(arg_types)

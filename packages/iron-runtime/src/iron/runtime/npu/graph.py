@@ -1,0 +1,308 @@
+"""From a planned image to NPU designs: one per step (NPU1), one full ELF (NPU2).
+
+:func:`graph_design` turns an :class:`~iron.runtime.image.ImageSpec` (the
+steps one dispatch runs, where every buffer lives, the scratchpad layout)
+into a :class:`GraphDesign`: each step's operator design, placed where the
+plan put its handles, and the arguments the driver binds.
+
+Arguments of a graph image, in order:
+
+* ``arena``: the one arena buffer, every step reading and writing it at the
+  planned byte offsets (plus each handle's own offset in its buffer);
+* ``arena@<i>``: the arena again, shifted by a per-call byte offset. A view
+  whose start moves per call (``cache[position]``, ``rope[position]``, the
+  embedding row of a carried token) is read or written at its static offset
+  in this argument; the driver binds it per run as a sub-buffer of the arena
+  (``pyxrt.bo(parent, size, offset)``) at the offset the run's scratchpad
+  gives (:class:`Window`). A shim buffer descriptor's address is fixed when
+  the design is built, so this is how a per-call offset reaches the DMA; views
+  whose per-call parts agree share one such argument;
+* ``input:<name>``, ``output:<name>``: the graph's own input and output
+  buffers;
+* ``words``: the run's scratchpad, read by designs with per-call scalars.
+
+On NPU1 (or with ``check``) the plan gives one step per image: its design is
+the image. On NPU2 a full ELF holds every step's design as a device of its
+own (``@step<k>``, its sequence ``@step<k>_sequence``) and a ``@main``
+device whose runtime sequence configures each step's device in turn and runs
+its sequence on the graph's arguments (``aiex.configure`` / ``aiex.run``,
+the reconfiguration form of mlir-aie's ``test/aiecc/Inputs/
+reconfig_twodevice_a.mlir``); the host starts ``main:sequence`` once a call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from iron.core.device import Device, as_device
+from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.percall import Affine
+from iron.runtime.image import ImageSpec, Placement
+from iron.runtime.npu import legality
+from iron.runtime.npu.designs import Design, Words, build_design
+from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
+
+__all__ = ["GraphDesign", "StepDesign", "Window", "graph_design", "placements"]
+
+_WORD = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """An ``arena@<i>`` argument: the arena from a per-call byte offset on.
+
+    The offset is ``(scratchpad[slot] - const) * itemsize``: the word at
+    ``slot`` holds a view's start in elements, ``const`` its static part.
+
+    Attributes:
+        arg: The argument's name (``arena@0``, ...).
+        slot: The scratchpad slot of a view start using this shift.
+        const: That view start's static part, in elements.
+        itemsize: Bytes per element of that view.
+    """
+
+    arg: str
+    slot: int
+    const: int
+    itemsize: int
+
+    def shift(self, scratchpad: np.ndarray) -> int:
+        """The run's byte offset of this argument into the arena."""
+        return (int(scratchpad[self.slot]) - self.const) * self.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class StepDesign:
+    """One step's design; its arguments are the image's, by name.
+
+    Attributes:
+        index: The step's index in its recording.
+        design: The operator's design, placed.
+    """
+
+    index: int
+    design: Design
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphDesign:
+    """What the XRT backend builds and loads for one image.
+
+    Attributes:
+        name: The image's name.
+        device: ``npu1`` or ``npu2``.
+        steps: Each step's design.
+        args: The image's arguments, in the order its kernel takes them.
+        arg_bytes: Each argument's size in bytes.
+        windows: The per-run arena shifts, one per ``arena@<i>`` argument.
+        design: What :func:`iron.runtime.npu.build.build` compiles: the one
+            step's design (one step), else the full ELF's.
+    """
+
+    name: str
+    device: str
+    steps: tuple[StepDesign, ...]
+    args: tuple[str, ...]
+    arg_bytes: tuple[int, ...]
+    windows: tuple[Window, ...]
+    design: Design
+
+
+def _start(h: Handle) -> int | Affine:
+    """A handle's start in its buffer, in elements (a per-call expression or not)."""
+    layout = h.layout
+    if isinstance(layout, Dense):
+        return layout.offset
+    if isinstance(layout, Strided):
+        return layout.shift
+    if isinstance(layout, Gather):
+        ids = layout.ids
+        if isinstance(ids, Handle):
+            raise NotImplementedError(
+                f"{h.name}: a gather by ids a device buffer holds has no NPU design "
+                f"(a shim descriptor cannot read its address from device memory); "
+                f"gather with per-call values (iron.Carried / iron.Scratchpad) "
+                f"instead"
+            )
+        return layout.offset
+    raise TypeError(f"{h.name}: unknown layout {layout!r}")
+
+
+def placements(
+    spec: ImageSpec, step_index: int, windows: dict[tuple, Window]
+) -> dict[str, Placement]:
+    """Each port of step ``step_index``: where its handle starts, in bytes.
+
+    Static views are placed in ``arena`` (or their input or output buffer)
+    at their buffer's offset plus their own; a view whose start moves per call
+    is placed in an ``arena@<i>`` window (added to ``windows``, keyed by the
+    start's per-call part) at its static part.
+
+    Raises:
+        NotImplementedError: A view of an input or output moves per call, or a
+            gather reads ids from device memory.
+        ValueError: A per-call start has no scratchpad word.
+    """
+    step = next(s for s in spec.steps if s.index == step_index)
+    op = step.op
+    ports = [i.name for i in op.inputs] + [o.name for o in op.outputs]
+    handles = list(step.inputs) + list(step.outputs)
+    found: dict[str, Placement] = {}
+    for port, h in zip(ports, handles):
+        if h is None:
+            continue
+        buf = spec.placement[h.buffer.name]
+        itemsize = np.dtype(h.dtype).itemsize
+        start = _start(h)
+        const = start.const if isinstance(start, Affine) else int(start)
+        offset = (
+            buf.offset + const * itemsize if buf.where == "arena" else const * itemsize
+        )
+        nbytes = buf.nbytes - const * itemsize
+        where = "arena" if buf.where == "arena" else f"{buf.where}:{h.buffer.name}"
+        if isinstance(start, Affine) and start.terms:
+            if buf.where != "arena":
+                raise NotImplementedError(
+                    f"step {step.index} {type(op).__name__}: port {port} views "
+                    f"{where} at the per-call start {start}; on the NPU a per-call "
+                    f"view must be of an arena buffer (a weight, a state or a "
+                    f"transient)"
+                )
+            slot = spec.slot_of_key.get(start.key())
+            if slot is None:
+                raise ValueError(
+                    f"step {step.index}: the start {start} of {h.name} has no "
+                    f"scratchpad word; plan the recording that made this image"
+                )
+            key = Affine(start.terms, 0).key() + (itemsize,)
+            if key not in windows:
+                windows[key] = Window(f"arena@{len(windows)}", slot, const, itemsize)
+            where = windows[key].arg
+            nbytes = buf.nbytes  # the window reaches as far as the arena does
+        found[port] = Placement(where, offset, nbytes)
+    return found
+
+
+def _graph_args(
+    steps: Sequence[StepDesign], arena_bytes: int
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The image's arguments in order: arena, windows, inputs, outputs, words."""
+    sizes: dict[str, int] = {}
+    for s in steps:
+        for arg, n in zip(s.design.args, s.design.arg_bytes):
+            sizes[arg] = max(sizes.get(arg, 0), n)
+
+    def rank(a: str) -> tuple[int, str]:
+        order = ("arena", "arena@", "input:", "output:", "words")
+        return next(i for i, p in enumerate(order) if a.startswith(p)), a
+
+    args = tuple(sorted(sizes, key=rank))
+    return args, tuple(
+        max(sizes[a], arena_bytes) if a.startswith("arena") else sizes[a] for a in args
+    )
+
+
+def _arg_type(arg: str, nbytes: int) -> str:
+    return memref(nbytes // _WORD, "i32") if arg == "words" else memref(nbytes // 2)
+
+
+_DEVICE = re.compile(r"aie\.device\((\w+)\) @main \{")
+
+
+def _as_step_device(text: str, k: int) -> list[str]:
+    """A design's device block, renamed ``@step<k>`` with sequence ``@step<k>_sequence``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if _DEVICE.search(line))
+    end = max(i for i, line in enumerate(lines) if line.strip() == "}")  # module's
+    body = lines[start:end]
+    body[0] = _DEVICE.sub(lambda m: f"aie.device({m.group(1)}) @step{k} {{", body[0])
+    return [
+        line.replace(
+            "aie.runtime_sequence @sequence(",
+            f"aie.runtime_sequence @step{k}_sequence(",
+        )
+        for line in body
+    ]
+
+
+def _full_elf(
+    name: str, dev: Device, steps: Sequence[StepDesign], args, arg_bytes
+) -> Design:
+    """The full ELF's design: every step a device, and ``@main`` running them."""
+    b = Builder()
+    b.comment(f"IRON full ELF: {name} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
+    types = {a: _arg_type(a, n) for a, n in zip(args, arg_bytes)}
+    with b.region("module"):
+        for k, s in enumerate(steps):
+            for line in _as_step_device(s.design.text, k):
+                b.line(line.removeprefix("  "))
+        with b.device(dev.name, "main"):
+            hints = [(a.replace("@", "_at_").replace(":", "_"), types[a]) for a in args]
+            with b.runtime_sequence(hints, "sequence") as names:
+                ssa = dict(zip(args, names))
+                for k, s in enumerate(steps):
+                    with b.region(f"aiex.configure @step{k}"):
+                        operands = ", ".join(ssa[a] for a in s.design.args)
+                        sig = ", ".join(types[a] for a in s.design.args)
+                        b.line(f"aiex.run @step{k}_sequence({operands}) : ({sig})")
+    kernels = tuple(dict.fromkeys(k for s in steps for k in s.design.kernels))
+    return Design(
+        operator=name,
+        device=dev.name,
+        text=b.text(),
+        args=tuple(args),
+        arg_bytes=tuple(arg_bytes),
+        kernels=kernels,
+        layout=legality.Layout(name, (), (), ()),
+    )
+
+
+def graph_design(
+    spec: ImageSpec, dev: Device | str, *, arena_bytes: int = 0
+) -> GraphDesign:
+    """The designs of ``spec``'s steps on ``dev``, and the image's arguments.
+
+    ``arena_bytes`` is the arena's size (every step sees the same arena
+    type). One step: its design is the image (NPU1). More: one full ELF.
+
+    Raises:
+        NotImplementedError: A step's operator or view has no NPU design.
+        iron.runtime.npu.legality.LegalityError: A step breaks a device limit.
+        iron.core.operator.RefusedShapeError: A step refuses the device.
+    """
+    device = as_device(dev)
+    windows: dict[tuple, Window] = {}
+    words = Words(dict(spec.slot_of_key), spec.scratchpad_words)
+    steps = []
+    for step in spec.steps:
+        place = placements(spec, step.index, windows)
+        d = build_design(step.op, device, place, arena_bytes=arena_bytes, words=words)
+        steps.append(StepDesign(step.index, d))
+    if spec.emit is not None:
+        raise NotImplementedError(
+            f"{spec.name}: its Emit step has no NPU design yet; loop it from the "
+            f"host (call the version once a step)"
+        )
+    if len(steps) == 1:
+        design = steps[0].design
+    elif not device.full_elf:
+        raise ValueError(
+            f"{spec.name}: {len(steps)} steps in one image on {device.name}, which "
+            f"has no full ELF; plan it with one step per image"
+        )
+    else:
+        args, arg_bytes = _graph_args(steps, arena_bytes)
+        design = _full_elf(spec.name, device, steps, args, arg_bytes)
+    return GraphDesign(
+        name=spec.name,
+        device=device.name,
+        steps=tuple(steps),
+        args=design.args,
+        arg_bytes=design.arg_bytes,
+        windows=tuple(windows.values()),
+        design=design,
+    )
