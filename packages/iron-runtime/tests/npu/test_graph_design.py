@@ -23,9 +23,10 @@ from iron.core.device import NPU1, NPU2
 from iron.core.plan import plan
 from iron.operators import GEMV, ElementwiseAdd, RMSNorm, SiLU
 from iron.runtime import xrt
+from iron.runtime.driver import RunError
 from iron.runtime.image import build_images
 from iron.runtime.npu import build, legality
-from iron.runtime.npu.graph import Window, graph_design
+from iron.runtime.npu.graph import EMIT, Window, graph_design
 
 from .test_build import FakeRunner
 from .test_xrt import make_fake
@@ -183,7 +184,7 @@ def test_the_driver_binds_the_window_and_the_scratchpad_per_run(monkeypatch, tmp
         g = graph_design(spec, NPU1, arena_bytes=arena_bytes)
         built = _fake_built(g.design)
         built.insts.write_bytes(np.arange(4, dtype=np.uint32).tobytes())
-        return built, g.windows
+        return built, g
 
     device = xrt.XrtDevice(NPU1, image_builder=builder)
     image = device.load(images[2])
@@ -226,7 +227,7 @@ def test_a_scratchpad_reaches_the_words_argument(monkeypatch, tmp_path):
     assert d.args[-1] == "words"
     built = _fake_built(d)
     built.insts.write_bytes(np.arange(4, dtype=np.uint32).tobytes())
-    device = xrt.XrtDevice(NPU1, image_builder=lambda spec: (built, ()))
+    device = xrt.XrtDevice(NPU1, image_builder=lambda spec: built)
     image = device.load(design)
     run = image.new_run()
     run.set_args(
@@ -244,3 +245,98 @@ def test_selection_opens_the_npu_when_nothing_is_missing(monkeypatch):
     monkeypatch.setattr(xrt, "missing", lambda: [])
     device = xrt.open_device(NPU2)
     assert isinstance(device, xrt.XrtDevice) and device.name == "npu2"
+
+
+class Walk(iron.Graph):
+    """A loop on one carried value: each run rewrites a state from a table row."""
+
+    def __init__(self) -> None:
+        self.table = iron.weight(np.zeros((TABLE, WIDTH), bfloat16))
+        self.out = iron.state((WIDTH,), bfloat16)
+
+    def body(self, *, position: iron.Carried[int]):
+        SiLU.step(self.table[position].reshape(-1), out=self.out)
+        return iron.carry(position=position + 1)
+
+
+def _looping_image():
+    from iron.runtime import CarriedLoop
+
+    with iron.use_device("npu2"):
+        version = Walk().compile()
+        CarriedLoop(version, version, depth=2)  # composes the Emit program
+    return version.images[-1]
+
+
+def test_a_looping_version_ends_in_an_emit_device(tmp_path):
+    spec = _looping_image()
+    g = graph_design(spec, NPU2, arena_bytes=1 << 16)
+    assert [s.index for s in g.steps] == [0, EMIT]
+    assert g.args == ("arena", "arena@0", "words", "program", "feedback")
+    capacity = NPU2.scratchpad_words + 1
+    assert dict(zip(g.args, g.arg_bytes))["feedback"] == capacity * 4
+    emit_design = g.steps[1].design
+    legality.check(emit_design.layout, NPU2)
+    # the one slot, the carried position, comes from the scratchpad's carried slot
+    (slot,) = [t for t in emit_design.layout.transfers if t.fifo == "emit_slots"]
+    assert (slot.buffer, slot.offset) == ("words", spec.carried_slot("position"))
+    _filecheck(
+        tmp_path,
+        "\n".join(
+            [
+                "CHECK: aie.device(npu2) @emit {",
+                "CHECK: func.call @iron_emit(",
+                "CHECK: aie.runtime_sequence @emit_sequence(",
+                "CHECK: aie.device(npu2) @main {",
+                "CHECK: aiex.configure @step0 {",
+                "CHECK: aiex.configure @emit {",
+                "CHECK-NEXT: aiex.run @emit_sequence(%words, %program, %feedback)",
+                "",
+            ]
+        ),
+        g.design.text,
+    )
+
+
+def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
+    log: list = []
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log))
+    spec = _looping_image()
+    _fake_built.cache = tmp_path
+
+    def builder(s):
+        g = graph_design(s, NPU2, arena_bytes=1 << 16)
+        return _fake_built(g.design), g
+
+    device = xrt.XrtDevice(NPU2, image_builder=builder)
+    image = device.load(spec)
+    a, b = image.new_run(), image.new_run()
+    a.bind_feedback(b)
+    b.bind_feedback(a)
+    arena = device.alloc(1 << 16, "arena")
+    for run in (a, b):
+        run.set_args({"arena": arena})
+        run.scratchpad = np.zeros(spec.scratchpad_words, np.int32)
+    a.scratchpad[:] = [3 * WIDTH, 3]
+    a.start()
+    bound = {i: v for (op, i, v) in (c for c in log if c[0] == "set_arg")}
+    args = {name: bound[k] for k, name in enumerate(image.args)}
+    assert args["feedback"] is b._words and args["words"] is a._words
+    assert np.array_equal(
+        args["program"].dev[: spec.program.nbytes], spec.program.view(np.uint8)
+    )
+    assert args["words"].dev[:8].view(np.int32).tolist() == [3 * WIDTH, 3]
+    # what a's Emit writes on the device: the next position's words
+    b._words.dev[:8] = np.array([4 * WIDTH, 4], np.int32).view(np.uint8)
+    a.wait()  # ... which the host reads back into b's scratchpad
+    assert b.scratchpad.tolist() == [4 * WIDTH, 4]
+    writes_before = len([c for c in log if c[0] == "write" and c[1] is b._words])
+    b.start()  # b runs on what a's Emit wrote: the host writes nothing into it
+    assert (
+        len([c for c in log if c[0] == "write" and c[1] is b._words]) == writes_before
+    )
+    with pytest.raises(RunError, match="bind_feedback"):
+        c = image.new_run()
+        c.set_args({"arena": arena})
+        c.scratchpad = np.zeros(spec.scratchpad_words, np.int32)
+        c.start()

@@ -295,12 +295,12 @@ def test_idle_runs_do_not_start(log, tmp_path):
     assert run.state() is RunState.COMPLETED and not _ops(log, "start")
 
 
-def test_feedback_and_planned_images_are_not_built_yet(log, tmp_path):
+def test_feedback_needs_an_emit_and_planned_images_a_builder(log, tmp_path):
     device = xrt.XrtDevice(NPU1)
     image = device.load(_built(tmp_path, ReLU(size=2048), NPU1))
     run = image.new_run()
     run.bind_feedback(None)
-    with pytest.raises(RunError, match="feedback .* full-ELF graph design"):
+    with pytest.raises(RunError, match="feedback .* full-ELF image ending in an Emit step"):
         run.bind_feedback(image.new_run())
     spec = types.SimpleNamespace(name="g v0 step 0")
     with pytest.raises(NotImplementedError, match="loads built designs"):

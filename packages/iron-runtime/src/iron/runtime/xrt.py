@@ -33,8 +33,14 @@ image (an :class:`~iron.runtime.image.ImageSpec`) becomes a
 Arguments a graph image takes besides the runtime's buffers are made per
 run: ``arena@<i>`` windows as sub-buffers of the arena's BO
 (``bo(parent, size, offset)``) at the offset the run's scratchpad gives, and
-``words`` as a BO holding the scratchpad. Emit (run-to-run feedback) has no
-NPU design yet, so a carried loop runs its steps from the host there.
+``words`` as a BO holding the scratchpad. A full ELF ending in an Emit step
+takes ``program`` (the composed Emit program) and ``feedback`` (the words
+BO of the run :meth:`XrtRun.bind_feedback` named, which the Emit writes on
+the device; that run then starts on it without the host writing it). Runs
+on one hardware context are taken to execute in the order started, so a
+fed run reads its words after its feeder wrote them. A fed run with
+``arena@<i>`` windows waits for its feeder before it starts: the host binds
+a window from the words the Emit wrote (so such loops run one run at a time).
 """
 
 from __future__ import annotations
@@ -121,9 +127,10 @@ def build_image(spec: Any, description: Device, **build_options: Any) -> tuple:
     """Build a planned image: its designs, then aiecc (cached).
 
     Returns:
-        ``(built, windows)``: the :class:`~iron.runtime.npu.build.Built` and
-        the :class:`~iron.runtime.npu.graph.Window` of each ``arena@<i>``
-        argument.
+        ``(built, graph)``: the :class:`~iron.runtime.npu.build.Built` and the
+        :class:`~iron.runtime.npu.graph.GraphDesign` it came from (its
+        windows, and the spec whose Emit program the ``program`` argument
+        holds).
 
     Raises:
         NotImplementedError: A step has no NPU design (named).
@@ -137,7 +144,7 @@ def build_image(spec: Any, description: Device, **build_options: Any) -> tuple:
         default=0,
     )
     graph = graph_design(spec, description, arena_bytes=-(-extent // 4) * 4)
-    return build(graph.design, **build_options), graph.windows
+    return build(graph.design, **build_options), graph
 
 
 def _import_pyxrt() -> ModuleType:
@@ -221,8 +228,11 @@ class XrtRun(Run):
         self._args: dict[str, XrtBuffer] = {}
         self._run: Any = None
         self._state = RunState.NEW
-        self._words: Any = None  # the scratchpad's BO, made on first start
+        self._words: Any = None  # the scratchpad's BO, made on first use
         self._windows: list[Any] = []  # this start's arena sub-buffers
+        self._feedback: XrtRun | None = None  # the run this run's Emit feeds
+        self._fed = False  # a feeder's Emit writes this run's words BO
+        self._feeder: XrtRun | None = None
 
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         for key, bo in buffers.items():
@@ -238,7 +248,7 @@ class XrtRun(Run):
             self._state = RunState.COMPLETED
             self._run = None
             return
-        made = {w.arg for w in image.windows} | {"words"}
+        made = {w.arg for w in image.windows} | {"words", "program", "feedback"}
         lacking = [a for a in image.args if a not in self._args and a not in made]
         if lacking:
             raise RunError(
@@ -253,6 +263,11 @@ class XrtRun(Run):
             run.set_arg(INSTR_ARG, image.instructions)
             run.set_arg(2, image.instruction_words)
             first = FIRST_DATA_ARG
+        feeder = self._feeder
+        if self._fed and image.windows and feeder is not None:
+            # A window's offset comes from the words the feeder's Emit writes:
+            # the host needs them before it can bind this run's sub-buffers.
+            feeder.wait()
         self._windows = []
         for k, name in enumerate(image.args):
             arg = first + k
@@ -261,20 +276,42 @@ class XrtRun(Run):
         self._run = run
         self._state = RunState.QUEUED
 
+    def _words_bo(self, group: int) -> Any:
+        """This run's scratchpad BO (made on first use)."""
+        if self._words is None:
+            x = self.image.device.pyxrt
+            self._words = x.bo(
+                self.image.device.handle, self.image.words_bytes, x.bo.host_only, group
+            )
+        return self._words
+
     def _bo(self, name: str, group: int) -> Any:
         """The XRT BO argument ``name`` takes this start."""
         image, x = self.image, self.image.device.pyxrt
         if name in self._args:
             return self._args[name].bind(group)
         if name == "words":
+            bo = self._words_bo(group)
+            if self._fed:  # the feeder's Emit wrote it on the device
+                self._fed = False
+                return bo
             pad = np.ascontiguousarray(self.scratchpad, np.int32).view(np.uint8)
-            size = max(4, pad.size)
-            if self._words is None:
-                self._words = x.bo(image.device.handle, size, x.bo.host_only, group)
-            if pad.size:
-                self._words.write(pad, 0)
-            self._words.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, size, 0)
-            return self._words
+            data = np.zeros(image.words_bytes, np.uint8)
+            data[: min(pad.size, data.size)] = pad[: data.size]
+            bo.write(data, 0)
+            bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, data.size, 0)
+            return bo
+        if name == "program":
+            return image.program_bo(group)
+        if name == "feedback":
+            target = self._feedback
+            if target is None:
+                raise RunError(
+                    f"{image.name}: its Emit writes the next run's scratchpad; "
+                    f"bind_feedback(run) first (CarriedLoop does)"
+                )
+            target._fed, target._feeder = True, self
+            return target._words_bo(group)
         window = next(w for w in image.windows if w.arg == name)
         arena = self._args["arena"]
         shift = window.shift(self.scratchpad)
@@ -299,6 +336,16 @@ class XrtRun(Run):
         states = x.ert_cmd_state
         if state == states.ERT_CMD_STATE_COMPLETED:
             self._state = RunState.COMPLETED
+            target = self._feedback
+            if target is not None and target._words is not None:
+                # what this run's Emit wrote, for the host to read
+                n = self.image.words_bytes
+                target._words.sync(
+                    x.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE, n, 0
+                )
+                raw = np.asarray(target._words.read(n, 0)).view(np.uint8)
+                words = raw.reshape(-1)[: target.scratchpad.size * 4].view(np.int32)
+                target.scratchpad[: words.size] = words
             return
         in_flight = (states.ERT_CMD_STATE_QUEUED, states.ERT_CMD_STATE_SUBMITTED)
         if timeout is not None and state in in_flight:
@@ -312,21 +359,27 @@ class XrtRun(Run):
         return self._state
 
     def bind_feedback(self, target: Run | None) -> None:
-        if target is not None:
+        if target is not None and "feedback" not in self.image.args:
             raise RunError(
-                f"{self.image.name}: run-to-run feedback (Emit) on the NPU needs an "
-                f"Emit step in the full-ELF graph design, which has no NPU design "
-                f"yet; call the looping version from the host"
+                f"{self.image.name}: run-to-run feedback (Emit) on the NPU needs a "
+                f"full-ELF image ending in an Emit step; this image has none"
             )
+        if target is not None and not isinstance(target, XrtRun):
+            raise TypeError(f"feedback target is not an XRT run: {target!r}")
+        self._feedback = target
 
 
 class XrtImage(LoadedImage):
     """A built design loaded on the NPU: its hardware context and kernel."""
 
-    def __init__(self, device: XrtDevice, built: Any, windows: tuple = ()) -> None:
+    def __init__(self, device: XrtDevice, built: Any, graph: Any = None) -> None:
         x = device.pyxrt
         self.device = device
-        self.windows = tuple(windows)
+        self.graph = graph
+        self.windows = tuple(graph.windows) if graph is not None else ()
+        sizes = dict(zip(built.design.args, built.design.arg_bytes))
+        self.words_bytes = sizes.get("words", sizes.get("feedback", 4))
+        self._program: Any = None
         self.name = f"{built.design.operator} ({built.key[:12]})"
         self.args: tuple[str, ...] = tuple(built.design.args)
         self.released = False
@@ -355,6 +408,31 @@ class XrtImage(LoadedImage):
             x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, words.nbytes, 0
         )
 
+    def program_bo(self, group: int) -> Any:
+        """The Emit program's BO, holding what ``emit_to`` composed now."""
+        from iron.runtime.npu.designs.emit import PROGRAM_WORDS
+
+        x = self.device.pyxrt
+        program = None if self.graph is None else self.graph.spec.program
+        if program is None or program.size == 0:
+            raise RunError(
+                f"{self.name}: its Emit has no program; call emit_to(target) first"
+            )
+        if program.size > PROGRAM_WORDS:
+            raise RunError(
+                f"{self.name}: its Emit program has {program.size} words; the "
+                f"device's program buffer holds {PROGRAM_WORDS}"
+            )
+        data = np.zeros(PROGRAM_WORDS, np.int32)
+        data[: program.size] = program
+        if self._program is None:
+            self._program = x.bo(self.device.handle, data.nbytes, x.bo.host_only, group)
+        self._program.write(data.view(np.uint8), 0)
+        self._program.sync(
+            x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, data.nbytes, 0
+        )
+        return self._program
+
     def new_run(self) -> XrtRun:
         return XrtRun(self)
 
@@ -371,8 +449,8 @@ class XrtDevice(DriverDevice):
         index: The XRT device index.
         pyxrt: The pyxrt module (imported when None; tests pass a fake).
         image_builder: Builds what :meth:`load` is given into a
-            :class:`~iron.runtime.npu.build.Built`, or ``(built, windows)``
-            as :func:`build_image` does; the default takes Built designs only.
+            :class:`~iron.runtime.npu.build.Built`, or ``(built, graph)`` as
+            :func:`build_image` does; the default takes Built designs only.
 
     Raises:
         BackendUnavailableError: pyxrt cannot be imported.
@@ -415,8 +493,8 @@ class XrtDevice(DriverDevice):
                     f"image_builder=) to build planned images"
                 )
             image = self._build(image)
-        windows: tuple = ()
-        if isinstance(image, tuple):  # (built, windows) from build_image
-            image, windows = image
+        graph = None
+        if isinstance(image, tuple):  # (built, graph) from build_image
+            image, graph = image
         with self._lock:
-            return XrtImage(self, image, windows)
+            return XrtImage(self, image, graph)

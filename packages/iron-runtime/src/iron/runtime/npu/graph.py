@@ -19,7 +19,11 @@ Arguments of a graph image, in order:
   whose per-call parts agree share one such argument;
 * ``input:<name>``, ``output:<name>``: the graph's own input and output
   buffers;
-* ``words``: the run's scratchpad, read by designs with per-call scalars.
+* ``words``: the run's scratchpad (the device's scratchpad words, then the
+  carried values), read by designs with per-call scalars;
+* ``program``, ``feedback``: in a version ending in an Emit step
+  (:mod:`iron.runtime.npu.designs.emit`), the Emit program and the next
+  run's ``words`` buffer, which the Emit writes.
 
 On NPU1 (or with ``check``) the plan gives one step per image: its design is
 the image. On NPU2 a full ELF holds every step's design as a device of its
@@ -43,12 +47,15 @@ from iron.core.handle import Dense, Gather, Handle, Strided
 from iron.core.percall import Affine
 from iron.runtime.image import ImageSpec, Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, build_design
+from iron.runtime.npu.designs import Design, Words, build_design, emit
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
 
-__all__ = ["GraphDesign", "StepDesign", "Window", "graph_design", "placements"]
+__all__ = ["EMIT", "GraphDesign", "StepDesign", "Window", "graph_design", "placements"]
 
 _WORD = 4
+
+#: The step index of an image's Emit step (it follows every recorded step).
+EMIT = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +108,8 @@ class GraphDesign:
         windows: The per-run arena shifts, one per ``arena@<i>`` argument.
         design: What :func:`iron.runtime.npu.build.build` compiles: the one
             step's design (one step), else the full ELF's.
+        spec: The image it was made from (its ``program``, which
+            ``emit_to`` fills, is what the ``program`` argument holds).
     """
 
     name: str
@@ -110,6 +119,7 @@ class GraphDesign:
     arg_bytes: tuple[int, ...]
     windows: tuple[Window, ...]
     design: Design
+    spec: ImageSpec
 
 
 def _start(h: Handle) -> int | Affine:
@@ -197,7 +207,7 @@ def _graph_args(
             sizes[arg] = max(sizes.get(arg, 0), n)
 
     def rank(a: str) -> tuple[int, str]:
-        order = ("arena", "arena@", "input:", "output:", "words")
+        order = ("arena", "arena@", "input:", "output:", "words", "program", "feedback")
         return next(i for i, p in enumerate(order) if a.startswith(p)), a
 
     args = tuple(sorted(sizes, key=rank))
@@ -207,23 +217,25 @@ def _graph_args(
 
 
 def _arg_type(arg: str, nbytes: int) -> str:
-    return memref(nbytes // _WORD, "i32") if arg == "words" else memref(nbytes // 2)
+    if arg in ("words", "program", "feedback"):
+        return memref(nbytes // _WORD, "i32")
+    return memref(nbytes // 2)
 
 
 _DEVICE = re.compile(r"aie\.device\((\w+)\) @main \{")
 
 
-def _as_step_device(text: str, k: int) -> list[str]:
-    """A design's device block, renamed ``@step<k>`` with sequence ``@step<k>_sequence``."""
+def _as_step_device(text: str, name: str) -> list[str]:
+    """A design's device block, renamed ``@<name>`` with sequence ``@<name>_sequence``."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if _DEVICE.search(line))
     end = max(i for i, line in enumerate(lines) if line.strip() == "}")  # module's
     body = lines[start:end]
-    body[0] = _DEVICE.sub(lambda m: f"aie.device({m.group(1)}) @step{k} {{", body[0])
+    body[0] = _DEVICE.sub(lambda m: f"aie.device({m.group(1)}) @{name} {{", body[0])
     return [
         line.replace(
             "aie.runtime_sequence @sequence(",
-            f"aie.runtime_sequence @step{k}_sequence(",
+            f"aie.runtime_sequence @{name}_sequence(",
         )
         for line in body
     ]
@@ -237,18 +249,21 @@ def _full_elf(
     b.comment(f"IRON full ELF: {name} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     types = {a: _arg_type(a, n) for a, n in zip(args, arg_bytes)}
     with b.region("module"):
-        for k, s in enumerate(steps):
-            for line in _as_step_device(s.design.text, k):
+        labels = [
+            "emit" if s.index == EMIT else f"step{k}" for k, s in enumerate(steps)
+        ]
+        for name, s in zip(labels, steps):
+            for line in _as_step_device(s.design.text, name):
                 b.line(line.removeprefix("  "))
         with b.device(dev.name, "main"):
             hints = [(a.replace("@", "_at_").replace(":", "_"), types[a]) for a in args]
             with b.runtime_sequence(hints, "sequence") as names:
                 ssa = dict(zip(args, names))
-                for k, s in enumerate(steps):
-                    with b.region(f"aiex.configure @step{k}"):
+                for name, s in zip(labels, steps):
+                    with b.region(f"aiex.configure @{name}"):
                         operands = ", ".join(ssa[a] for a in s.design.args)
                         sig = ", ".join(types[a] for a in s.design.args)
-                        b.line(f"aiex.run @step{k}_sequence({operands}) : ({sig})")
+                        b.line(f"aiex.run @{name}_sequence({operands}) : ({sig})")
     kernels = tuple(dict.fromkeys(k for s in steps for k in s.design.kernels))
     return Design(
         operator=name,
@@ -276,18 +291,24 @@ def graph_design(
     """
     device = as_device(dev)
     windows: dict[tuple, Window] = {}
-    words = Words(dict(spec.slot_of_key), spec.scratchpad_words)
+    # Every run's scratchpad buffer holds the device's words and the carried
+    # values, so an Emit can write any version's whole scratchpad into it.
+    capacity = device.scratchpad_words + len(spec.carried)
+    words = Words(dict(spec.slot_of_key), capacity)
     steps = []
     for step in spec.steps:
         place = placements(spec, step.index, windows)
         d = build_design(step.op, device, place, arena_bytes=arena_bytes, words=words)
         steps.append(StepDesign(step.index, d))
     if spec.emit is not None:
-        raise NotImplementedError(
-            f"{spec.name}: its Emit step has no NPU design yet; loop it from the "
-            f"host (call the version once a step)"
-        )
-    if len(steps) == 1:
+        if not device.full_elf:
+            raise ValueError(
+                f"{spec.name}: an Emit step needs a full ELF, which {device.name} "
+                f"has not; loop the version from the host"
+            )
+        d = emit.build(spec, device, capacity=capacity, arena_bytes=arena_bytes)
+        steps.append(StepDesign(EMIT, d))
+    if len(steps) == 1 and spec.emit is None:
         design = steps[0].design
     elif not device.full_elf:
         raise ValueError(
@@ -305,4 +326,5 @@ def graph_design(
         arg_bytes=design.arg_bytes,
         windows=tuple(windows.values()),
         design=design,
+        spec=spec,
     )

@@ -195,13 +195,15 @@ def _runtime_sequence(
     outs: Sequence[str],
     columns: int,
     dtypes: Mapping[str, str] | None = None,
+    waits: Sequence[str] | None = None,
 ) -> None:
     """Emit the sequence: every transfer in order, then a wait on each output FIFO.
 
     Output transfers (FIFOs named ``<port>_<column>`` for a port in ``outs``)
     issue a completion token; the sequence waits on each column's. An
     argument is a bf16 memref unless ``dtypes`` names its element type
-    (``words`` is always ``i32``).
+    (``words`` is always ``i32``). ``waits`` names the FIFOs to wait on
+    instead (their transfers issue the tokens).
     """
     types_of = {WORDS: "i32", **(dtypes or {})}
     size = {"bf16": _ITEM, "i32": _WORD, "f32": _WORD, "i8": 1}
@@ -227,8 +229,14 @@ def _runtime_sequence(
                 t.strides,
                 metadata=t.fifo,
                 bd_id=t.bd_id,
-                issue_token=t.fifo.rsplit("_", 1)[0] in outs,
+                issue_token=(
+                    t.fifo in waits if waits else t.fifo.rsplit("_", 1)[0] in outs
+                ),
             )
+        if waits:
+            for fifo in waits:
+                b.dma_wait(fifo)
+            return
         for c in range(columns):
             for p in outs:
                 b.dma_wait(f"{p}_{c}")
