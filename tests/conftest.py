@@ -22,3 +22,10 @@ def npu2():
     """Bind the npu2 device description for each test (device-free)."""
     with iron.use_device("npu2"):
         yield iron.NPU2
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "npu: needs a Ryzen AI NPU with XRT (pyxrt) and mlir-aie; skipped elsewhere",
+    )

@@ -72,6 +72,28 @@ def test_example_prints_pass(root, example, device):
     assert done.stdout.rstrip().endswith("PASS!")
 
 
+@pytest.mark.npu
+@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_example_prints_pass_on_the_npu(root, example, device):
+    """The same examples on a Ryzen AI NPU (IRON_BACKEND=xrt); skipped without one."""
+    from iron.runtime import xrt
+
+    lacks = xrt.missing()
+    if lacks:
+        pytest.skip("no NPU here: this machine lacks " + "; ".join(lacks))
+    env = {**os.environ, "IRON_DEVICE": device, "IRON_BACKEND": "xrt"}
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / example)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("PASS!")
+
+
 def test_first_graph_records_two_steps_and_reads_tolerance_off_the_recording():
     graph = first_graph.ReluThenAxpy(scalar_factor=2.0)
     recording = graph.record(x=(2048,), y=(2048,))

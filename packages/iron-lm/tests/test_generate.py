@@ -189,3 +189,24 @@ def test_a_loop_left_early_leaves_nothing_behind(decoders) -> None:
     logits = decoder.logits(ids)
     assert np.isfinite(logits).all()
     assert list(decoder.generate(ids, max_new_tokens=10, seed=4, stop=[])) == full
+
+
+@pytest.mark.npu
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_the_npu_decodes_the_reference_tokens(checkpoints, device) -> None:
+    """On a Ryzen AI NPU (IRON_BACKEND=xrt): greedy tokens equal the reference's."""
+    from iron.runtime import set_backend, xrt
+
+    lacks = xrt.missing()
+    if lacks:
+        pytest.skip("no NPU here: this machine lacks " + "; ".join(lacks))
+    ids = prompt_ids(21, seed=3)
+    set_backend("xrt")
+    try:
+        decoder = Decoder.from_pretrained(
+            checkpoints(), device=device, context=CONTEXT, rows=ROWS, progress=False
+        )
+        tokens = list(decoder.generate(ids, max_new_tokens=12, stop=[]))
+    finally:
+        set_backend(None)
+    assert tokens == reference_tokens(checkpoints(), ids, 12, seed=0)
