@@ -25,6 +25,14 @@ Arguments of a graph image, in order:
   (:mod:`iron.runtime.npu.designs.emit`), the Emit program and the next
   run's ``words`` buffer, which the Emit writes.
 
+Per-call bounds (``x[:n]``) are not read on the device: a design moves its
+operator's whole static extent, so a bounded step computes every row and
+writes them all (the rows past ``n`` from whatever its inputs hold there).
+A write through a bounded view therefore reaches its whole extent; the
+emulated NPU writes only the first ``n`` rows. The Llama graphs stay within
+this (a prompt chunk's extra rows land in cache positions no attention reads
+before a later call writes them).
+
 On NPU1 (or with ``check``) the plan gives one step per image: its design is
 the image. On NPU2 a full ELF holds every step's design as a device of its
 own (``@step<k>``, its sequence ``@step<k>_sequence``) and a ``@main``
