@@ -1,0 +1,128 @@
+// IRON design: RoPE(rows=1, heads=32, head_dim=64, method='half', heads_per_tile=8, num_aie_columns=4) on npu1; mlir-aie v1.4.1
+module {
+  aie.device(npu1) @main {
+    func.func private @rope_bf16(memref<512xbf16>, memref<64xbf16>, memref<512xbf16>, i32, i32, i32) attributes {link_with = "rope_bf16.o"}
+    %shim_noc_tile_0_0 = aie.tile(0, 0)
+    %shim_noc_tile_1_0 = aie.tile(1, 0)
+    %shim_noc_tile_2_0 = aie.tile(2, 0)
+    %shim_noc_tile_3_0 = aie.tile(3, 0)
+    %tile_0_2 = aie.tile(0, 2)
+    %tile_1_2 = aie.tile(1, 2)
+    %tile_2_2 = aie.tile(2, 2)
+    %tile_3_2 = aie.tile(3, 2)
+    aie.objectfifo @x_0(%shim_noc_tile_0_0, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @table_0(%shim_noc_tile_0_0, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<64xbf16>>
+    aie.objectfifo @out_0(%tile_0_2, {%shim_noc_tile_0_0}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @x_1(%shim_noc_tile_1_0, {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @table_1(%shim_noc_tile_1_0, {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<64xbf16>>
+    aie.objectfifo @out_1(%tile_1_2, {%shim_noc_tile_1_0}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @x_2(%shim_noc_tile_2_0, {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @table_2(%shim_noc_tile_2_0, {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<64xbf16>>
+    aie.objectfifo @out_2(%tile_2_2, {%shim_noc_tile_2_0}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @x_3(%shim_noc_tile_3_0, {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    aie.objectfifo @table_3(%shim_noc_tile_3_0, {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<64xbf16>>
+    aie.objectfifo @out_3(%tile_3_2, {%shim_noc_tile_3_0}, 2 : i32) : !aie.objectfifo<memref<512xbf16>>
+    %core_0_2 = aie.core(%tile_0_2) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c9223372036854775807 = arith.constant 9223372036854775807 : index
+      %c512_i32 = arith.constant 512 : i32
+      %c64_i32 = arith.constant 64 : i32
+      %c0_i32 = arith.constant 0 : i32
+      scf.for %run = %c0 to %c9223372036854775807 step %c1 {
+        %table_view = aie.objectfifo.acquire @table_0(Consume, 1) : !aie.objectfifosubview<memref<64xbf16>>
+        %table = aie.objectfifo.subview.access %table_view[0] : !aie.objectfifosubview<memref<64xbf16>> -> memref<64xbf16>
+        %x_view = aie.objectfifo.acquire @x_0(Consume, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %x = aie.objectfifo.subview.access %x_view[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        %out_view = aie.objectfifo.acquire @out_0(Produce, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %out = aie.objectfifo.subview.access %out_view[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        func.call @rope_bf16(%x, %table, %out, %c512_i32, %c64_i32, %c0_i32) : (memref<512xbf16>, memref<64xbf16>, memref<512xbf16>, i32, i32, i32) -> ()
+        aie.objectfifo.release @x_0(Consume, 1)
+        aie.objectfifo.release @out_0(Produce, 1)
+        aie.objectfifo.release @table_0(Consume, 1)
+      }
+      aie.end
+    }
+    %core_1_2 = aie.core(%tile_1_2) {
+      %c0_1 = arith.constant 0 : index
+      %c1_1 = arith.constant 1 : index
+      %c9223372036854775807_1 = arith.constant 9223372036854775807 : index
+      %c512_i32_1 = arith.constant 512 : i32
+      %c64_i32_1 = arith.constant 64 : i32
+      %c0_i32_1 = arith.constant 0 : i32
+      scf.for %run_1 = %c0_1 to %c9223372036854775807_1 step %c1_1 {
+        %table_view_1 = aie.objectfifo.acquire @table_1(Consume, 1) : !aie.objectfifosubview<memref<64xbf16>>
+        %table_1 = aie.objectfifo.subview.access %table_view_1[0] : !aie.objectfifosubview<memref<64xbf16>> -> memref<64xbf16>
+        %x_view_1 = aie.objectfifo.acquire @x_1(Consume, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %x_1 = aie.objectfifo.subview.access %x_view_1[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        %out_view_1 = aie.objectfifo.acquire @out_1(Produce, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %out_1 = aie.objectfifo.subview.access %out_view_1[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        func.call @rope_bf16(%x_1, %table_1, %out_1, %c512_i32_1, %c64_i32_1, %c0_i32_1) : (memref<512xbf16>, memref<64xbf16>, memref<512xbf16>, i32, i32, i32) -> ()
+        aie.objectfifo.release @x_1(Consume, 1)
+        aie.objectfifo.release @out_1(Produce, 1)
+        aie.objectfifo.release @table_1(Consume, 1)
+      }
+      aie.end
+    }
+    %core_2_2 = aie.core(%tile_2_2) {
+      %c0_2 = arith.constant 0 : index
+      %c1_2 = arith.constant 1 : index
+      %c9223372036854775807_2 = arith.constant 9223372036854775807 : index
+      %c512_i32_2 = arith.constant 512 : i32
+      %c64_i32_2 = arith.constant 64 : i32
+      %c0_i32_2 = arith.constant 0 : i32
+      scf.for %run_2 = %c0_2 to %c9223372036854775807_2 step %c1_2 {
+        %table_view_2 = aie.objectfifo.acquire @table_2(Consume, 1) : !aie.objectfifosubview<memref<64xbf16>>
+        %table_2 = aie.objectfifo.subview.access %table_view_2[0] : !aie.objectfifosubview<memref<64xbf16>> -> memref<64xbf16>
+        %x_view_2 = aie.objectfifo.acquire @x_2(Consume, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %x_2 = aie.objectfifo.subview.access %x_view_2[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        %out_view_2 = aie.objectfifo.acquire @out_2(Produce, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %out_2 = aie.objectfifo.subview.access %out_view_2[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        func.call @rope_bf16(%x_2, %table_2, %out_2, %c512_i32_2, %c64_i32_2, %c0_i32_2) : (memref<512xbf16>, memref<64xbf16>, memref<512xbf16>, i32, i32, i32) -> ()
+        aie.objectfifo.release @x_2(Consume, 1)
+        aie.objectfifo.release @out_2(Produce, 1)
+        aie.objectfifo.release @table_2(Consume, 1)
+      }
+      aie.end
+    }
+    %core_3_2 = aie.core(%tile_3_2) {
+      %c0_3 = arith.constant 0 : index
+      %c1_3 = arith.constant 1 : index
+      %c9223372036854775807_3 = arith.constant 9223372036854775807 : index
+      %c512_i32_3 = arith.constant 512 : i32
+      %c64_i32_3 = arith.constant 64 : i32
+      %c0_i32_3 = arith.constant 0 : i32
+      scf.for %run_3 = %c0_3 to %c9223372036854775807_3 step %c1_3 {
+        %table_view_3 = aie.objectfifo.acquire @table_3(Consume, 1) : !aie.objectfifosubview<memref<64xbf16>>
+        %table_3 = aie.objectfifo.subview.access %table_view_3[0] : !aie.objectfifosubview<memref<64xbf16>> -> memref<64xbf16>
+        %x_view_3 = aie.objectfifo.acquire @x_3(Consume, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %x_3 = aie.objectfifo.subview.access %x_view_3[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        %out_view_3 = aie.objectfifo.acquire @out_3(Produce, 1) : !aie.objectfifosubview<memref<512xbf16>>
+        %out_3 = aie.objectfifo.subview.access %out_view_3[0] : !aie.objectfifosubview<memref<512xbf16>> -> memref<512xbf16>
+        func.call @rope_bf16(%x_3, %table_3, %out_3, %c512_i32_3, %c64_i32_3, %c0_i32_3) : (memref<512xbf16>, memref<64xbf16>, memref<512xbf16>, i32, i32, i32) -> ()
+        aie.objectfifo.release @x_3(Consume, 1)
+        aie.objectfifo.release @out_3(Produce, 1)
+        aie.objectfifo.release @table_3(Consume, 1)
+      }
+      aie.end
+    }
+    aie.runtime_sequence @sequence(%x_buf: memref<2048xbf16>, %table_buf: memref<64xbf16>, %out_buf: memref<2048xbf16>) {
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_0} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%table_buf[0, 0, 0, 0][1, 1, 1, 64][0, 0, 0, 1]) {id = 2 : i64, metadata = @table_0} : memref<64xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 512][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 512][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_1} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%table_buf[0, 0, 0, 0][1, 1, 1, 64][0, 0, 0, 1]) {id = 2 : i64, metadata = @table_1} : memref<64xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 1024][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_2} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 1024][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_2} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%table_buf[0, 0, 0, 0][1, 1, 1, 64][0, 0, 0, 1]) {id = 2 : i64, metadata = @table_2} : memref<64xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 1536][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_3} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 1536][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_3} : memref<2048xbf16>
+      aiex.npu.dma_memcpy_nd(%table_buf[0, 0, 0, 0][1, 1, 1, 64][0, 0, 0, 1]) {id = 2 : i64, metadata = @table_3} : memref<64xbf16>
+      aiex.npu.dma_wait {symbol = @out_0}
+      aiex.npu.dma_wait {symbol = @out_1}
+      aiex.npu.dma_wait {symbol = @out_2}
+      aiex.npu.dma_wait {symbol = @out_3}
+    }
+  }
+}
