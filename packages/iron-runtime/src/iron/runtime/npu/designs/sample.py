@@ -1,0 +1,254 @@
+"""The Sample design: one token id from a logits vector, greedy or a seeded top-k draw.
+
+:class:`iron.operators.sample.Sample` runs on one core, ``(0, 2)``, fed by
+the shim tile ``(0, 0)`` (no memory tile). Object FIFOs:
+
+* ``logits_0``: ``tile_size`` logits (bf16, or f32 when ``itemsize`` is 4),
+  depth 2, shim to core;
+* ``token_0``: one ``i32``, depth 1, core to shim;
+* ``words_0``: the run's scratchpad (:func:`._common.words_fifo`), only when
+  ``seed`` is a per-call value and the draw is not greedy.
+
+The core keeps its running top-k list in a core-local ``aie.buffer``
+``topk_0`` of ``2 + 2k`` ``i32`` (entries kept, the next logit's index, ``k``
+integer keys, ``k`` indices), ``k`` the operator's ``top_k``, or 1 when greedy
+(``temperature == 0`` ignores ``top_k``). It loops forever; per call it
+acquires ``words_0`` and loads ``seed`` from its slot (when per-call), calls
+``sample_reset(topk, k)``, then for each of the ``vocab / tile_size`` chunks
+acquires ``logits_0``, calls ``sample_scan_bf16`` (or ``sample_scan_f32``)
+``(chunk, topk, tile_size, k)`` and releases it; then acquires ``token_0``,
+calls ``sample_pick(topk, token, k, greedy, inv_bits, seed)`` and releases it
+(and ``words_0``). ``inv_bits`` is the fp32 bit pattern of ``fp32(1) /
+fp32(temperature)``, computed here exactly as
+:func:`iron.operators.sample.draw` computes it; a fixed ``seed`` is a
+compile-time ``i32`` (modulo ``2**32``, as ``hash32`` reads it), a per-call
+one is read with :func:`._common.load_words` from its scratchpad slot.
+
+The runtime sequence drains ``token`` (buffer descriptor 0), fills
+``logits`` (1) and, with a per-call seed, ``words`` (2), then waits on
+``token_0``. Arguments: ``logits`` (bf16 or f32), ``token`` (i32), then
+``words`` (i32) when read; a port placed in the arena is addressed in the
+arena's bf16 elements (the shim moves bytes), so it needs a 4-byte aligned
+offset, which legality names otherwise.
+
+All four kernel symbols live in ``sample.cc`` (its contract:
+:func:`iron.runtime.npu.kernels.contract` of ``sample``); the host tests run
+that very source's algorithm against ``Sample.reference``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from iron.core.device import Device
+from iron.runtime.image import Placement
+from iron.runtime.npu import legality
+from iron.runtime.npu.designs import Design, Words, linear_walk
+from iron.runtime.npu.designs._common import (
+    _design,
+    _runtime_sequence,
+    _sequence_args,
+    load_words,
+    word_slots,
+    words_fifo,
+    words_transfer,
+)
+from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
+
+__all__ = [
+    "FAMILY",
+    "KERNEL_SOURCE",
+    "build",
+    "handles",
+    "inv_bits",
+    "layout",
+    "list_words",
+    "seed_bits",
+]
+
+_BF16 = 2
+_WORD = 4
+_DEPTH = 2  # double-buffered chunks, as Sample.core_bytes() counts them
+_TOKEN_DEPTH = 1  # one token a call
+_COL = 0
+_CORE_ROW = 2
+
+#: The operators this module designs.
+FAMILY = ("Sample",)
+
+#: The kernel source (``sample.cc``, linked as ``sample.o``).
+KERNEL_SOURCE = "sample"
+
+_RESET, _PICK = "sample_reset", "sample_pick"
+_SCAN = {2: "sample_scan_bf16", 4: "sample_scan_f32"}
+_LOGIT_TYPE = {2: "bf16", 4: "f32"}
+
+
+def handles(op: object) -> bool:
+    """Whether ``op`` is a Sample."""
+    return type(op).__name__ in FAMILY
+
+
+def list_words(k: int) -> int:
+    """The ``i32`` words of the core's top-k list: count, next index, keys, indices."""
+    return 2 + 2 * k
+
+
+def inv_bits(temperature: float) -> int:
+    """The int32 whose bits are ``fp32(1) / fp32(temperature)`` (0 when greedy).
+
+    The same numpy expression :func:`iron.operators.sample.draw` evaluates.
+    """
+    if temperature == 0:
+        return 0
+    with np.errstate(all="ignore"):
+        inv = np.float32(1) / np.float32(temperature)
+    return int(np.asarray(inv, dtype=np.float32).view(np.int32))
+
+
+def seed_bits(seed: int) -> int:
+    """A fixed seed as the int32 with the same low 32 bits (``hash32`` wraps)."""
+    return int(np.array(int(seed) % (1 << 32), dtype=np.uint32).view(np.int32))
+
+
+def _bytes(op: object) -> dict[str, int]:
+    return {"logits": op.vocab * op.itemsize, "token": _WORD}
+
+
+def layout(
+    op: object,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]] | None = None,
+    words: int = 0,
+) -> legality.Layout:
+    """What the design of resolved ``op`` places on ``dev`` (not yet checked).
+
+    ``where`` maps each port to ``(argument, element offset)`` as
+    :func:`._common._sequence_args` gives it (bf16 elements in the arena);
+    ``words`` is the scratchpad's size when the core reads a per-call seed.
+    """
+    where = dict(where or {"logits": ("logits", 0), "token": ("token", 0)})
+    k = 1 if op.temperature == 0 else op.top_k
+    shim, core = legality.Tile(_COL, 0), legality.Tile(_COL, _CORE_ROW)
+    fifos = [
+        legality.Fifo(
+            f"logits_{_COL}", shim, (core,), _DEPTH, op.tile_size, op.itemsize
+        ),
+        legality.Fifo(f"token_{_COL}", core, (shim,), _TOKEN_DEPTH, 1, _WORD),
+    ]
+    if words:
+        fifos.append(words_fifo(_COL, shim, core, words))
+    item = {"logits": op.itemsize, "token": _WORD}
+    transfers = []
+    for bd, p in enumerate(("token", "logits")):
+        arg, base = where[p]
+        size = _BF16 if arg == "arena" else item[p]
+        sizes, strides = linear_walk(_bytes(op)[p] // size, size, dev)
+        transfers.append(
+            legality.Transfer(f"{p}_{_COL}", shim, arg, base, sizes, strides, size, bd)
+        )
+    if words:
+        transfers.append(words_transfer(_COL, shim, words, len(transfers)))
+    return legality.Layout(
+        repr(op),
+        (core,),
+        tuple(fifos),
+        tuple(transfers),
+        buffers=((core, list_words(k) * _WORD),),
+    )
+
+
+def build(
+    op: object,
+    dev: Device,
+    placement: Mapping[str, Placement] | None = None,
+    *,
+    arena_bytes: int | None = None,
+    words: Words | None = None,
+) -> Design:
+    """The design of Sample ``op`` on ``dev`` (see the module docstring).
+
+    ``words`` places a per-call ``seed`` in the run's scratchpad (slot 0 when
+    None); a greedy Sample reads no seed and takes no ``words`` argument.
+
+    Raises:
+        iron.runtime.npu.legality.LegalityError: A device limit is broken (an
+            arena port off a 4-byte boundary, or a vocabulary the shim cannot
+            walk in one descriptor).
+        iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
+        ValueError: A placement is too small, misplaced, or names no port, or
+            a per-call seed has no slot in ``words``.
+    """
+    op = op.resolved(dev)
+    op.check(dev)
+    greedy = op.temperature == 0
+    k = 1 if greedy else op.top_k
+    slots, count = ({}, 0) if greedy else word_slots(op, ("seed",), words)
+    args, where = _sequence_args(
+        op, _bytes(op), placement, arena_bytes, unit=_BF16, words=count
+    )
+    lay = layout(op, dev, where, count)
+    legality.check(lay, dev)
+
+    tile, item = op.tile_size, op.itemsize
+    chunk_t = memref(tile, _LOGIT_TYPE[item])
+    list_t, token_t = memref(list_words(k), "i32"), memref(1, "i32")
+    scan = _SCAN[item]
+    obj = f"{KERNEL_SOURCE}.o"
+    scan_types = [chunk_t, list_t, "i32", "i32"]
+    pick_types = [list_t, token_t, "i32", "i32", "i32", "i32"]
+    b = Builder()
+    b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
+    with b.region("module"), b.device(dev.name, "main"):
+        b.func_decl(_RESET, [list_t, "i32"], obj)
+        b.func_decl(scan, scan_types, obj)
+        b.func_decl(_PICK, pick_types, obj)
+        shim_v = b.tile(_COL, 0, "shim_noc_tile")
+        core_v = b.tile(_COL, _CORE_ROW)
+        elem = {"logits": chunk_t, "token": token_t}
+        for f in lay.fifos:
+            port = f.name.rsplit("_", 1)[0]
+            prod, cons = (
+                (shim_v, core_v) if f.producer.kind == "shim" else (core_v, shim_v)
+            )
+            if port == "words":
+                elem_t = memref(count, "i32")
+            else:
+                elem_t = elem[port]
+            b.objectfifo(f.name, prod, [cons], f.depth, elem_t)
+        topk = b.buffer(core_v, f"topk_{_COL}", list_t)
+        with b.core(core_v):
+            c0, c1 = b.constant(0, "index"), b.constant(1, "index")
+            forever = b.constant(INDEX_MAX, "index")
+            chunks = b.constant(op.vocab // tile, "index")
+            n, kk = b.constant(tile, "i32"), b.constant(k, "i32")
+            flag = b.constant(int(greedy), "i32")
+            inv = b.constant(inv_bits(op.temperature), "i32")
+            # Greedy never reads the seed: it passes 0.
+            fixed = None
+            if not count:
+                fixed = b.constant(0 if greedy else seed_bits(op.seed), "i32")
+            with b.for_(c0, forever, c1, "run"):
+                seed = load_words(b, _COL, count, slots)["seed"] if count else fixed
+                b.call(_RESET, [topk, kk], [list_t, "i32"])
+                with b.for_(c0, chunks, c1, "t"):
+                    chunk = b.acquire(f"logits_{_COL}", "Consume", chunk_t, "chunk")
+                    b.call(scan, [chunk, topk, n, kk], scan_types)
+                    b.release(f"logits_{_COL}", "Consume")
+                token = b.acquire(f"token_{_COL}", "Produce", token_t, "token")
+                b.call(_PICK, [topk, token, kk, flag, inv, seed], pick_types)
+                b.release(f"token_{_COL}", "Produce")
+                if count:
+                    b.release(f"words_{_COL}", "Consume")
+            b.end()
+        _runtime_sequence(
+            b,
+            args,
+            lay.transfers,
+            ["token"],
+            1,
+            dtypes={"logits": _LOGIT_TYPE[item], "token": "i32"},
+        )
+    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
