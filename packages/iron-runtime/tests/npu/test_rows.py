@@ -1,25 +1,32 @@
 """Row-family designs (RMSNorm, LayerNorm, Softmax): golden text, refusals, kernels.
 
 Golden files under ``golden/`` are the reviewed text of weighted RMSNorm and
-Softmax at 32 rows of 1024 on npu1 and npu2; regenerate them with
+Softmax (a fixed length, and a per-call one read from the scratchpad) at 32
+rows of 1024 on npu1 and npu2; regenerate them with
 ``IRON_UPDATE_GOLDEN=1 pytest packages/iron-runtime/tests/npu`` and review
-the diff.
+the diff. The FileCheck test uses the ``filecheck`` package.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import iron
 from iron.core.operator import RefusedShapeError
 from iron.core.percall import PerCall
+from iron.core.plan import plan
 from iron.operators import LayerNorm, RMSNorm, Softmax
-from iron.runtime.image import Placement
+from iron.runtime.image import Placement, build_images
 from iron.runtime.npu import LegalityError, legality
-from iron.runtime.npu.designs import build_design, design, rows
+from iron.runtime.npu.designs import Words, build_design, design, rows
 from iron.runtime.npu.kernels import contract
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -28,6 +35,9 @@ UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
 CASES = {
     "rms_norm_weighted_32x1024": RMSNorm(rows=32, cols=1024, weighted=True),
     "softmax_32x1024": Softmax(rows=32, cols=1024),
+    "softmax_percall_32x1024": Softmax(
+        rows=32, cols=1024, length=PerCall("position") + 1
+    ),
 }
 
 
@@ -126,10 +136,194 @@ def legality_device(name):
     return as_device(name)
 
 
-def test_per_call_length_is_refused_by_name():
-    op = Softmax(rows=32, cols=1024, length=PerCall("position"))
-    with pytest.raises(NotImplementedError, match="Softmax.length is the per-call"):
-        design(op, "npu2")
+# -- a per-call Softmax length, read from the scratchpad -------------------------------
+
+PER_CALL = Softmax(rows=32, cols=1024, length=PerCall("position") + 1)
+_LOAD = re.compile(r"memref\.load %words(?:_\d+)?\[(%\w+)\] : memref<(\d+)xi32>")
+
+
+def _core(text: str, col: int) -> str:
+    return text.split(f"%core_{col}_2 = aie.core")[1].split("aie.end")[0]
+
+
+def _loaded(text: str, col: int) -> tuple[int, int]:
+    """The slot column ``col``'s core loads and the scratchpad's size there."""
+    body = _core(text, col)
+    ((ssa, words),) = _LOAD.findall(body)
+    (value,) = re.findall(rf"{re.escape(ssa)} = arith\.constant (\d+) : index", text)
+    return int(value), int(words)
+
+
+def test_per_call_length_is_the_kernel_argument_named_length():
+    assert rows.kernel_of(PER_CALL) == ("softmax_bf16", ("length",))
+    assert rows.kernel_of(Softmax(rows=4, cols=64, length=PerCall("n"))) == (
+        "softmax_bf16",
+        ("length",),
+    )
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_standalone_per_call_length_reads_slot_zero_once_per_call(dev):
+    d = build_design(PER_CALL, dev)
+    ncol = PER_CALL.resolved(dev).num_aie_columns
+    assert d.args == ("x", "out", "words") and d.arg_bytes[-1] == 4
+    assert "%words_buf: memref<1xi32>" in d.text
+    for c in range(ncol):
+        assert _loaded(d.text, c) == (0, 1)
+        (f,) = [f for f in d.layout.fifos if f.name == f"words_{c}"]
+        assert (f.depth, f.elements, f.itemsize) == (1, 1, 4)
+        assert f.producer == legality.Tile(c, 0)
+        assert f.consumers == (legality.Tile(c, 2),)
+        body = _core(d.text, c)
+        # Acquired once per call before the tile loop, released after it.
+        assert body.count(f"acquire @words_{c}(Consume, 1)") == 1
+        assert body.index(f"acquire @words_{c}") < body.index("scf.for %t")
+        assert body.rindex(f"release @words_{c}") > body.rindex(f"release @out_{c}")
+        # The loaded word is the kernel's last (length) argument, unclamped.
+        (call,) = [ln for ln in body.splitlines() if "func.call" in ln]
+        length = re.search(r"(%length(?:_\d+)?) = memref\.load", body).group(1)
+        assert call.split("(")[1].split(")")[0].endswith(f", {length}")
+    # No arith clamp: the kernel clamps (its contract says so).
+    assert "arith.min" not in d.text and "arith.max" not in d.text
+    assert "clamped here to 0..cols" in contract("softmax_bf16").arguments
+
+
+def test_the_word_transfer_moves_the_whole_scratchpad_to_every_column():
+    key = PER_CALL.length.key()
+    d = build_design(PER_CALL, "npu2", words=Words({key: 3, ("other",): 0}, 5))
+    assert d.args[-1] == "words" and d.arg_bytes[-1] == 5 * 4
+    assert "%words_buf: memref<5xi32>" in d.text
+    sends = [t for t in d.layout.transfers if t.fifo.startswith("words_")]
+    assert [t.fifo for t in sends] == [f"words_{c}" for c in range(8)]
+    for t in sends:
+        assert (t.buffer, t.offset, t.itemsize) == ("words", 0, 4)
+        moved = legality.shim_elements(
+            legality.encode(t.sizes, t.strides, t.offset, t.itemsize)
+        )
+        np.testing.assert_array_equal(moved, np.arange(5))
+        # The column's other transfers keep their ids; the words take the next.
+        col = [u for u in d.layout.transfers if u.shim == t.shim]
+        assert col[0] == t and t.bd_id == len(col) - 1
+    assert all(_loaded(d.text, c) == (3, 5) for c in range(8))
+
+
+class TwoLengths(iron.Graph):
+    """Two softmaxes whose per-call lengths take two scratchpad words."""
+
+    def body(self, x, *, position: iron.Scratchpad[int]):
+        y = Softmax.step(x, length=position + 1)
+        return Softmax.step(y, length=position + 3)
+
+
+def test_slots_come_from_a_recorded_graphs_plan():
+    with iron.use_device("npu2"):
+        recording = TwoLengths().record(x=(32, 1024))
+    (spec,) = build_images(plan("npu2", recording), recording)
+    words = Words(spec.slot_of_key, spec.scratchpad_words)
+    assert words.count == 2
+    found = []
+    for step in recording.steps:
+        d = build_design(step.op, "npu2", words=words)
+        slot = spec.slot_of_key[step.op.length.key()]
+        assert {_loaded(d.text, c) for c in range(8)} == {(slot, 2)}
+        found.append(slot)
+    assert sorted(found) == [0, 1]
+
+
+def test_a_length_without_a_slot_is_named():
+    other = (Softmax(rows=4, cols=64, length=PerCall("n")).length.affine().key(),)
+    with pytest.raises(
+        ValueError, match=r"length=position \+ 1 has no scratchpad slot"
+    ):
+        build_design(PER_CALL, "npu1", words=Words(dict.fromkeys(other, 0), 1))
+
+
+def test_words_without_a_per_call_parameter_add_nothing():
+    op = Softmax(rows=32, cols=1024, length=100)
+    key = PER_CALL.length.key()
+    d = build_design(op, "npu2", words=Words({key: 0}, 1))
+    assert d.args == ("x", "out") and "words" not in d.text
+    assert d.text == design(op, "npu2")
+
+
+def test_the_words_fifo_is_the_second_input_channel_and_legality_counts_it():
+    d = build_design(PER_CALL, "npu1")
+    core, shim = legality.Tile(0, 2), legality.Tile(0, 0)
+    ins = [f.name for f in d.layout.fifos if core in f.consumers]
+    outs = [f.name for f in d.layout.fifos if f.producer == shim]
+    assert sorted(ins) == sorted(outs) == ["words_0", "x_0"]
+    # One more input would exceed the core's (and the shim's) two channels.
+    extra = legality.Fifo("extra_0", shim, (core,), 1, 16)
+    crowded = dataclasses.replace(d.layout, fifos=(*d.layout.fifos, extra))
+    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\).*3 MM2S"):
+        legality.check(crowded, legality_device("npu1"))
+
+
+def test_per_call_length_with_arena_placement_keeps_words_last():
+    placement = {
+        "x": Placement("arena", 0, 32 * 1024 * 2),
+        "out": Placement("arena", 65536, 32 * 1024 * 2),
+    }
+    d = build_design(PER_CALL, "npu2", placement)
+    assert d.args == ("arena", "words")
+    assert "%arena[0, 0, 0, 32768][1, 1, 4, 1024]" in d.text  # out, column 0
+
+
+CHECK_PER_CALL_NPU2 = """\
+CHECK: func.func private @softmax_bf16(memref<4096xbf16>, memref<4096xbf16>, \
+memref<1024xf32>, i32, i32, i32)
+CHECK: aie.objectfifo @words_0(%shim_noc_tile_0_0, {%tile_0_2}, 1 : i32) : \
+!aie.objectfifo<memref<1xi32>>
+CHECK: aie.objectfifo @x_0(%shim_noc_tile_0_0, {%tile_0_2}, 2 : i32)
+CHECK: %core_0_2 = aie.core(%tile_0_2)
+CHECK: scf.for %run = %c0 to %c9223372036854775807 step %c1 {
+CHECK-NEXT: %words_view = aie.objectfifo.acquire @words_0(Consume, 1)
+CHECK-NEXT: %words = aie.objectfifo.subview.access %words_view[0]
+CHECK-NEXT: %length = memref.load %words[%c0] : memref<1xi32>
+CHECK-NEXT: scf.for %t = %c0 to %c1 step %c1 {
+CHECK: func.call @softmax_bf16(%x, %out, %scratch_0, %c4096_i32, %c1024_i32, %length)
+CHECK: aie.objectfifo.release @out_0(Produce, 1)
+CHECK-NEXT: }
+CHECK-NEXT: aie.objectfifo.release @words_0(Consume, 1)
+CHECK-NEXT: }
+CHECK: aie.runtime_sequence @sequence(%x_buf: memref<32768xbf16>, \
+%out_buf: memref<32768xbf16>, %words_buf: memref<1xi32>)
+CHECK-NEXT: aiex.npu.dma_memcpy_nd(%words_buf[0, 0, 0, 0][1, 1, 1, 1][0, 0, 0, 1]) \
+{id = 2 : i64, metadata = @words_0} : memref<1xi32>
+CHECK-NEXT: aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0]
+"""
+
+
+def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
+    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
+    spec = tmp_path / "checks.txt"
+    spec.write_text(checks, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(spec)],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_filecheck_per_call_softmax_npu2(tmp_path):
+    _filecheck(tmp_path, CHECK_PER_CALL_NPU2, design(PER_CALL, "npu2"))
+
+
+def test_filecheck_catches_a_word_released_too_early(tmp_path):
+    text = design(PER_CALL, "npu2")
+    moved = text.replace(
+        "      aie.objectfifo.release @words_0(Consume, 1)\n", "", 1
+    ).replace(
+        "%length = memref.load %words[%c0] : memref<1xi32>\n",
+        "%length = memref.load %words[%c0] : memref<1xi32>\n"
+        "        aie.objectfifo.release @words_0(Consume, 1)\n",
+        1,
+    )
+    assert moved != text
+    with pytest.raises(AssertionError):
+        _filecheck(tmp_path, CHECK_PER_CALL_NPU2, moved)
 
 
 def test_layer_norm_with_only_a_weight_is_refused_by_name():

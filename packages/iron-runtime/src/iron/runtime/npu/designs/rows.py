@@ -18,9 +18,20 @@ rows_per_tile`` tiles: acquire an ``x`` and an ``out`` element, call
 ``<kernel>(x, [weight, bias,] out, [scratch,] n, cols, scalars...)`` with ``n =
 rows_per_tile * cols``, release. Scalars are compile-time ``i32`` constants,
 as in :mod:`.elementwise`: ``eps`` as the bits of its fp32 value (the
-references add it as fp32), Softmax's ``length`` as an int. A per-call
-Softmax ``length`` has no design yet (the elementwise designs pass no
-runtime parameters), nor has a LayerNorm with only one of weight and bias.
+references add it as fp32), Softmax's ``length`` as an int.
+
+A per-call Softmax ``length`` (a :class:`~iron.core.percall.PerCall` or
+:class:`~iron.core.percall.Affine`) is read from the run's scratchpad, as
+:mod:`._common` lays it out: each column gets one more FIFO, ``words_<c>``
+(the whole scratchpad of ``i32``, depth 1, shim to core: the core's and the
+shim's second input channel besides ``x``), which the runtime sequence fills
+from its last argument ``words`` before the column's other transfers. At
+the start of each call the core acquires ``words_<c>``, loads the length's
+slot with ``memref.load`` and passes that ``i32`` as the kernel's ``length``
+argument unchanged; ``softmax_bf16`` clamps it to ``0..cols`` itself, as
+``Softmax.reference`` clamps it (no arith ops in the design). The core
+releases ``words_<c>`` after its last tile of the call. A LayerNorm with only
+one of weight and bias has no design (its kernels take both or neither).
 
 Kernel symbols are in :func:`kernel_of`; each kernel's contract is in its
 source (:mod:`iron.runtime.npu.kernels`).
@@ -33,6 +44,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.core.percall import Affine, PerCall
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -40,6 +52,10 @@ from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
     _sequence_args,
+    load_words,
+    word_slots,
+    words_fifo,
+    words_transfer,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -57,6 +73,9 @@ FAMILY = ("RMSNorm", "LayerNorm", "Softmax")
 #: The row-long parameter ports: delivered once per core per call.
 _PARAMS = ("weight", "bias")
 
+#: Each operator's parameters that may be per-call (read from the scratchpad).
+_PER_CALL = {"Softmax": ("length",)}
+
 
 def handles(op: object) -> bool:
     """Whether ``op`` is of the row family."""
@@ -68,15 +87,18 @@ def _f32_bits(value: float) -> int:
     return int(np.asarray(np.float32(value)).view(np.int32))
 
 
-def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
+def kernel_of(op: object) -> tuple[str, tuple[int | str, ...]]:
     """``op``'s kernel symbol and its scalar arguments after ``n, cols``.
 
     RMSNorm and LayerNorm pass ``eps`` as fp32 bits; Softmax passes ``length``
     (``cols`` for None, clamped to ``0..cols`` as the reference clamps it).
+    An int is a compile-time constant; a str names a per-call parameter the
+    core reads from the scratchpad (Softmax's ``"length"``, which the kernel
+    clamps).
 
     Raises:
-        NotImplementedError: Softmax's ``length`` is a per-call value, or a
-            LayerNorm has a weight without a bias or a bias without a weight.
+        NotImplementedError: A LayerNorm has a weight without a bias or a
+            bias without a weight.
     """
     name = type(op).__name__
     if name == "RMSNorm":
@@ -96,14 +118,9 @@ def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
         length = op.length
         if length is None:
             return "softmax_bf16", (int(op.cols),)
-        if not isinstance(length, int) or isinstance(length, bool):
-            raise NotImplementedError(
-                f"{op!r}: Softmax.length is the per-call value {length}; the NPU "
-                f"designs pass scalars as compile-time constants (no runtime "
-                f"parameter words yet), so a per-call length has no design: bind "
-                f"it to an int, or run it on the emulated NPU (IRON_BACKEND=emu)"
-            )
-        return "softmax_bf16", (min(max(length, 0), int(op.cols)),)
+        if isinstance(length, PerCall | Affine):
+            return "softmax_bf16", ("length",)
+        return "softmax_bf16", (min(max(int(length), 0), int(op.cols)),)
     raise KeyError(f"{name} is not of the row family ({', '.join(FAMILY)})")
 
 
@@ -131,12 +148,16 @@ def build(
 ) -> Design:
     """The design of row-family ``op`` on ``dev`` (see the module docstring).
 
+    ``words`` gives a per-call Softmax length its scratchpad slot (a
+    standalone operator's takes slot 0 of a one-word scratchpad).
+
     Raises:
-        NotImplementedError: A per-call Softmax length or per-call rows, or a
-            LayerNorm with only one of weight and bias.
+        NotImplementedError: Per-call rows, or a LayerNorm with only one of
+            weight and bias.
         iron.runtime.npu.legality.LegalityError: A device limit is broken.
         iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
-        ValueError: A placement is too small, misplaced, or names no port.
+        ValueError: A placement is too small, misplaced, or names no port, or
+            a per-call length has no slot in ``words``.
     """
     op = op.resolved(dev)
     if not isinstance(op.rows, int):
@@ -154,7 +175,9 @@ def build(
     need = {p: rows * cols * _ITEM for p in row_ins}
     need |= {p: cols * _ITEM for p in params}
     need |= {p: rows * cols * _ITEM for p in outs}
-    args, where = _sequence_args(op, need, placement, arena_bytes)
+    slots, count = word_slots(op, _PER_CALL.get(type(op).__name__, ()), words)
+    count = count if slots else 0  # no per-call parameter reads no words
+    args, where = _sequence_args(op, need, placement, arena_bytes, words=count)
     shim = [legality.Tile(c, 0) for c in range(ncol)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(ncol)]
     scratch = cols if type(op).__name__ == "Softmax" else 0
@@ -164,6 +187,8 @@ def build(
 
     fifos, transfers = [], []
     for c in range(ncol):
+        if count:
+            fifos.append(words_fifo(c, shim[c], cores[c], count))
         for p in row_ins:
             fifos.append(legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), _DEPTH, tile))
         if params:
@@ -181,6 +206,10 @@ def build(
     row_walk = linear_walk(per_col, _ITEM, dev)
     param_walk = linear_walk(cols, _ITEM, dev)
     for c in range(ncol):
+        if count:
+            # The scratchpad first: the core acquires it before its first tile.
+            bd_words = len(outs + row_ins + params)
+            transfers.append(words_transfer(c, shim[c], count, bd_words))
         for bd, p in enumerate(outs + row_ins + params):
             arg, offset = where[p]
             if offset % _ITEM:
@@ -220,6 +249,7 @@ def build(
         + ([sc_type] if scratch else [])
         + ["i32"] * (2 + len(scalars))
     )
+    fifo_types = {2: "bf16", 4: "i32"}
     b = Builder()
     b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     with b.region("module"), b.device(dev.name, "main"):
@@ -233,7 +263,13 @@ def build(
                 if f.producer.kind == "shim"
                 else (core_v[col], shim_v[col])
             )
-            b.objectfifo(f.name, prod, [cons], f.depth, memref(f.elements))
+            b.objectfifo(
+                f.name,
+                prod,
+                [cons],
+                f.depth,
+                memref(f.elements, fifo_types[f.itemsize]),
+            )
         bufs = [
             b.buffer(core_v[c], f"scratch_{c}", sc_type) if scratch else None
             for c in range(ncol)
@@ -252,6 +288,7 @@ def build(
                     scalars,
                     kernel_types,
                     bufs[c],
+                    (count, slots),
                 )
                 b.end()
         _runtime_sequence(b, args, transfers, outs, ncol)
@@ -267,12 +304,19 @@ def _core_body(
     symbol: str,
     sizes: tuple[int, int, int],
     tiles: int,
-    scalars: tuple[int, ...],
+    scalars: tuple[int | str, ...],
     kernel_types: list[str],
     scratch: str | None,
+    words: tuple[int, Mapping[str, int]] = (0, {}),
 ) -> None:
-    """One column's core: forever, per call, acquire the parameters once, then
-    per tile acquire, call the kernel, release; release the parameters."""
+    """One column's core: forever, per call, acquire the scratchpad words (if
+    any) and the parameters once, then per tile acquire, call the kernel,
+    release; release the parameters and the words.
+
+    A scalar that is a str is the per-call parameter of that name, loaded
+    from ``words_<col>`` (``words`` is the scratchpad's size and each
+    parameter's slot).
+    """
     tile_size, cols, nparams = sizes
     elem, pelem = memref(tile_size), memref(nparams * cols)
     c0, c1 = b.constant(0, "index"), b.constant(1, "index")
@@ -280,15 +324,20 @@ def _core_body(
     count = b.constant(tiles, "index")
     n = b.constant(tile_size, "i32")
     ncols = b.constant(cols, "i32")
-    bits = [b.constant(v, "i32") for v in scalars]
+    bits = {v: b.constant(v, "i32") for v in scalars if isinstance(v, int)}
+    nwords, slots = words
     with b.for_(c0, forever, c1, "run"):
+        loaded = load_words(b, col, nwords, slots) if nwords else {}
+        values = [loaded[v] if isinstance(v, str) else bits[v] for v in scalars]
         pbufs = [b.acquire(f"{pfifo}_{col}", "Consume", pelem, pfifo)] if pfifo else []
         with b.for_(c0, count, c1, "t"):
             bufs = [b.acquire(f"{p}_{col}", "Consume", elem, p) for p in row_ins]
             obufs = [b.acquire(f"{p}_{col}", "Produce", elem, p) for p in outs]
             extra = [scratch] if scratch else []
             b.call(
-                symbol, [*bufs, *pbufs, *obufs, *extra, n, ncols, *bits], kernel_types
+                symbol,
+                [*bufs, *pbufs, *obufs, *extra, n, ncols, *values],
+                kernel_types,
             )
             for p in row_ins:
                 b.release(f"{p}_{col}", "Consume")
@@ -296,3 +345,5 @@ def _core_body(
                 b.release(f"{p}_{col}", "Produce")
         if pfifo:
             b.release(f"{pfifo}_{col}", "Consume")
+        if nwords:
+            b.release(f"words_{col}", "Consume")

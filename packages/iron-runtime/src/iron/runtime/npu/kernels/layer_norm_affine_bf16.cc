@@ -6,11 +6,28 @@
 //   arguments: x: bfloat16[n]; params: bfloat16[2 * cols] (weight, then bias); out: bfloat16[n]; n: int32; cols: int32; eps: int32 (fp32 bits of eps)
 //   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
 //   computes: out[r, :] = (x[r, :] - mean) * rsqrt(var + eps) * weight + bias for each of the n / cols rows
-//   rounding: as layer_norm_bf16, then times the weight and plus the bias in fp32, one rounding to bf16 (nearest even): LayerNorm.reference
+//   rounding: as layer_norm_bf16 (the rsqrt's argument scaled by an exact power of four above 2**100, so its Newton steps stay fp32-accurate under an emulated fp32 multiply), then times the weight and plus the bias in fp32, one rounding to bf16 (nearest even): LayerNorm.reference
 //
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"
+
+namespace {
+
+// 1/sqrt(d) as iron::rsqrt, for any normal d > 0. iron::rsqrt forms
+// d * (r * r); for d above 2**100, r * r is below 2**-100 and an fp32
+// multiply emulated from three bf16 pieces (AIE2) loses the pieces under
+// 2**-126 when subnormals flush, leaving about 16 correct bits, which a bias
+// cancelling the scaled row exposes (tests/npu/test_row_kernels.py). An
+// exact power-of-four scaling keeps every intermediate in range.
+inline iron::vf32 rsqrt_any(float d) {
+  using B = iron::AieBackend;
+  if (d > 0x1p100f)
+    return B::mul(iron::rsqrt(d * 0x1p-64f), B::splat(0x1p-32f));
+  return iron::rsqrt(d);
+}
+
+} // namespace
 
 extern "C" void layer_norm_affine_bf16(bfloat16 *__restrict x,
                                        bfloat16 *__restrict params,
@@ -33,7 +50,7 @@ extern "C" void layer_norm_affine_bf16(bfloat16 *__restrict x,
           B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
       sq = B::add(sq, B::mul(d, d));
     }
-    const iron::vf32 scale = iron::rsqrt(iron::lane_sum(sq) / count + e);
+    const iron::vf32 scale = rsqrt_any(iron::lane_sum(sq) / count + e);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
       const iron::vf32 d =
           B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);

@@ -3,8 +3,8 @@
 // IRON kernel contract
 //   symbol: softmax_bf16
 //   operator: Softmax
-//   arguments: x, out: bfloat16[n]; scratch: float[cols]; n: int32; cols: int32; length: int32 (columns normalized over, 0..cols)
-//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols and a compile-time length
+//   arguments: x, out: bfloat16[n]; scratch: float[cols]; n: int32; cols: int32; length: int32 (columns normalized over, any int32: clamped here to 0..cols)
+//   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols, and as length a compile-time constant or the per-call scratchpad word unclamped
 //   computes: out[r, :length] = exp(x - max) / sum(exp(x - max)) over the row's first length columns, out[r, length:] = 0, for each of the n / cols rows
 //   rounding: exact max, fp32 exp of x - max (iron_vecmath.h mexp, within 2**-10 relative) kept in the fp32 scratch row, fp32 sum of those, each times the fp32 reciprocal of the sum (estimate and two Newton steps), one rounding to bf16 (nearest even): Softmax.reference
 //
@@ -33,6 +33,7 @@ extern "C" void softmax_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
                              int32_t length) {
   using B = iron::AieBackend;
   iron::round_nearest_even();
+  // The clamp of Softmax.reference: a per-call length arrives unclamped.
   const int32_t len = length < 0 ? 0 : (length > cols ? cols : length);
   const iron::vf32 lowest = B::splat(-std::numeric_limits<float>::infinity());
   const iron::vf32 zero = B::splat(0.0f);
@@ -57,8 +58,12 @@ extern "C" void softmax_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
       acc = B::add(acc, kept);
     }
     const iron::vf32 inv = iron::recip_row(iron::lane_sum(acc));
-    for (int32_t i = 0; i < cols; i += iron::kLanes)
+    // Past the length the output is exactly 0 even when the sum is 0 (a row
+    // of -inf): inv is then NaN, and 0 * NaN would leak into those columns.
+    for (int32_t i = 0; i < cols; i += iron::kLanes) {
+      const iron::vf32 q = B::mul(aie::load_v<iron::kLanes>(scratch + i), inv);
       aie::store_v(out + r + i,
-                   iron::narrow(B::mul(aie::load_v<iron::kLanes>(scratch + i), inv)));
+                   iron::narrow(B::select(valid_lanes(i, len), q, zero)));
+    }
   }
 }
