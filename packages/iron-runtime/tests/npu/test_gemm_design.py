@@ -1,0 +1,505 @@
+"""The GEMM design: golden text, FileCheck patterns, the data it moves, legality.
+
+Golden files ``golden/gemm_<case>_<dev>.mlir``: ``16x2048x2048`` is a Llama
+prompt projection (M=16 K=2048 N=2048) at the default resolved tunables;
+``bt_high_256x512x512`` a transposed ``b`` at HIGH on two columns, four cores
+each (the ``a`` rows then share a memory tile and are distributed). Regenerate
+with ``IRON_UPDATE_GOLDEN=1``.
+
+The data-movement tests decode every shim transfer (``legality.encode`` /
+``shim_elements``) and replay the whole design in numpy: the shim walks, the
+memory tiles' links and ``dimensionsToStream`` patterns, a kernel reading the
+blocks its contract states, the join and the write-back; the result must be
+``GEMM.reference`` exactly (integer data, so fp32 sums are exact).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+from iron.core.device import as_device
+from iron.core.operator import RefusedShapeError
+from iron.core.precision import Precision
+from iron.operators import GEMM
+from iron.operators.matmul import STACK_BYTES
+from iron.runtime.image import Placement
+from iron.runtime.npu import LegalityError, legality
+from iron.runtime.npu.designs import build_design, design, gemm
+from iron.runtime.npu.kernels import contract
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+
+CASES = {
+    "16x2048x2048": dict(M=16, K=2048, N=2048),
+    "bt_high_256x512x512": dict(
+        M=256, K=512, N=512, b_transposed=True, precision="high", num_aie_columns=2
+    ),
+}
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case, dev):
+    text = design(GEMM(**CASES[case]), dev)
+    path = GOLDEN / f"gemm_{case}_{dev}.mlir"
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"the GEMM design {case} on {dev} changed; review and regenerate with "
+        f"IRON_UPDATE_GOLDEN=1"
+    )
+
+
+CHECK_LLAMA_NPU1 = """\
+// CHECK: mlir-aie v1.4.1
+// CHECK-LABEL: aie.device(npu1) @main {
+// CHECK: func.func private @gemm_f32_zero(memref<16x64xf32>, i32, i32) attributes {link_with = "gemm.o"}
+// CHECK: func.func private @gemm_bf16_acc(memref<16x128xbf16>, memref<128x64xbf16>, memref<16x64xf32>, i32, i32, i32) attributes {link_with = "gemm.o"}
+// CHECK: func.func private @gemm_bf16_store(memref<16x64xf32>, memref<16x64xbf16>, i32, i32) attributes {link_with = "gemm.o"}
+// CHECK-DAG: %[[SHIM0:.*]] = aie.tile(0, 0)
+// CHECK-DAG: %[[MEM0:.*]] = aie.tile(0, 1)
+// CHECK-DAG: %[[C00:.*]] = aie.tile(0, 2)
+// CHECK-DAG: %[[C30:.*]] = aie.tile(3, 2)
+// CHECK-NOT: aie.tile(0, 3)
+// CHECK: aie.objectfifo @a_0(%[[SHIM0]], {%[[MEM0]]}, 2 : i32) : !aie.objectfifo<memref<2048xbf16>>
+// CHECK: aie.objectfifo @a_row0(%[[MEM0]] dimensionsToStream [<size = 4, stride = 512>, <size = 16, stride = 8>, <size = 4, stride = 128>, <size = 8, stride = 1>], {%[[C00]], %{{.*}}, %{{.*}}, %[[C30]]}, 2 : i32) : !aie.objectfifo<memref<16x128xbf16>>
+// CHECK: aie.objectfifo.link [@a_0] -> [@a_row0] ([] [])
+// CHECK: aie.objectfifo @b_col0(%[[MEM0]] dimensionsToStream [<size = 16, stride = 512>, <size = 16, stride = 4>, <size = 8, stride = 64>, <size = 4, stride = 1>], {%[[C00]]}, 2 : i32) : !aie.objectfifo<memref<128x64xbf16>>
+// CHECK: aie.objectfifo.link [@b_0] -> [@b_col0] ([] [])
+// CHECK: aie.objectfifo @c_0_0(%[[C00]], {%[[MEM0]]}, 2 : i32) : !aie.objectfifo<memref<16x64xbf16>>
+// CHECK: aie.objectfifo @out_0(%[[MEM0]] dimensionsToStream [<size = 4, stride = 256>, <size = 4, stride = 4>, <size = 16, stride = 16>, <size = 4, stride = 1>], {%[[SHIM0]]}, 2 : i32)
+// CHECK: aie.objectfifo.link [@c_0_0] -> [@out_0] ([] [])
+// CHECK-NOT: @a_1(
+// CHECK: %[[ACC:.*]] = aie.buffer(%[[C00]]) {sym_name = "acc_0_0"} : memref<16x64xf32>
+// CHECK: aie.core(%[[C00]]) {
+// CHECK: %[[TILES:.*]] = arith.constant 8 : index
+// CHECK: %[[KT:.*]] = arith.constant 16 : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[TILES]]
+// CHECK: func.call @gemm_f32_zero(%[[ACC]],
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[KT]]
+// CHECK: aie.objectfifo.acquire @a_row0(Consume, 1)
+// CHECK: aie.objectfifo.acquire @b_col0(Consume, 1)
+// CHECK: func.call @gemm_bf16_acc(%{{.*}}, %{{.*}}, %[[ACC]],
+// CHECK: aie.objectfifo.release @a_row0(Consume, 1)
+// CHECK: aie.objectfifo.release @b_col0(Consume, 1)
+// CHECK: aie.objectfifo.acquire @c_0_0(Produce, 1)
+// CHECK: func.call @gemm_bf16_store(%[[ACC]],
+// CHECK: aie.objectfifo.release @c_0_0(Produce, 1)
+// CHECK: aie.end
+// CHECK: aie.runtime_sequence @sequence(%[[A:.*]]: memref<32768xbf16>, %[[B:.*]]: memref<4194304xbf16>, %[[O:.*]]: memref<32768xbf16>) {
+// CHECK: aiex.npu.dma_memcpy_nd(%[[O]][0, 0, 0, 0][1, 8, 16, 64][0, 256, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[A]][0, 0, 0, 0][8, 16, 16, 128][0, 128, 2048, 1]) {id = 1 : i64, metadata = @a_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[B]][0, 0, 0, 0][8, 16, 128, 64][256, 262144, 2048, 1]) {id = 2 : i64, metadata = @b_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[B]][0, 0, 0, 192]{{.*}} {id = 1 : i64, metadata = @b_3}
+// CHECK: aiex.npu.dma_wait {symbol = @out_0}
+// CHECK: aiex.npu.dma_wait {symbol = @out_3}
+"""
+
+CHECK_BT_HIGH_NPU2 = """\
+// CHECK-LABEL: aie.device(npu2) @main {
+// CHECK-NOT: @gemm_bf16_acc(
+// CHECK: func.func private @gemm_bf16_acc_round_bt(memref<64x64xbf16>, memref<32x64xbf16>, memref<64x32xf32>, i32, i32, i32)
+// CHECK: aie.tile(1, 5)
+// CHECK-NOT: aie.tile(2,
+// CHECK: aie.objectfifo @a_0(%{{.*}}, {%{{.*}}}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
+// CHECK: aie.objectfifo.link [@a_0] -> [@a_row0, @a_row1] ([] [0, 4096])
+// CHECK: aie.objectfifo.link [@a_1] -> [@a_row2, @a_row3] ([] [0, 4096])
+// CHECK: aie.objectfifo @b_col0(%{{.*}} dimensionsToStream [<size = 4, stride = 512>, <size = 8, stride = 8>, <size = 8, stride = 64>, <size = 8, stride = 1>], {{.*}} : !aie.objectfifo<memref<32x64xbf16>>
+// CHECK: aie.objectfifo.link [@c_0_0, @c_0_1, @c_0_2, @c_0_3] -> [@out_0] ([0, 2048, 4096, 6144] [])
+// CHECK: func.call @gemm_bf16_acc_round_bt(
+"""
+
+
+def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
+    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
+    spec = tmp_path / "checks.txt"
+    spec.write_text(checks, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(spec)],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_filecheck_llama_prompt_npu1(tmp_path):
+    _filecheck(
+        tmp_path, CHECK_LLAMA_NPU1, design(GEMM(**CASES["16x2048x2048"]), "npu1")
+    )
+
+
+def test_filecheck_transposed_high_npu2(tmp_path):
+    text = design(GEMM(**CASES["bt_high_256x512x512"]), "npu2")
+    _filecheck(tmp_path, CHECK_BT_HIGH_NPU2, text)
+
+
+def test_filecheck_catches_a_changed_layout(tmp_path):
+    text = design(GEMM(**CASES["16x2048x2048"]), "npu1")
+    text = text.replace("<size = 8, stride = 1>]", "<size = 8, stride = 2>]")
+    with pytest.raises(AssertionError):
+        _filecheck(tmp_path, CHECK_LLAMA_NPU1, text)
+
+
+# -- what the shims move -------------------------------------------------------------
+
+
+def _moved(lay: legality.Layout, fifo: str) -> np.ndarray:
+    parts = [
+        legality.shim_elements(
+            legality.encode(t.sizes, t.strides, t.offset, t.itemsize)
+        )
+        for t in lay.transfers
+        if t.fifo == fifo
+    ]
+    return np.concatenate(parts)
+
+
+def _tiles(op, p: gemm.Plan, order: str):
+    """``(p, q)`` of each output tile a core computes, in the core's order."""
+    m, n = range(p.m_passes), range(p.n_passes)
+    if order == "mn":
+        return list(itertools.product(m, n))
+    return [(pm, qn) for qn, pm in itertools.product(n, m)]
+
+
+def _expected(op, dev) -> dict[str, np.ndarray]:
+    """Each shim FIFO's element indices, from GEMM's access semantics."""
+    p, order = gemm.plan(op, dev), gemm.tile_order(op, dev)
+    M, K, N = op.M, op.K, op.N
+    R, cols, tm, tk, tn = p.rows, p.columns, p.tm, p.tk, p.tn
+    A = np.arange(M * K).reshape(M, K)
+    B = np.arange(K * N).reshape((N, K) if op.b_transposed else (K, N))
+    OUT = np.arange(M * N).reshape(M, N)
+    want: dict[str, list[np.ndarray]] = {}
+    for pm, qn in _tiles(op, p, order):
+        for g, rows in enumerate(p.groups):
+            lo = (pm * R + rows[0]) * tm
+            for k in range(p.k_tiles):
+                blk = A[lo : lo + len(rows) * tm, k * tk : (k + 1) * tk]
+                want.setdefault(f"a_{g}", []).append(blk.ravel())
+        for c in range(cols):
+            n0 = (qn * cols + c) * tn
+            for k in range(p.k_tiles):
+                ks = slice(k * tk, (k + 1) * tk)
+                blk = B[n0 : n0 + tn, ks] if op.b_transposed else B[ks, n0 : n0 + tn]
+                want.setdefault(f"b_{c}", []).append(blk.ravel())
+            blk = OUT[pm * R * tm : (pm + 1) * R * tm, n0 : n0 + tn]
+            want.setdefault(f"out_{c}", []).append(blk.ravel())
+    return {k: np.concatenate(v) for k, v in want.items()}
+
+
+SHAPES = [
+    ("npu1", dict(M=16, K=512, N=1024)),  # a repeated per N pass: stride-0 iteration
+    ("npu2", dict(M=16, K=512, N=1024, b_transposed=True)),
+    ("npu1", dict(M=512, K=128, N=256)),  # M and N passes: one transfer per pass
+    ("npu2", dict(M=256, K=128, N=256, b_transposed=True, num_aie_columns=2)),
+    ("npu1", dict(M=256, K=256, N=128, num_aie_columns=1)),  # rows share one shim
+    ("npu2", dict(M=48, K=256, N=256, tile_m=16)),  # three cores a column
+    ("npu1", dict(M=1024, K=128, N=256)),  # more M passes than N: N passes outer
+]
+
+
+def test_both_tile_orders_are_exercised():
+    orders = {gemm.tile_order(GEMM(**f).resolved(d), as_device(d)) for d, f in SHAPES}
+    assert orders == {"mn", "nm"}
+
+
+@pytest.mark.parametrize(("dev", "fields"), SHAPES)
+def test_shim_transfers_move_exactly_the_tiles_the_cores_consume(dev, fields):
+    d = as_device(dev)
+    op = GEMM(**fields).resolved(d)
+    lay = build_design(op, d).layout
+    want = _expected(op, d)
+    assert {t.fifo for t in lay.transfers} == set(want)
+    for fifo, indices in want.items():
+        np.testing.assert_array_equal(_moved(lay, fifo), indices, err_msg=fifo)
+    for t in lay.transfers:
+        assert not legality.shim_transfer_problems(
+            d, t.sizes, t.strides, t.offset, t.itemsize
+        )
+
+
+def _grid(t: legality.Transfer) -> np.ndarray:
+    """A transfer's element indices by its 4-D sizes and strides (numpy, fast)."""
+    axes = [
+        (np.arange(n, dtype=np.int64) * s).reshape(
+            [-1 if i == k else 1 for i in range(4)]
+        )
+        for k, (n, s) in enumerate(zip(t.sizes, t.strides))
+    ]
+    return (t.offset + sum(axes)).ravel()
+
+
+def test_a_stride_beyond_the_step_field_is_unrolled_into_transfers():
+    # b (N, K) with K=8192: the next N pass of a column is 8 * 64 * 8192
+    # elements on, 2**21 words, past the 20-bit step: one transfer per pass.
+    d = as_device("npu2")
+    op = GEMM(M=16, K=8192, N=1024, b_transposed=True, tile_n=64).resolved(d)
+    lay = build_design(op, d).layout
+    want = _expected(op, d)
+    for c in (0, 7):
+        ts = [t for t in lay.transfers if t.fifo == f"b_{c}"]
+        assert len(ts) == gemm.plan(op, d).n_passes == 2
+        assert all(t.sizes[0] == 1 and max(t.strides) <= 1 << 21 for t in ts)
+        np.testing.assert_array_equal(
+            np.concatenate([_grid(t) for t in ts]), want[f"b_{c}"]
+        )
+
+
+def test_the_fast_decode_agrees_with_legalitys_shim_model():
+    d = as_device("npu1")
+    lay = build_design(GEMM(M=512, K=128, N=256), d).layout
+    for t in lay.transfers:
+        got = legality.shim_elements(legality.encode(t.sizes, t.strides, t.offset, 2))
+        np.testing.assert_array_equal(_grid(t), got)
+
+
+def _walk(dims: list[tuple[int, int]]) -> np.ndarray:
+    """The element offsets a ``dimensionsToStream`` pattern reads, in order."""
+    sizes = [n for n, _ in dims]
+    strides = np.array([s for _, s in dims])
+    return np.array([np.dot(i, strides) for i in np.ndindex(*sizes)], dtype=np.int64)
+
+
+def _blocks(x: np.ndarray, r: int, c: int) -> np.ndarray:
+    """``x`` (rows x cols) as ``r x c`` blocks, row blocks outer, each row-major."""
+    h, w = x.shape
+    return x.reshape(h // r, r, w // c, c).transpose(0, 2, 1, 3).ravel()
+
+
+def _unblock(flat: np.ndarray, h: int, w: int, r: int, c: int) -> np.ndarray:
+    return flat.reshape(h // r, w // c, r, c).transpose(0, 2, 1, 3).reshape(h, w)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_memory_tile_patterns_make_the_kernels_blocks(dev, transposed):
+    d = as_device(dev)
+    op = GEMM(M=128, K=256, N=256, b_transposed=transposed).resolved(d)
+    p = gemm.plan(op, d)
+    r, s, t = p.mmul
+    tm, tk, tn = p.tm, p.tk, p.tn
+    a = np.arange(tm * tk).reshape(tm, tk)
+    np.testing.assert_array_equal(
+        a.ravel()[_walk(gemm.stream_dims(op, p, "a"))], _blocks(a, r, s)
+    )
+    if transposed:  # (N, K) tile: t x s blocks, n blocks outer
+        bt = np.arange(tn * tk).reshape(tn, tk)
+        want = _blocks(bt, t, s)
+    else:  # s x t blocks, k blocks outer
+        bt = np.arange(tk * tn).reshape(tk, tn)
+        want = _blocks(bt, s, t)
+    np.testing.assert_array_equal(bt.ravel()[_walk(gemm.stream_dims(op, p, "b"))], want)
+    # The joined C tiles (each r x t blocks) stream out row-major.
+    tiles = np.arange(p.rows * tm * tn).reshape(p.rows * tm, tn)
+    joined = np.concatenate([_blocks(x, r, t) for x in np.split(tiles, p.rows)])
+    np.testing.assert_array_equal(
+        joined[_walk(gemm.stream_dims(op, p, "out"))], tiles.ravel()
+    )
+    for dims in (gemm.stream_dims(op, p, f) for f in ("a", "b", "out")):
+        assert all(n <= 1023 for n, _ in dims) and dims[-1][1] == 1
+
+
+def _replay(op, dev, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The design's data movement in numpy, with a kernel reading its contract's blocks."""
+    d = as_device(dev)
+    lay = build_design(op, d).layout
+    p = gemm.plan(op, d)
+    r, s, t = p.mmul
+    R, tm, tk, tn, nk = p.rows, p.tm, p.tk, p.tn, p.k_tiles
+    flat = {"a": a.ravel(), "b": b.ravel()}
+
+    def elements(fifo: str, port: str, size: int) -> list[np.ndarray]:
+        stream = flat[port][_moved(lay, fifo)]
+        return np.split(stream, len(stream) // size)
+
+    a_rows: dict[int, list[np.ndarray]] = {}
+    for g, rows in enumerate(p.groups):  # distribute, then re-lay
+        for e in elements(f"a_{g}", "a", len(rows) * tm * tk):
+            for i, row in enumerate(rows):
+                tile = e[i * tm * tk : (i + 1) * tm * tk]
+                a_rows.setdefault(row, []).append(
+                    tile[_walk(gemm.stream_dims(op, p, "a"))]
+                )
+    out = np.zeros((op.M, op.N), np.float32)
+    level = op.effective_precision
+    for c in range(p.columns):
+        b_tiles = [
+            e[_walk(gemm.stream_dims(op, p, "b"))]
+            for e in elements(f"b_{c}", "b", tk * tn)
+        ]
+        joined = []
+        for j in range(p.tiles):
+            blocks = []
+            for row in range(R):
+                acc = np.zeros((tm, tn), np.float32)
+                for k in range(nk):
+                    at = _unblock(a_rows[row][j * nk + k], tm, tk, r, s)
+                    bk = b_tiles[j * nk + k]
+                    if op.b_transposed:
+                        bk = _unblock(bk, tn, tk, t, s).T
+                    else:
+                        bk = _unblock(bk, tk, tn, s, t)
+                    acc = acc + at.astype(np.float32) @ bk.astype(np.float32)
+                    if level is Precision.HIGH:
+                        acc = acc.astype(bfloat16).astype(np.float32)
+                blocks.append(_blocks(acc.astype(bfloat16).astype(np.float32), r, t))
+            joined.append(np.concatenate(blocks)[_walk(gemm.stream_dims(op, p, "out"))])
+        stream = np.concatenate(joined)
+        out.ravel()[_moved(lay, f"out_{c}")] = stream
+    return out.astype(bfloat16)
+
+
+@pytest.mark.parametrize(
+    ("dev", "fields"),
+    [
+        ("npu1", dict(M=64, K=128, N=128, tile_k=32)),
+        (
+            "npu2",
+            dict(M=64, K=128, N=256, b_transposed=True, precision="high", tile_k=32),
+        ),
+        (
+            "npu1",
+            dict(M=128, K=64, N=64, num_aie_columns=1, precision="high", tile_k=16),
+        ),
+        ("npu2", dict(M=96, K=64, N=128, num_aie_columns=2, tile_m=16, tile_n=32)),
+        ("npu1", dict(M=256, K=32, N=128, tile_m=16, tile_n=32, num_aie_columns=2)),
+    ],
+)
+def test_the_design_replayed_in_numpy_is_the_reference(dev, fields):
+    op = GEMM(**fields).resolved(dev)
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (op.M, op.K)).astype(bfloat16)
+    shape_b = (op.N, op.K) if op.b_transposed else (op.K, op.N)
+    b = rng.integers(-3, 4, shape_b).astype(bfloat16)
+    got = _replay(op, dev, a, b)
+    np.testing.assert_array_equal(
+        got.astype(np.float32), op.reference(a, b).astype(np.float32)
+    )
+
+
+# -- legality, refusals, placement, the kernel ---------------------------------------
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_core_memory_is_exactly_what_check_counts(case, dev):
+    d = as_device(dev)
+    op = GEMM(**CASES[case]).resolved(d)
+    lay = gemm.layout(op, d)
+    core = lay.cores[-1]
+    held = sum(
+        f.depth * f.element_bytes
+        for f in lay.fifos
+        if core in (f.producer, *f.consumers)
+    )
+    held += sum(n for t, n in lay.buffers if t == core)
+    assert held == op._need(op.tile_m, op.tile_k, op.tile_n)
+    assert held + STACK_BYTES <= d.core_memory_bytes
+
+
+def test_rows_sharing_a_shim_stay_within_the_memory_tiles_channels():
+    d = as_device("npu1")
+    op = GEMM(M=512, K=1024, N=256, num_aie_columns=1).resolved(d)
+    p = gemm.plan(op, d)
+    assert p.rows == 4 and p.groups == ((0, 1, 2, 3),)
+    lay = gemm.layout(op, d)
+    mem = legality.Tile(0, 1)
+    out = sum(f.producer == mem for f in lay.fifos)
+    into = sum(mem in f.consumers for f in lay.fifos)
+    assert (out, into) == (6, 6)  # four a rows + b + out; a + b + four c
+    legality.check(lay, d)
+
+
+def test_too_many_buffer_descriptors_are_refused_by_name():
+    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\): needs 17 buffer"):
+        build_design(GEMM(M=2048, K=2048, N=2048), "npu1")
+
+
+def test_a_tile_that_does_not_fit_is_refused():
+    op = GEMM(M=64, K=1024, N=256, tile_m=64, tile_k=256, tile_n=64)
+    with pytest.raises(RefusedShapeError, match="double-buffered"):
+        build_design(op, "npu1")
+    # The design's own legality refuses the same tiles (without check()).
+    d = as_device("npu1")
+    fields = {
+        **op.fields(),
+        "num_aie_columns": 4,
+        "effective_precision": Precision.HIGHEST,
+    }
+    with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
+        legality.check(gemm.layout(SimpleNamespace(**fields), d), d)
+
+
+def test_medium_has_no_design_on_npu2_and_runs_as_high_on_npu1():
+    with pytest.raises(NotImplementedError, match=r"medium.*precision='high'"):
+        build_design(GEMM(M=64, K=256, N=256, precision="medium"), "npu2")
+    d = build_design(GEMM(M=64, K=256, N=256, precision="medium"), "npu1")
+    assert "@gemm_bf16_acc_round(" in d.text
+
+
+def test_arena_placement_reads_at_the_planned_offsets():
+    op = GEMM(M=16, K=256, N=256, num_aie_columns=2)
+    placement = {
+        "a": Placement("arena", 1024, 16 * 256 * 2),
+        "b": Placement("arena", 65536, 256 * 256 * 2),
+        "out": Placement("output", 0, 16 * 256 * 2),
+    }
+    d = build_design(op, "npu2", placement, arena_bytes=1 << 20)
+    assert d.args == ("arena", "out") and d.arg_bytes == (1 << 20, 8192)
+    lay = d.layout
+    a = [t for t in lay.transfers if t.fifo == "a_0"]
+    assert a[0].buffer == "arena" and a[0].offset == 512  # byte 1024
+    b1 = [t for t in lay.transfers if t.fifo == "b_1"]
+    tn = op.resolved("npu2").tile_n
+    assert b1[0].offset == 32768 + tn  # byte 65536, then column 1's first tile
+    assert f"%arena[0, 0, 0, {32768 + tn}]" in d.text
+
+
+def test_the_contract_parses_and_names_the_design_symbols():
+    c = contract("gemm")
+    assert c.operator.startswith("GEMM")
+    named = set(re.findall(r"(gemm_\w+)\(", c.arguments))
+    used = {*gemm.ACCUMULATE.values(), gemm.ZERO, gemm.STORE}
+    assert named == used
+    assert "(4, 8, 4)" in c.tile and "(4, 8, 8)" in c.tile
+    assert "HIGHEST" in c.rounding and "HIGH (" in c.rounding
+    source = c.path.read_text(encoding="utf-8")
+    for symbol in used:
+        assert f"void {symbol}(" in source
+    for fields in CASES.values():
+        op = GEMM(**fields).resolved("npu2")
+        declared = set(re.findall(r"func\.func private @(\w+)\(", design(op, "npu2")))
+        acc = gemm.ACCUMULATE[op.effective_precision, op.b_transposed]
+        assert declared == {gemm.ZERO, acc, gemm.STORE}
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_kernel_geometry_is_the_operators_mmul_shape(dev):
+    d = as_device(dev)
+    op = GEMM(M=64, K=256, N=256).resolved(d)
+    assert gemm.plan(op, d).mmul == ((4, 8, 4) if dev == "npu1" else (4, 8, 8))
+
+
+def test_cores_and_tiles_follow_the_plan():
+    d = as_device("npu2")
+    op = GEMM(M=256, K=512, N=512).resolved(d)
+    p = gemm.plan(op, d)
+    text = design(op, d)
+    assert text.count("aie.core(") == p.columns * p.rows
+    assert p.rows * p.m_passes * p.tm == op.M
+    assert p.columns * p.n_passes * p.tn == op.N
+    assert f"arith.constant {p.tiles} : index" in text
