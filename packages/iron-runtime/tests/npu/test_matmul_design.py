@@ -1,7 +1,17 @@
 """The GEMV design: golden text, FileCheck patterns, legality and the kernel contract.
 
-Golden files ``golden/gemv_2048x2048_<dev>.mlir`` are GEMV M=2048 K=2048 at
-the default resolved tunables; regenerate with ``IRON_UPDATE_GOLDEN=1``.
+Golden files (regenerate with ``IRON_UPDATE_GOLDEN=1``), each at the default
+resolved tunables: ``golden/gemv_2048x2048_<dev>.mlir`` GEMV M=2048 K=2048;
+``golden/gemv_batched_4x256x1024_<dev>.mlir`` GEMV M=256 K=1024 batch=4;
+``golden/gemv_medium_2048x2048_npu2.mlir`` GEMV M=2048 K=2048 at
+``precision="medium"`` (bfp16 on NPU2).
+
+The design is also run here, on the host: its shim transfers are decoded
+(``legality.encode`` / ``shim_elements``) into the streams each column's
+FIFOs carry, a numpy emulation of the core's loops and of the kernels'
+arithmetic (``gemv.cc``: 16 fp32 lanes then a reduction per K tile; bfp16
+blocks of 8 through an 8x8x8 block multiply) consumes them, and the result is
+judged against ``GEMV.reference`` with the operator's tolerance.
 """
 
 from __future__ import annotations
@@ -15,10 +25,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from ml_dtypes import bfloat16
 
 from iron.core.device import as_device
 from iron.core.operator import RefusedShapeError
-from iron.operators import GEMV
+from iron.core.precision import Precision
+from iron.core.tolerance import compare
+from iron.operators import GEMV, bfp16
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import build_design, design, matmul
@@ -28,10 +41,19 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
 
 
-@pytest.mark.parametrize("dev", ["npu1", "npu2"])
-def test_golden(dev):
-    text = design(GEMV(M=2048, K=2048), dev)
-    path = GOLDEN / f"gemv_2048x2048_{dev}.mlir"
+GOLDENS = [
+    ("gemv_2048x2048", dict(M=2048, K=2048), "npu1"),
+    ("gemv_2048x2048", dict(M=2048, K=2048), "npu2"),
+    ("gemv_batched_4x256x1024", dict(M=256, K=1024, batch=4), "npu1"),
+    ("gemv_batched_4x256x1024", dict(M=256, K=1024, batch=4), "npu2"),
+    ("gemv_medium_2048x2048", dict(M=2048, K=2048, precision="medium"), "npu2"),
+]
+
+
+@pytest.mark.parametrize(("stem", "fields", "dev"), GOLDENS)
+def test_golden(stem, fields, dev):
+    text = design(GEMV(**fields), dev)
+    path = GOLDEN / f"{stem}_{dev}.mlir"
     if UPDATE:
         path.write_text(text, encoding="utf-8")
     assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
@@ -193,13 +215,6 @@ def test_the_accumulator_counts_against_core_memory():
     assert lay.buffers and all(n == op.tile_m * 4 for _, n in lay.buffers)
 
 
-def test_batched_and_medium_have_no_design_yet():
-    with pytest.raises(NotImplementedError, match="batched GEMV"):
-        build_design(GEMV(M=256, K=256, batch=2), "npu2")
-    with pytest.raises(NotImplementedError, match="medium"):
-        build_design(GEMV(M=256, K=256, precision="medium"), "npu2")
-
-
 def test_arena_placement_reads_at_the_planned_offsets():
     placement = {
         "w": Placement("arena", 0, 512 * 256 * 2),
@@ -219,6 +234,7 @@ def test_the_contract_parses_and_names_the_design_symbols():
     assert named == used
     assert "multiple of 16" in c.tile
     assert "HIGHEST" in c.rounding and "HIGH (" in c.rounding
+    assert "MEDIUM (gemv_bfp16_acc_round)" in c.rounding
     source = c.path.read_text(encoding="utf-8")
     for symbol in used:
         assert f"void {symbol}(" in source
@@ -227,3 +243,366 @@ def test_the_contract_parses_and_names_the_design_symbols():
     assert declared == set(
         matmul.SYMBOLS[GEMV(**HIGH).resolved("npu2").effective_precision]
     )
+    # The bfp16 symbol is compiled only where aie_api has bfp16ebs8 (AIE2P).
+    guarded = source.split("#if __AIE_ARCH__ == 21")
+    assert len(guarded) == 3 and "void gemv_bfp16_acc_round(" in guarded[2]
+    assert "void gemv_bfp16_acc_round(" not in guarded[0] + guarded[1]
+
+
+# -- batched GEMV ------------------------------------------------------------------
+
+CHECK_GEMV_BATCHED_NPU2 = """\
+// CHECK-LABEL: aie.device(npu2) @main {
+// CHECK: aie.objectfifo @x_0({{.*}}, 2 : i32) : !aie.objectfifo<memref<1024xbf16>>
+// CHECK: aie.core(%{{.*}}) {
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 8 : index
+// CHECK-DAG: %[[BATCH:.*]] = arith.constant 4 : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c9223372036854775807
+// CHECK-NEXT: scf.for %{{.*}} = %{{.*}} to %[[BATCH]]
+// CHECK-NEXT: aie.objectfifo.acquire @x_0(Consume, 1)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[ROWS]]
+// CHECK: func.call @gemv_bf16_acc(
+// CHECK: func.call @gemv_bf16_store(
+// CHECK: aie.objectfifo.release @x_0(Consume, 1)
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK: aie.runtime_sequence @sequence(%[[W:.*]]: memref<1048576xbf16>, %[[X:.*]]: memref<4096xbf16>, %[[O:.*]]: memref<1024xbf16>) {
+// CHECK: dma_memcpy_nd(%[[O]][0, 0, 0, 0][4, 1, 1, 32][256, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
+// CHECK: dma_memcpy_nd(%[[W]][0, 0, 0, 0][4, 1, 32, 1024][262144, 0, 1024, 1]) {id = 1 : i64, metadata = @w_0}
+// CHECK: dma_memcpy_nd(%[[X]][0, 0, 0, 0][1, 1, 4, 1024][0, 0, 1024, 1]) {id = 2 : i64, metadata = @x_0}
+// CHECK: dma_memcpy_nd(%[[O]][0, 0, 0, 32][4, 1, 1, 32][256, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1}
+// CHECK: dma_memcpy_nd(%[[W]][0, 0, 0, 32768]
+"""
+
+CHECK_GEMV_BATCHED_CHUNKED = """\
+// CHECK: aie.objectfifo @x_0({{.*}}) : !aie.objectfifo<memref<1024xbf16>>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c3 step
+// CHECK-NOT: aie.objectfifo.acquire @x_0
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c2 step
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c2 step
+// CHECK: aie.objectfifo.acquire @w_0(Consume, 1)
+// CHECK: aie.objectfifo.acquire @x_0(Consume, 1)
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][2, 2, 4, 1024][8192, 1024, 2048, 1]) {id = 1 : i64, metadata = @w_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 131072][2, 2, 4, 1024]{{.*}} {id = 2 : i64, metadata = @w_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 262144][2, 2, 4, 1024]{{.*}} {id = 3 : i64, metadata = @w_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][2, 1, 2, 1024][0, 0, 1024, 1]) {id = 4 : i64, metadata = @x_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 2048][2, 1, 2, 1024][0, 0, 1024, 1]) {id = 5 : i64, metadata = @x_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 4096][2, 1, 2, 1024][0, 0, 1024, 1]) {id = 6 : i64, metadata = @x_0}
+"""
+
+CHUNKED = dict(M=64, K=2048, tile_k=1024, batch=3)
+
+
+def test_filecheck_batched_loops_products_outermost(tmp_path):
+    _filecheck(
+        tmp_path, CHECK_GEMV_BATCHED_NPU2, design(GEMV(M=256, K=1024, batch=4), "npu2")
+    )
+
+
+def test_filecheck_batched_chunked_walks_repeat_per_product(tmp_path):
+    _filecheck(tmp_path, CHECK_GEMV_BATCHED_CHUNKED, design(GEMV(**CHUNKED), "npu2"))
+
+
+def test_batched_arguments_hold_every_product():
+    d = build_design(GEMV(M=256, K=1024, batch=4), "npu1")
+    assert d.args == ("w", "x", "out")
+    assert d.arg_bytes == (4 * 256 * 1024 * 2, 4 * 1024 * 2, 4 * 256 * 2)
+
+
+def _stream(lay, fifo: str) -> np.ndarray:
+    """The element indices the shim moves for ``fifo``, transfer after transfer."""
+    moved = [
+        legality.shim_elements(
+            legality.encode(t.sizes, t.strides, t.offset, t.itemsize, t.repeat)
+        )
+        for t in lay.transfers
+        if t.fifo == fifo
+    ]
+    return np.concatenate(moved)
+
+
+def _expected_streams(op, col: int) -> dict[str, np.ndarray]:
+    """What column ``col``'s core consumes and produces, product by product."""
+    batch = op.batch or 1
+    rows = op.M // op.num_aie_columns
+    row_tiles, k_tiles = rows // op.tile_m, op.K // op.tile_k
+    w, x, out = [], [], []
+    for p in range(batch):
+        idx = np.arange(op.M * op.K).reshape(op.M, op.K) + p * op.M * op.K
+        block = idx[col * rows : (col + 1) * rows]
+        tiles = block.reshape(row_tiles, op.tile_m, k_tiles, op.tile_k)
+        w.append(tiles.transpose(0, 2, 1, 3).reshape(-1))
+        xs = np.arange(op.K) + p * op.K
+        x.append(xs if k_tiles == 1 else np.tile(xs, row_tiles))
+        out.append(np.arange(col * rows, (col + 1) * rows) + p * op.M)
+    return {k: np.concatenate(v) for k, v in (("w", w), ("x", x), ("out", out))}
+
+
+BATCHED = [
+    dict(M=256, K=1024, batch=4),  # linear w, x whole: the batch in the iteration
+    dict(M=256, K=1024, batch=4, num_aie_columns=1),  # products back to back
+    dict(M=64, K=256, batch=70, num_aie_columns=2),  # > 64 products: two groups
+    dict(M=64, K=512, tile_k=128, batch=2),  # chunked x, tiled w, per product
+    dict(M=64, K=512, tile_k=128, batch=5, num_aie_columns=1),  # one tile sequence
+    dict(M=16, K=512, tile_k=256, tile_m=4, batch=6, num_aie_columns=4),  # 1 row tile
+]
+
+
+@pytest.mark.parametrize("fields", BATCHED)
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_batched_transfers_move_each_products_rows(fields, dev):
+    device = as_device(dev)
+    op = GEMV(**fields).resolved(device)
+    d = build_design(op, device)  # legality included
+    for col in range(op.num_aie_columns):
+        want = _expected_streams(op, col)
+        for port in ("w", "x", "out"):
+            got = _stream(d.layout, f"{port}_{col}")
+            np.testing.assert_array_equal(got, want[port], err_msg=f"{port}_{col}")
+
+
+def test_batched_walks_fold_the_batch_into_descriptors():
+    # Linear walks take the batch in the iteration: one descriptor per port.
+    lay = build_design(GEMV(M=256, K=1024, batch=4), "npu2").layout
+    assert len([t for t in lay.transfers if t.shim.col == 0]) == 3
+    # One column: every product's row tiles are one w walk; x repeats per product.
+    op = GEMV(M=64, K=512, tile_k=128, batch=5, num_aie_columns=1)
+    lay = build_design(op, "npu2").layout
+    assert len([t for t in lay.transfers if t.fifo == "w_0"]) == 5 * 16 // 64 + 1
+    assert len([t for t in lay.transfers if t.fifo == "x_0"]) == 5
+
+
+def test_too_many_per_product_walks_are_refused_with_the_way_out():
+    op = GEMV(**{**CHUNKED, "batch": 8})
+    with pytest.raises(LegalityError) as e:
+        build_design(op, "npu2")
+    msg = str(e.value)
+    assert "shim tile (0, 0)" in msg and "17 buffer descriptors" in msg
+    assert "has 16" in msg and "Give tile_k=2048 or num_aie_columns=1" in msg
+    assert "at most 7 products" in msg
+    for way in (dict(batch=7), dict(tile_k=2048), dict(num_aie_columns=1)):
+        build_design(GEMV(**{**CHUNKED, "batch": 8, **way}), "npu2")
+    # No field change helps when K is long: only splitting the batch.
+    long = GEMV(M=64, K=8192, tile_k=1024, batch=20)
+    with pytest.raises(LegalityError, match=r"16\. Split the batch into GEMVs of"):
+        build_design(long, "npu2")
+
+
+def test_batched_arena_placement_offsets_every_product():
+    w_bytes, x_bytes = 2 * 64 * 256 * 2, 2 * 256 * 2
+    placement = {
+        "w": Placement("arena", 1024, w_bytes),
+        "x": Placement("arena", 1024 + w_bytes, x_bytes),
+        "out": Placement("arena", 1024 + w_bytes + x_bytes, 2 * 64 * 2),
+    }
+    op = GEMV(M=64, K=256, batch=2, num_aie_columns=2)
+    d = build_design(op, "npu1", placement)
+    assert d.args == ("arena",)
+    base = {p: pl.offset // 2 for p, pl in placement.items()}
+    for col in range(2):
+        want = _expected_streams(op.resolved("npu1"), col)
+        for port in ("w", "x", "out"):
+            got = _stream(d.layout, f"{port}_{col}")
+            np.testing.assert_array_equal(got, want[port] + base[port])
+
+
+# -- MEDIUM (bfp16) --------------------------------------------------------------
+
+CHECK_GEMV_MEDIUM_NPU2 = """\
+// CHECK-LABEL: aie.device(npu2) @main {
+// CHECK-NOT: @gemv_bf16_acc
+// CHECK: func.func private @gemv_bfp16_acc_round(memref<4x2048xbf16>, memref<2048xbf16>, memref<4xf32>, i32, i32) attributes {link_with = "gemv.o"}
+// CHECK: aie.core(
+// CHECK: func.call @gemv_f32_zero(
+// CHECK: func.call @gemv_bfp16_acc_round(
+// CHECK: func.call @gemv_bf16_store(
+"""
+
+
+def test_filecheck_medium_calls_the_bfp16_kernel(tmp_path):
+    text = design(GEMV(M=2048, K=2048, precision="medium"), "npu2")
+    _filecheck(tmp_path, CHECK_GEMV_MEDIUM_NPU2, text)
+
+
+def test_medium_on_npu1_runs_as_high():
+    d = build_design(GEMV(M=256, K=256, precision="medium"), "npu1")
+    assert "@gemv_bf16_acc_round(" in d.text and "bfp16" not in d.text
+    forced = GEMV(M=256, K=256, precision="medium", effective_precision="medium")
+    with pytest.raises(RefusedShapeError, match="needs bfp16"):
+        build_design(forced, "npu1")
+
+
+def test_medium_and_batched_together():
+    op = GEMV(M=64, K=512, batch=3, precision="medium")
+    d = build_design(op, "npu2")
+    assert "func.call @gemv_bfp16_acc_round(" in d.text
+    assert d.text.count("aie.core(") == op.resolved("npu2").num_aie_columns
+
+
+# -- the kernels' arithmetic and the design, emulated on the host -----------------------
+
+_LANES = 16  # iron::kLanes
+
+
+def _f32(v) -> np.ndarray:
+    return np.asarray(v, dtype=np.float32)
+
+
+def _bf16(v) -> np.ndarray:
+    return _f32(v).astype(bfloat16).astype(np.float32)
+
+
+def _dot_rows(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """gemv.cc dot_row for each row of ``w``: 16 fp32 lanes, then a tree sum."""
+    lanes = np.zeros((w.shape[0], _LANES), np.float32)
+    for k in range(0, w.shape[1], _LANES):
+        lanes = _f32(lanes + w[:, k : k + _LANES] * x[k : k + _LANES])
+    while lanes.shape[1] > 1:  # reduce_add: halves added pairwise
+        half = lanes.shape[1] // 2
+        lanes = _f32(lanes[:, :half] + lanes[:, half:])
+    return lanes[:, 0]
+
+
+def _bfp16_rows(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """gemv_bfp16_acc_round's sums before the rounding, rows 8 at a time.
+
+    Each 8 x 8 operand is converted as the kernel converts it (blocks of 8
+    along K, per row; the hardware conversion modelled by bfp16.quantize),
+    the block products summed into fp32 accumulators block after block;
+    column 0 of C = A B (B^T holding x's block in every row) is read.
+    """
+    tile_m, tile_k = w.shape
+    sums = np.zeros(tile_m, np.float32)
+    for r0 in range(0, tile_m, 8):
+        rows = min(8, tile_m - r0)
+        acc = np.zeros((8, 8), np.float32)
+        for k in range(0, tile_k, 8):
+            a = np.zeros((8, 8), np.float32)
+            a[:rows] = w[r0 : r0 + rows, k : k + 8]
+            bt = np.tile(x[k : k + 8], (8, 1))
+            qa, qbt = bfp16.quantize(a, axis=-1), bfp16.quantize(bt, axis=-1)
+            block = np.zeros((8, 8), np.float32)
+            for j in range(8):  # the products, exact in fp32, summed in fp32
+                block = _f32(block + qa[:, None, j] * qbt[None, :, j])
+            acc = _f32(acc + block)
+        sums[r0 : r0 + rows] = acc[:rows, 0]
+    return sums
+
+
+def _kernel(level: Precision, w, x, acc) -> np.ndarray:
+    """One call of the accumulate symbol SYMBOLS[level] on an fp32 ``acc``."""
+    if level is Precision.HIGHEST:
+        return _f32(acc + _dot_rows(w, x))
+    if level is Precision.HIGH:
+        return _bf16(acc + _dot_rows(w, x))
+    return _bf16(acc + _bfp16_rows(w, x))
+
+
+def _run_design(op, d, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The design's result: decoded shim streams through each core's loops."""
+    batch = op.batch or 1
+    flat = {"w": _f32(w).reshape(-1), "x": _f32(x).reshape(-1)}
+    out = np.full(batch * op.M, np.nan, np.float32)
+    rows = op.M // op.num_aie_columns
+    row_tiles, k_tiles = rows // op.tile_m, op.K // op.tile_k
+    tm, tk = op.tile_m, op.tile_k
+    calls = 0
+    for col in range(op.num_aie_columns):
+        w_s = iter(_stream(d.layout, f"w_{col}").reshape(-1, tm * tk))
+        x_len = op.K if k_tiles == 1 else tk
+        x_s = iter(_stream(d.layout, f"x_{col}").reshape(-1, x_len))
+        o_s = iter(_stream(d.layout, f"out_{col}").reshape(-1, tm))
+        for _ in range(batch):  # the core's loops, outermost first
+            whole = flat["x"][next(x_s)] if k_tiles == 1 else None
+            for _ in range(row_tiles):
+                acc = np.zeros(tm, np.float32)
+                for _ in range(k_tiles):
+                    wt = flat["w"][next(w_s)].reshape(tm, tk)
+                    xk = whole if whole is not None else flat["x"][next(x_s)]
+                    acc = _kernel(op.effective_precision, wt, xk, acc)
+                    calls += 1
+                out[next(o_s)] = acc  # gemv_bf16_store rounds below
+        for stream in (w_s, x_s, o_s):  # every element moved is consumed
+            assert next(stream, None) is None
+    assert calls == op.cost(as_device(d.device)).calls * op.num_aie_columns
+    shape = (op.M,) if op.batch is None else (batch, op.M)
+    return out.astype(bfloat16).reshape(shape)
+
+
+EMULATED = [
+    (dict(M=64, K=256), "npu1"),
+    (dict(M=64, K=512, tile_k=128, precision="high"), "npu2"),
+    (dict(M=32, K=256, batch=3), "npu1"),
+    (dict(M=64, K=512, tile_k=128, batch=2, precision="high"), "npu2"),
+    (dict(M=64, K=512, tile_k=256, precision="medium"), "npu2"),
+    (dict(M=32, K=256, tile_m=2, batch=2, precision="medium"), "npu2"),
+    (dict(M=96, K=128, tile_m=12, num_aie_columns=1, precision="medium"), "npu2"),
+]
+
+
+@pytest.mark.parametrize(("fields", "dev"), EMULATED)
+def test_the_design_computes_the_reference_within_tolerance(fields, dev):
+    op = GEMV(**fields).resolved(dev)
+    d = build_design(op, dev)
+    rng = np.random.default_rng(10)
+    lead = () if op.batch is None else (op.batch,)
+    w = rng.standard_normal((*lead, op.M, op.K)).astype(bfloat16)
+    x = rng.standard_normal((*lead, op.K)).astype(bfloat16)
+    got = _run_design(op, d, w, x)
+    verdict = compare(got, op.reference(w, x), op.tolerance(w, x))
+    assert verdict, str(verdict)
+
+
+def test_the_emulation_can_fail():
+    # A walk off by one product (x of the wrong product) breaks the result.
+    op = GEMV(M=32, K=256, batch=3).resolved("npu1")
+    d = build_design(op, "npu1")
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((3, 32, 256)).astype(bfloat16)
+    x = rng.standard_normal((3, 256)).astype(bfloat16)
+    got = _run_design(op, d, w, x[[1, 2, 0]])
+    assert not compare(got, op.reference(w, x), op.tolerance(w, x))
+
+
+@pytest.mark.parametrize("level", ["highest", "high", "medium"])
+@pytest.mark.parametrize(("tile_m", "tile_k"), [(4, 256), (1, 64), (8, 512)])
+def test_the_kernel_arithmetic_meets_the_operator_tolerance(level, tile_m, tile_k):
+    # The kernels alone over K = 4 tile_k, against GEMV.reference, with
+    # a wide dynamic range (scales 2**-8 .. 2**8) and cancellation.
+    K, M = 4 * tile_k, 2 * tile_m
+    fields = dict(tile_m=tile_m, tile_k=tile_k, num_aie_columns=1)
+    op = GEMV(M=M, K=K, precision=level, **fields).resolved("npu2")
+    rng = np.random.default_rng(tile_k + tile_m)
+    scale = np.exp2(rng.integers(-8, 9, size=(M, K)))
+    w = (rng.standard_normal((M, K)) * scale).astype(bfloat16)
+    x = rng.standard_normal(K).astype(bfloat16)
+    wf, xf = _f32(w), _f32(x)
+    acc = np.zeros(M, np.float32)
+    for r in range(0, M, tile_m):
+        part = np.zeros(tile_m, np.float32)
+        for k in range(0, K, tile_k):
+            part = _kernel(
+                op.effective_precision,
+                wf[r : r + tile_m, k : k + tile_k],
+                xf[k : k + tile_k],
+                part,
+            )
+        acc[r : r + tile_m] = part
+    verdict = compare(acc.astype(bfloat16), op.reference(w, x), op.tolerance(w, x))
+    assert verdict, str(verdict)
+
+
+def test_the_bfp16_kernel_quantizes_as_the_model():
+    # Converting each 8 x 8 operand in the kernel gives the model's blocks:
+    # the results match GEMV.reference at MEDIUM nearly bit for bit (only the
+    # fp32 summation order differs), and not HIGH's, which lacks the blocks.
+    op = GEMV(M=24, K=256, tile_m=12, tile_k=128, num_aie_columns=1)
+    medium = op.replace(precision="medium").resolved("npu2")
+    high = op.replace(precision="high").resolved("npu2")
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((24, 256)) * np.exp2(rng.integers(-6, 7, (24, 256)))
+    w, x = w.astype(bfloat16), rng.standard_normal(256).astype(bfloat16)
+    got = _run_design(medium, build_design(medium, "npu2"), w, x)
+    same = got.astype(np.float32) == medium.reference(w, x).astype(np.float32)
+    assert same.mean() >= 0.9
+    assert not compare(got, high.reference(w, x), high.tolerance(w, x))
