@@ -1,0 +1,551 @@
+"""Attention designs (DecodeAttention, CausalAttention): golden text, FileCheck,
+the scratchpad word, the shim transfers, legality and the kernel.
+
+Golden files ``golden/decode_attention_32x8x64x512_<dev>.mlir`` and
+``golden/causal_attention_16x32x8x64x512_<dev>.mlir`` are Llama-3.2-1B
+attention shapes (32 heads, 8 kv heads, head_dim 64, a 512-position cache,
+16-row prompt chunks) with a per-call ``length`` / ``start``; regenerate
+with ``IRON_UPDATE_GOLDEN=1`` and review the diff.
+
+The kernel's fp32 exp is compiled for the host (``IRON_ATTENTION_HOST``, a
+scalar backend) and checked within 4 fp32 ulps of numpy's; the kernel's
+evaluation order (chunks, running max, rescales, reciprocal) is modelled in
+numpy and judged against the operator's reference and tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+from iron.core.device import as_device
+from iron.core.operator import RefusedShapeError
+from iron.core.percall import PerCall
+from iron.core.tolerance import compare
+from iron.operators import CausalAttention, DecodeAttention
+from iron.operators.attention import STACK_BYTES
+from iron.runtime.image import Placement
+from iron.runtime.npu import LegalityError, legality
+from iron.runtime.npu.designs import Words, attention, build_design, design
+from iron.runtime.npu.kernels import KERNEL_DIR, contract
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+CXX = shutil.which("g++") or shutil.which("clang++")
+
+LLAMA = dict(heads=32, kv_heads=8, head_dim=64, max_len=512)
+DECODE = DecodeAttention(**LLAMA, length=PerCall("position") + 1)
+CAUSAL = CausalAttention(rows=16, **LLAMA, start=PerCall("position"))
+CASES = {
+    "decode_attention_32x8x64x512": DECODE,
+    "causal_attention_16x32x8x64x512": CAUSAL,
+}
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case, dev):
+    text = design(CASES[case], dev)
+    path = GOLDEN / f"{case}_{dev}.mlir"
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"the design of {case} on {dev} changed; review and regenerate with "
+        f"IRON_UPDATE_GOLDEN=1"
+    )
+
+
+CHECK_DECODE_NPU1 = """\
+// CHECK: mlir-aie v1.4.1
+// CHECK: streams all max_len=512 cache positions per call
+// CHECK-LABEL: aie.device(npu1) @main {
+// CHECK: func.func private @attention_bf16_init(memref<256xf32>, memref<8xf32>, i32, i32) attributes {link_with = "attention_bf16.o"}
+// CHECK: func.func private @attention_bf16_chunk(memref<257xi32>, memref<8192xbf16>, memref<256xf32>, memref<256xf32>, memref<8xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32)
+// CHECK: func.func private @attention_bf16_store(memref<256xf32>, memref<8xf32>, memref<256xbf16>, i32, i32)
+// CHECK-DAG: %[[SHIM0:.*]] = aie.tile(0, 0)
+// CHECK-DAG: %[[SHIM1:.*]] = aie.tile(1, 0)
+// CHECK-DAG: %[[MEM0:.*]] = aie.tile(0, 1)
+// CHECK-DAG: %[[CORE0:.*]] = aie.tile(0, 2)
+// CHECK-DAG: %[[CORE1:.*]] = aie.tile(1, 2)
+// CHECK-NOT: aie.tile(4,
+// CHECK: aie.objectfifo @kv_in_0(%[[SHIM0]], {%[[MEM0]]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+// CHECK: aie.objectfifo @kv_0(%[[MEM0]] dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%[[CORE0]]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+// CHECK: aie.objectfifo.link [@kv_in_0] -> [@kv_0]([] [])
+// CHECK: aie.objectfifo @q_in_0(%[[SHIM0]], {%[[MEM0]]}, 2 : i32) : !aie.objectfifo<memref<256xi32>>
+// CHECK: aie.objectfifo @words_0(%[[SHIM1]], {%[[MEM0]]}, 1 : i32) : !aie.objectfifo<memref<1xi32>>
+// CHECK: aie.objectfifo @qw_0(%[[MEM0]], {%[[CORE0]], %[[CORE1]]}, 2 : i32) : !aie.objectfifo<memref<257xi32>>
+// CHECK: aie.objectfifo.link [@q_in_0, @words_0] -> [@qw_0]([0, 256] [])
+// CHECK: %[[ACC:.*]] = aie.buffer(%[[CORE0]]) {sym_name = "acc_0"} : memref<256xf32>
+// CHECK: aie.core(%[[CORE0]]) {
+// CHECK: %[[SLOT:.*]] = arith.constant 256 : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+// CHECK: %[[Q:.*]] = aie.objectfifo.subview.access
+// CHECK: %[[LEN:.*]] = memref.load %[[Q]][%[[SLOT]]] : memref<257xi32>
+// CHECK: func.call @attention_bf16_init(%[[ACC]],
+// CHECK: aie.objectfifo.acquire @kv_0(Consume, 1)
+// CHECK: func.call @attention_bf16_chunk(%[[Q]], %{{.*}}, %{{.*}}, %[[ACC]], {{.*}}, %[[LEN]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: aie.objectfifo.release @kv_0(Consume, 1)
+// CHECK: aie.objectfifo.acquire @out_0(Produce, 1)
+// CHECK: func.call @attention_bf16_store(%[[ACC]],
+// CHECK: aie.objectfifo.release @qw_0(Consume, 1)
+// CHECK: aie.end
+// CHECK: aie.runtime_sequence @sequence(%[[QB:.*]]: memref<2048xbf16>, %[[KB:.*]]: memref<262144xbf16>, %[[VB:.*]]: memref<262144xbf16>, %[[OB:.*]]: memref<2048xbf16>, %[[WB:.*]]: memref<1xi32>) {
+// CHECK: aiex.npu.dma_memcpy_nd(%[[OB]][0, 0, 0, 0]{{.*}} {id = 0 : i64, issue_token = true, metadata = @out_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[KB]][0, 0, 0, 0]{{.*}} {id = 1 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[VB]][0, 0, 0, 0]{{.*}} {id = 2 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[KB]][0, 0, 0, 32768]{{.*}} {id = 3 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[QB]][0, 0, 0, 0][2, 2, 1, 256][256, 512, 0, 1]) {id = 5 : i64, metadata = @q_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[WB]][0, 0, 0, 0][2, 1, 1, 1][0, 0, 0, 1]) {id = 5 : i64, metadata = @words_0}
+// CHECK: aiex.npu.dma_wait {symbol = @out_0}
+// CHECK: aiex.npu.dma_wait {symbol = @out_3}
+"""
+
+CHECK_CAUSAL_NPU2 = """\
+// CHECK-LABEL: aie.device(npu2) @main {
+// CHECK: aie.objectfifo @kv_7({{.*}}) {repeat_count = 4 : i32} : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+// CHECK: aie.objectfifo @qw_3(%{{.*}}, {%tile_6_2, %tile_7_2}, 2 : i32) : !aie.objectfifo<memref<1025xi32>>
+// CHECK: %core_7_2 = aie.core(%tile_7_2) {
+// CHECK: %[[OFF:.*]] = arith.constant 1024 : i32
+// CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
+// CHECK: scf.for %[[QT:qt[_0-9]*]] = %{{.*}} to %{{.*}} step
+// CHECK: aie.objectfifo.acquire @qw_3(Consume, 1)
+// CHECK: %[[START:.*]] = memref.load
+// CHECK: %[[QI:.*]] = arith.index_cast %[[QT]] : index to i32
+// CHECK: func.call @attention_bf16_chunk(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OFF]], {{.*}}, %[[START]], %[[QI]], %[[CAUSAL]], %{{.*}})
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][1, 4, 4, 256][0, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][4, 2, 4, 256][8192, 256, 2048, 1]) {id = 3 : i64, metadata = @q_in_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][4, 1, 1, 1][0, 0, 0, 1]) {id = 3 : i64, metadata = @words_0}
+"""
+
+
+def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
+    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
+    spec = tmp_path / "checks.txt"
+    spec.write_text(checks, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "filecheck", str(spec)],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_filecheck_decode_npu1(tmp_path):
+    _filecheck(tmp_path, CHECK_DECODE_NPU1, design(DECODE, "npu1"))
+
+
+def test_filecheck_causal_npu2(tmp_path):
+    _filecheck(tmp_path, CHECK_CAUSAL_NPU2, design(CAUSAL, "npu2"))
+
+
+# -- the per-call word --------------------------------------------------------------
+
+
+def _core(text: str, col: int) -> str:
+    return text.split(f"%core_{col}_2 = aie.core")[1].split("aie.end")[0]
+
+
+def _loaded(text: str, col: int, name: str) -> tuple[int, int]:
+    """The i32 index column ``col``'s core loads its word at, and the element size."""
+    body = _core(text, col)
+    ((var, ssa, size),) = re.findall(
+        rf"(%{name}(?:_\d+)?) = memref\.load %q(?:_\d+)?\[(%\w+)\] : memref<(\d+)xi32>",
+        body,
+    )
+    (value,) = re.findall(rf"{re.escape(ssa)} = arith\.constant (\d+) : index", body)
+    # The loaded word is the chunk call's word argument (the 12th).
+    (call,) = [ln for ln in body.splitlines() if "@attention_bf16_chunk" in ln]
+    assert call.split("(")[1].split(")")[0].split(", ")[11] == var
+    return int(value), int(size)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("op", [DECODE, CAUSAL], ids=["decode", "causal"])
+def test_standalone_word_is_slot_zero_after_the_queries(op, dev):
+    d = build_design(op, dev)
+    r = op.resolved(dev)
+    plan = attention.layout(r, as_device(dev))[1]
+    assert plan.slot == 0 and plan.count == 1 and plan.group == 2
+    assert d.args[-1] == "words" and d.arg_bytes[-1] == 4
+    q_words = plan.group * plan.q_elems // 2
+    name = "length" if op is DECODE else "start"
+    for c in range(r.num_aie_columns):
+        assert _loaded(d.text, c, name) == (q_words + 0, q_words + 1)
+
+
+@pytest.mark.parametrize("op", [DECODE, CAUSAL], ids=["decode", "causal"])
+def test_an_explicit_words_mapping_moves_the_slot_and_the_scratchpad(op):
+    expr = op.length if op is DECODE else op.start.affine()
+    words = Words({expr.key(): 3, ("other",): 0}, 5)
+    d = build_design(op, "npu2", words=words)
+    plan = attention.layout(op.resolved("npu2"), as_device("npu2"), words=words)[1]
+    assert (plan.slot, plan.count) == (3, 5)
+    assert d.arg_bytes[-1] == 5 * 4 and "%words_buf: memref<5xi32>" in d.text
+    q_words = plan.group * plan.q_elems // 2
+    name = "length" if op is DECODE else "start"
+    for c in range(8):
+        assert _loaded(d.text, c, name) == (q_words + 3, q_words + 5)
+    # Each words transfer moves the whole scratchpad once per query element.
+    elements = plan.hpc * plan.q_tiles
+    for t in d.layout.transfers:
+        if t.fifo.startswith("words_"):
+            assert (t.buffer, t.itemsize) == ("words", 4)
+            moved = legality.shim_elements(
+                legality.encode(t.sizes, t.strides, t.offset, t.itemsize)
+            )
+            np.testing.assert_array_equal(moved, np.tile(np.arange(5), elements))
+
+
+def test_a_per_call_value_without_a_slot_is_named():
+    with pytest.raises(ValueError, match=r"length=position \+ 1 has no scratchpad"):
+        build_design(DECODE, "npu1", words=Words({("other",): 0}, 1))
+
+
+def test_a_fixed_length_reads_no_words_and_joins_nothing():
+    op = DecodeAttention(**LLAMA, length=100)
+    d = build_design(op, "npu1", words=Words({DECODE.length.key(): 0}, 1))
+    assert d.args == ("q", "k_cache", "v_cache", "out")
+    assert "words" not in d.text and "qw_" not in d.text and "memref.load" not in d.text
+    assert "aie.objectfifo @q_0(%shim_noc_tile_0_0, {%tile_0_2}, 2 : i32)" in d.text
+    body = _core(d.text, 0)
+    (call,) = [ln for ln in body.splitlines() if "@attention_bf16_chunk" in ln]
+    word = call.split("(")[1].split(")")[0].split(", ")[11]
+    assert re.search(rf"{re.escape(word)} = arith\.constant 100 : i32", body)
+
+
+def test_the_scale_is_the_references_fp32_bits():
+    assert attention.scale_bits(64) == 0x3E000000  # 1/8 exactly
+    bits = np.asarray(attention.scale_bits(32), np.int32).view(np.float32)
+    assert bits == np.float32(1 / math.sqrt(32))
+    assert f"arith.constant {0x3E000000} : i32" in design(DECODE, "npu2")
+
+
+# -- what the shim moves --------------------------------------------------------------
+
+
+def _moved(t: legality.Transfer) -> np.ndarray:
+    assert not legality.shim_transfer_problems(
+        as_device("npu2"), t.sizes, t.strides, t.offset, t.itemsize
+    )
+    return legality.shim_elements(legality.encode(t.sizes, t.strides, t.offset, 2))
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("op", [DECODE, CAUSAL], ids=["decode", "causal"])
+def test_kv_transfers_move_each_columns_whole_cache_k_then_v_per_head(op, dev):
+    r = op.resolved(dev)
+    lay, plan = attention.layout(r, as_device(dev))
+    L, D = r.max_len, r.head_dim
+    cache = np.arange(r.kv_heads * L * D).reshape(r.kv_heads, L * D)
+    seen = {"k_cache": [], "v_cache": []}
+    for c in range(r.num_aie_columns):
+        sends = [t for t in lay.transfers if t.fifo == f"kv_in_{c}"]
+        assert all(t.shim == legality.Tile(c, 0) for t in sends)
+        assert [t.buffer for t in sends] == ["k_cache", "v_cache"] * plan.hpc
+        for k, t in enumerate(sends):
+            h = c * plan.hpc + k // 2
+            # All max_len positions, whatever the call's length or start.
+            np.testing.assert_array_equal(_moved(t), cache[h])
+            seen[t.buffer].append(_moved(t))
+    for port in seen:  # every cache element exactly once per call
+        np.testing.assert_array_equal(
+            np.sort(np.concatenate(seen[port])), cache.ravel()
+        )
+
+
+def _tile_order(op, plan, col: int) -> np.ndarray:
+    """Element indices of column ``col``'s query tiles in (kv head, tile, row) order."""
+    rows = plan.rows
+    idx = np.arange(rows * op.heads * op.head_dim).reshape(
+        rows, op.kv_heads, plan.g * op.head_dim
+    )
+    out = []
+    for j in range(plan.hpc):
+        h = col * plan.hpc + j
+        for qt in range(plan.q_tiles):
+            out.append(idx[qt * plan.q_tile : (qt + 1) * plan.q_tile, h].ravel())
+    return np.stack(out)  # (elements, q_elems)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("op", [DECODE, CAUSAL], ids=["decode", "causal"])
+def test_query_and_result_transfers_follow_the_core_loop(op, dev):
+    r = op.resolved(dev)
+    lay, plan = attention.layout(r, as_device(dev))
+    written = []
+    for c in range(plan.columns):
+        (out,) = [t for t in lay.transfers if t.fifo == f"out_{c}"]
+        assert out.bd_id == 0 and out.shim == legality.Tile(c, 0)
+        np.testing.assert_array_equal(_moved(out), _tile_order(r, plan, c).ravel())
+        written.append(_moved(out))
+    total = plan.rows * r.heads * r.head_dim
+    np.testing.assert_array_equal(np.sort(np.concatenate(written)), np.arange(total))
+    # Pairs of columns share a query element: [column 2p tile | column 2p+1 tile].
+    for grp in range(plan.columns // plan.group):
+        sends = [t for t in lay.transfers if t.fifo == f"q_in_{grp}"]
+        moved = np.concatenate([_moved(t) for t in sends])
+        cols = [_tile_order(r, plan, grp * plan.group + k) for k in range(plan.group)]
+        if len(sends) == 1:  # (kv head, tile) in one walk
+            expect = np.concatenate(cols, axis=1).ravel()
+        else:  # one walk per kv head
+            per = plan.q_tiles
+            expect = np.concatenate(
+                [
+                    np.concatenate([c_[j * per : (j + 1) * per] for c_ in cols], axis=1)
+                    for j in range(plan.hpc)
+                ]
+            ).ravel()
+        np.testing.assert_array_equal(moved, expect)
+
+
+def test_arena_placement_reads_at_the_planned_offsets():
+    op = DecodeAttention(**LLAMA, length=PerCall("position") + 1)
+    cache = 8 * 512 * 64 * 2
+    placement = {
+        "k_cache": Placement("arena", 0, cache),
+        "v_cache": Placement("arena", cache, cache),
+        "q": Placement("arena", 2 * cache, 4096),
+    }
+    d = build_design(op, "npu1", placement)
+    assert d.args == ("arena", "out", "words")
+    kv = [t for t in d.layout.transfers if t.fifo.startswith("kv_in_")]
+    assert {t.offset for t in kv if t.buffer == "arena"} >= {0, cache // 2}
+    assert "%arena[0, 0, 0, 262144]" in d.text  # v head 0 at byte 524288
+    assert "%arena[0, 0, 0, 524288]" in d.text  # q at byte 1048576
+
+
+# -- legality -------------------------------------------------------------------------
+
+
+def _core_bytes(lay: legality.Layout, tile: legality.Tile) -> int:
+    total = legality.TILE_LIMITS["aie2"].stack_bytes
+    for f in lay.fifos:
+        if tile in (f.producer, *f.consumers):
+            total += f.depth * f.element_bytes
+    return total + sum(n for t, n in lay.buffers if t == tile)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize(
+    "op",
+    [DECODE, CAUSAL, DecodeAttention(**LLAMA, length=7)],
+    ids=["decode", "causal", "fixed"],
+)
+def test_core_memory_is_what_check_counts_plus_the_words(op, dev):
+    r = op.resolved(dev)
+    lay, plan = attention.layout(r, as_device(dev))
+    q_tile = plan.q_tile
+    counted = r.core_bytes(q_tile, r.kv_tile) - STACK_BYTES
+    extra = _DEPTH * (plan.count * 4 + (plan.group - 1) * plan.q_elems * 2)
+    for c in range(plan.columns):
+        assert _core_bytes(lay, legality.Tile(c, 2)) - 1024 == counted + extra
+
+
+_DEPTH = 2
+
+
+def test_channels_fit_every_tile_at_full_width():
+    for op, dev in [(DECODE, "npu1"), (CAUSAL, "npu2")]:
+        lay = build_design(op, dev).layout
+        out_ch: dict = {}
+        in_ch: dict = {}
+        for f in lay.fifos:
+            out_ch[f.producer] = out_ch.get(f.producer, 0) + 1
+            for c in f.consumers:
+                in_ch[c] = in_ch.get(c, 0) + 1
+        cols = as_device(dev).columns
+        assert sum(v for t, v in out_ch.items() if t.kind == "shim") == 2 * cols
+        assert all(in_ch[legality.Tile(c, 2)] == 2 for c in range(cols))
+
+
+def test_a_narrow_design_gives_each_column_its_own_query_element():
+    op = DecodeAttention(**LLAMA, length=PerCall("n"), num_aie_columns=2)
+    d = build_design(op, "npu2")
+    plan = attention.layout(op.resolved("npu2"), as_device("npu2"))[1]
+    assert plan.group == 1
+    assert "aie.objectfifo @qw_1(%mem_tile_1_1, {%tile_1_2}, 2" in d.text
+    # The words come from the spare shims' channels.
+    (w,) = [f for f in d.layout.fifos if f.name == "words_1"]
+    assert w.producer == legality.Tile(2, 0)
+
+
+def test_a_cache_too_long_for_the_memory_tile_is_refused_by_name():
+    op = DecodeAttention(heads=32, kv_heads=8, head_dim=64, max_len=4096, length=9)
+    with pytest.raises(LegalityError, match=r"memory tile \(0, 1\).*bytes"):
+        build_design(op, "npu2")
+
+
+def test_too_many_kv_heads_for_one_shims_descriptors_is_refused_by_name():
+    op = DecodeAttention(**LLAMA, length=9, num_aie_columns=1)
+    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\).*buffer descriptors"):
+        build_design(op, "npu1")
+
+
+def test_the_operators_own_refusals_come_first():
+    op = DecodeAttention(heads=32, kv_heads=8, head_dim=512, max_len=512, length=9)
+    with pytest.raises(RefusedShapeError, match="core memory"):
+        build_design(op, "npu1")
+    with pytest.raises(RefusedShapeError, match="length=0"):
+        build_design(DecodeAttention(**LLAMA, length=0), "npu1")
+
+
+# -- the kernel -----------------------------------------------------------------------
+
+
+def test_the_contract_parses_and_names_the_design_symbols():
+    c = contract("attention_bf16")
+    assert c.operator.startswith("DecodeAttention, CausalAttention")
+    assert set(re.findall(r"(attention_bf16_\w+)\(", c.arguments)) == set(
+        attention.SYMBOLS
+    )
+    assert "multiples of 16" in c.tile and "bf16" in c.rounding
+    source = c.path.read_text(encoding="utf-8")
+    for symbol in attention.SYMBOLS:
+        assert f"void {symbol}(" in source
+    text = design(CAUSAL, "npu1")
+    assert set(re.findall(r"func\.func private @(\w+)\(", text)) == set(
+        attention.SYMBOLS
+    )
+    # The chunk's C arity is the declared one: 5 buffers + the scalars.
+    chunk = source.split("void attention_bf16_chunk(")[1].split(")")[0]
+    (decl,) = re.findall(r"func\.func private @attention_bf16_chunk\(([^)]*)\)", text)
+    assert chunk.count(",") == decl.count(",")
+
+
+HOST_EXP = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#define IRON_ATTENTION_HOST 1
+#include "attention_bf16.cc"
+struct H {
+  using F = float; using I = int32_t; using M = bool;
+  static F splat(float v) { return v; }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F maxf(F a, F b) { return a > b ? a : b; }
+  static I nearest(F a) { return static_cast<I>(std::nearbyint(a)); }
+  static F to_f(I i) { return static_cast<F>(i); }
+  static F pow2(I n) {
+    const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
+    F f; std::memcpy(&f, &bits, sizeof f); return f;
+  }
+  static M less(F a, F b) { return a < b; }
+  static F select(M m, F t, F f) { return m ? t : f; }
+};
+int main() {
+  float v;
+  while (std::fread(&v, sizeof v, 1, stdin) == 1) {
+    const float e = iron_attention::exp_nonpos<H>(v);
+    std::fwrite(&e, sizeof e, 1, stdout);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host_exp(tmp_path_factory) -> Path:
+    if CXX is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) to build the exp harness")
+    d = tmp_path_factory.mktemp("attention_exp")
+    (d / "host_exp.cc").write_text(HOST_EXP, encoding="utf-8")
+    exe = d / "host_exp"
+    subprocess.run(
+        [CXX, "-std=c++20", "-O2", "-ffp-contract=off", "-I", str(KERNEL_DIR)]
+        + [str(d / "host_exp.cc"), "-o", str(exe)],
+        check=True,
+    )
+    return exe
+
+
+def _host_exp(exe: Path, x: np.ndarray) -> np.ndarray:
+    done = subprocess.run(
+        [str(exe)],
+        input=x.astype(np.float32).tobytes(),
+        capture_output=True,
+        check=True,
+    )
+    return np.frombuffer(done.stdout, np.float32)
+
+
+def test_the_kernels_exp_is_within_4_fp32_ulps(host_exp):
+    rng = np.random.default_rng(3)
+    x = np.concatenate(
+        [
+            -np.abs(rng.standard_normal(100000)).astype(np.float32) * 4,
+            -rng.uniform(0, 87.3, 100000).astype(np.float32),
+            np.float32([0.0, -0.0, -1e-30, -np.inf, -87.3, -88.0, -200.0]),
+        ]
+    ).astype(np.float32)
+    got = _host_exp(host_exp, x).astype(np.float64)
+    want = np.exp(x.astype(np.float64))
+    normal = want >= 2.0**-126
+    ulp = np.spacing(want[normal].astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[normal] - want[normal]) / ulp) <= 4.0
+    # Below the smallest normal: 0 or within the flush floor.
+    assert np.all(np.abs(got[~normal] - want[~normal]) <= 2.0**-126)
+    assert got[x == -np.inf][0] == 0.0
+
+
+def _kernel_order(q, k, v, limits, kv_tile, exp=np.exp) -> np.ndarray:
+    """The kernel's arithmetic in numpy fp32: chunks, running max, rescale, 1/sum."""
+    rows, heads, D = q.shape
+    g = heads // k.shape[0]
+    f = np.float32
+    scale = np.asarray(attention.scale_bits(D), np.int32).view(np.float32)
+    out = np.zeros((rows, heads, D), np.float32)
+    for r in range(rows):
+        for h in range(heads):
+            kv = h // g
+            qf = q[r, h].astype(f)
+            m, total, acc = f(-np.inf), f(0), np.zeros(D, f)
+            for first in range(0, k.shape[1], kv_tile):
+                valid = min(int(limits[r]) - first, kv_tile)
+                if valid <= 0:
+                    continue
+                keys = k[kv, first : first + valid].astype(f)
+                vals = v[kv, first : first + valid].astype(f)
+                s = (keys @ qf).astype(f) * scale
+                top = max(m, f(s.max()))
+                alpha = f(0) if m == -np.inf else f(exp(f(m - top)))
+                acc = (acc * alpha).astype(f)
+                total = f(total * alpha)
+                w = exp((s - top).astype(f)).astype(f)
+                for j in range(valid):
+                    total = f(total + w[j])
+                    acc = (acc + (vals[j] * w[j]).astype(f)).astype(f)
+                m = top
+            out[r, h] = acc * f(f(1) / total)
+    return out.astype(bfloat16)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_kernels_order_meets_the_operators_tolerance(seed):
+    rng = np.random.default_rng(seed)
+    L, D = 128, 64
+    k = rng.standard_normal((2, L, D)).astype(bfloat16)
+    v = rng.standard_normal((2, L, D)).astype(bfloat16)
+    k[:, 100:] = np.nan  # stale positions past every limit: never read
+    op = CausalAttention(rows=6, heads=8, kv_heads=2, head_dim=D, max_len=L, start=40)
+    q = (rng.standard_normal((6, 8, D)) * 2).astype(bfloat16)
+    limits = 40 + 1 + np.arange(6)
+    got = _kernel_order(q, k, v, limits, kv_tile=32)
+    verdict = compare(got, op.reference(q, k, v), op.tolerance(q, k, v))
+    assert verdict, str(verdict)
+    dec = DecodeAttention(heads=8, kv_heads=2, head_dim=D, max_len=L, length=77)
+    got = _kernel_order(q[:1], k, v, np.array([77]), kv_tile=16)[0]
+    verdict = compare(got, dec.reference(q[0], k, v), dec.tolerance(q[0], k, v))
+    assert verdict, str(verdict)
