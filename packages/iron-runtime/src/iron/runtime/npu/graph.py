@@ -150,6 +150,11 @@ def _start(h: Handle) -> int | Affine:
     raise TypeError(f"{h.name}: unknown layout {layout!r}")
 
 
+def _dense_whole(h: Handle) -> bool:
+    """Whether ``h`` is a contiguous run of its buffer (a Copy writes it as one)."""
+    return isinstance(h.layout, Dense)
+
+
 def placements(
     spec: ImageSpec, step_index: int, windows: dict[tuple, Window]
 ) -> dict[str, Placement]:
@@ -177,10 +182,12 @@ def placements(
         itemsize = np.dtype(h.dtype).itemsize
         start = _start(h)
         const = start.const if isinstance(start, Affine) else int(start)
-        offset = (
-            buf.offset + const * itemsize if buf.where == "arena" else const * itemsize
-        )
-        nbytes = buf.nbytes - const * itemsize
+        # A Copy walks its views itself (their static offsets are in its
+        # access walks): its view ports are placed at their buffers' starts.
+        walked = type(op).__name__ == "Copy" and not _dense_whole(h)
+        own = 0 if walked else const * itemsize
+        offset = buf.offset + own if buf.where == "arena" else own
+        nbytes = buf.nbytes - own
         where = "arena" if buf.where == "arena" else f"{buf.where}:{h.buffer.name}"
         if isinstance(start, Affine) and start.terms:
             if buf.where != "arena":
@@ -306,7 +313,29 @@ def graph_design(
     steps = []
     for step in spec.steps:
         place = placements(spec, step.index, windows)
-        d = build_design(step.op, device, place, arena_bytes=arena_bytes, words=words)
+        out = step.outputs[0] if step.outputs else None
+        if (
+            type(step.op).__name__ == "Copy"
+            and out is not None
+            and not _dense_whole(out)
+        ):
+            # A Copy records how it reads its view; how its out= view is
+            # written is the step's output handle's.
+            from iron.operators.movers import Access
+            from iron.runtime.npu.designs import movers
+
+            d = movers.build(
+                step.op,
+                device,
+                place,
+                arena_bytes=arena_bytes,
+                words=words,
+                out_access=Access.of(out),
+            )
+        else:
+            d = build_design(
+                step.op, device, place, arena_bytes=arena_bytes, words=words
+            )
         steps.append(StepDesign(step.index, d))
     if spec.emit is not None:
         if not device.full_elf:
