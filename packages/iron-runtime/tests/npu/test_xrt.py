@@ -82,6 +82,9 @@ def make_fake(log: list, *, full_elf: bool = True, end_state: str = "COMPLETED")
         def __init__(self, index):
             log.append(("device", index))
 
+        def get_info(self, key):
+            return {"name": "NPU Strix"}[key]
+
         def register_xclbin(self, xclbin):
             log.append(("register_xclbin", xclbin.path))
 
@@ -127,6 +130,7 @@ def make_fake(log: list, *, full_elf: bool = True, end_state: str = "COMPLETED")
             return getattr(States, f"ERT_CMD_STATE_{end_state}")
 
     m.xclBOSyncDirection, m.ert_cmd_state = Sync, States
+    m.xrt_info_device = types.SimpleNamespace(name="name", bdf="bdf")
     m.bo, m.device, m.xclbin, m.hw_context, m.kernel, m.run = (
         bo,
         device,
@@ -300,7 +304,9 @@ def test_feedback_needs_an_emit_and_planned_images_a_builder(log, tmp_path):
     image = device.load(_built(tmp_path, ReLU(size=2048), NPU1))
     run = image.new_run()
     run.bind_feedback(None)
-    with pytest.raises(RunError, match="feedback .* full-ELF image ending in an Emit step"):
+    with pytest.raises(
+        RunError, match="feedback .* full-ELF image ending in an Emit step"
+    ):
         run.bind_feedback(image.new_run())
     spec = types.SimpleNamespace(name="g v0 step 0")
     with pytest.raises(NotImplementedError, match="loads built designs"):
@@ -330,3 +336,25 @@ def test_selection_still_refuses_with_reasons(monkeypatch):
     monkeypatch.setattr(xrt, "missing", lambda: ["the pyxrt module"])
     with pytest.raises(xrt.BackendUnavailableError, match="lacks the pyxrt module"):
         xrt.open_device(NPU2)
+
+
+def test_detect_maps_xrt_names_to_devices(log, monkeypatch):
+    assert xrt.detect() == "npu2"
+    fake = sys.modules["pyxrt"]
+    monkeypatch.setattr(fake.device, "get_info", lambda self, key: "NPU Phoenix")
+    assert xrt.detect() == "npu1"
+    monkeypatch.setattr(fake.device, "get_info", lambda self, key: "something else")
+    assert xrt.detect() is None
+
+
+def test_a_pyxrt_without_elf_contexts_is_named(log, monkeypatch, tmp_path):
+    fake = sys.modules["pyxrt"]
+
+    def old_context(device, what):
+        if not isinstance(what, str):
+            raise TypeError("incompatible function arguments")
+
+    monkeypatch.setattr(fake, "hw_context", old_context)
+    device = xrt.XrtDevice(NPU2)
+    with pytest.raises(xrt.BackendUnavailableError, match="XRT >= 2.23"):
+        device.load(_built(tmp_path, ReLU(size=2048), NPU2))

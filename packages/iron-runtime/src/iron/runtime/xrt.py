@@ -73,7 +73,9 @@ __all__ = [
     "XrtDevice",
     "XrtImage",
     "XrtRun",
+    "NPU_MODELS",
     "build_image",
+    "detect",
     "missing",
     "open_device",
 ]
@@ -102,6 +104,31 @@ def missing() -> list[str]:
     if not Path("/sys/module/amdxdna").exists() and os.name == "posix":
         lacks.append("the amdxdna kernel driver (mainline Linux >= 6.14)")
     return lacks
+
+
+#: The names XRT reports per IRON device (mlir-aie's ``xrtruntime/
+#: hostruntime.py`` ``NPU_MODELS``; shared notes section 3).
+NPU_MODELS: dict[str, tuple[str, ...]] = {
+    "npu1": ("npu1", "Phoenix"),
+    "npu2": ("npu4", "Strix", "npu5", "Strix Halo", "npu6", "Krackan"),
+}
+
+
+def detect(index: int = 0, pyxrt: ModuleType | None = None) -> str | None:
+    """Which IRON device the NPU at ``index`` is (``npu1``/``npu2``), or None.
+
+    Reads the name XRT reports (``device.get_info(xrt_info_device.name)``)
+    and matches it against :data:`NPU_MODELS`.
+
+    Raises:
+        BackendUnavailableError: pyxrt cannot be imported.
+    """
+    x = pyxrt if pyxrt is not None else _import_pyxrt()
+    name = str(x.device(index).get_info(x.xrt_info_device.name))
+    for device, names in NPU_MODELS.items():
+        if any(n.lower() in name.lower() for n in names):
+            return device
+    return None
 
 
 def open_device(description: Device) -> XrtDevice:
@@ -313,14 +340,14 @@ class XrtRun(Run):
             target._fed, target._feeder = True, self
             return target._words_bo(group)
         window = next(w for w in image.windows if w.arg == name)
-        arena = self._args["arena"]
+        parent = self._args[window.base]
         shift = window.shift(self.scratchpad)
-        if not 0 <= shift < arena.nbytes or shift % 4:
+        if not 0 <= shift < parent.nbytes or shift % 4:
             raise RunError(
-                f"{image.name}: {name} starts at arena byte {shift} this call, "
-                f"outside the arena's {arena.nbytes} bytes or off a 4-byte boundary"
+                f"{image.name}: {name} starts at byte {shift} of {window.base} this "
+                f"call, outside its {parent.nbytes} bytes or off a 4-byte boundary"
             )
-        sub = x.bo(arena.bind(group), arena.nbytes - shift, shift)
+        sub = x.bo(parent.bind(group), parent.nbytes - shift, shift)
         self._windows.append(sub)  # kept alive while the run is in flight
         return sub
 
@@ -391,7 +418,13 @@ class XrtImage(LoadedImage):
                     f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.23 "
                     f"(pyxrt.elf, pyxrt.ext.kernel), which this pyxrt lacks"
                 )
-            self.context = x.hw_context(device.handle, x.elf(str(built.elf)))
+            try:
+                self.context = x.hw_context(device.handle, x.elf(str(built.elf)))
+            except TypeError as e:  # XRT before 2.23: no hw_context(device, elf)
+                raise BackendUnavailableError(
+                    f"{self.name} is a full ELF (NPU2); this pyxrt cannot make a "
+                    f"hardware context from an ELF ({e}); it needs XRT >= 2.23"
+                ) from e
             self.kernel = x.ext.kernel(self.context, built.kernel)
             return
         xclbin = x.xclbin(str(built.xclbin))

@@ -68,22 +68,24 @@ EMIT = -1
 
 @dataclasses.dataclass(frozen=True)
 class Window:
-    """An ``arena@<i>`` argument: the arena from a per-call byte offset on.
+    """A ``<base>@<i>`` argument: buffer ``base`` from a per-call byte offset on.
 
     The offset is ``(scratchpad[slot] - const) * itemsize``: the word at
     ``slot`` holds a view's start in elements, ``const`` its static part.
 
     Attributes:
-        arg: The argument's name (``arena@0``, ...).
+        arg: The argument's name (``arena@0``, ``output:logits@1``, ...).
         slot: The scratchpad slot of a view start using this shift.
         const: That view start's static part, in elements.
         itemsize: Bytes per element of that view.
+        base: The argument it is a sub-buffer of (``arena``, ``output:<name>``).
     """
 
     arg: str
     slot: int
     const: int
     itemsize: int
+    base: str = "arena"
 
     def shift(self, scratchpad: np.ndarray) -> int:
         """The run's byte offset of this argument into the arena."""
@@ -162,12 +164,11 @@ def placements(
 
     Static views are placed in ``arena`` (or their input or output buffer)
     at their buffer's offset plus their own; a view whose start moves per call
-    is placed in an ``arena@<i>`` window (added to ``windows``, keyed by the
-    start's per-call part) at its static part.
+    is placed in a ``<buffer>@<i>`` window (added to ``windows``, keyed by
+    its buffer and the start's per-call part) at its static part.
 
     Raises:
-        NotImplementedError: A view of an input or output moves per call, or a
-            gather reads ids from device memory.
+        NotImplementedError: A gather reads ids from device memory.
         ValueError: A per-call start has no scratchpad word.
     """
     step = next(s for s in spec.steps if s.index == step_index)
@@ -190,24 +191,18 @@ def placements(
         nbytes = buf.nbytes - own
         where = "arena" if buf.where == "arena" else f"{buf.where}:{h.buffer.name}"
         if isinstance(start, Affine) and start.terms:
-            if buf.where != "arena":
-                raise NotImplementedError(
-                    f"step {step.index} {type(op).__name__}: port {port} views "
-                    f"{where} at the per-call start {start}; on the NPU a per-call "
-                    f"view must be of an arena buffer (a weight, a state or a "
-                    f"transient)"
-                )
             slot = spec.slot_of_key.get(start.key())
             if slot is None:
                 raise ValueError(
                     f"step {step.index}: the start {start} of {h.name} has no "
                     f"scratchpad word; plan the recording that made this image"
                 )
-            key = Affine(start.terms, 0).key() + (itemsize,)
+            key = (where, *Affine(start.terms, 0).key(), itemsize)
             if key not in windows:
-                windows[key] = Window(f"arena@{len(windows)}", slot, const, itemsize)
+                arg = f"{where}@{len(windows)}"
+                windows[key] = Window(arg, slot, const, itemsize, where)
             where = windows[key].arg
-            nbytes = buf.nbytes  # the window reaches as far as the arena does
+            nbytes = buf.nbytes  # the window reaches as far as its buffer does
         found[port] = Placement(where, offset, nbytes)
     return found
 
