@@ -151,18 +151,80 @@ def test_every_step_of_the_full_elf_passed_legality():
         legality.check(s.design.layout, NPU2)
 
 
-def test_views_the_npu_cannot_address_are_refused_by_name():
-    class Gathers(iron.Graph):
+class Embed(iron.Graph):
+    """A prompt's embedding: rows of a held table picked by the ids input."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = iron.weight(table)
+
+    def body(self, ids, *, n: iron.Scratchpad[int]):
+        from iron.operators import Copy
+
+        rows = Copy.step(self.table[ids[:n]])
+        return SiLU.step(rows.reshape(-1))
+
+
+class _Bytes:
+    """A driver buffer's host view, for HostGather.run."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data.view(np.uint8).reshape(-1).copy()
+        self.sent: list[tuple[int, int]] = []
+
+    def host(self) -> np.ndarray:
+        return self.data
+
+    def to_device(self, offset: int = 0, nbytes: int | None = None) -> None:
+        self.sent.append((offset, nbytes))
+
+
+def test_a_gather_by_input_ids_is_the_hosts_before_the_run():
+    table = np.arange(TABLE * WIDTH, dtype=np.float32).reshape(TABLE, WIDTH)
+    table = table.astype(bfloat16)
+    with iron.use_device("npu1"):
+        rec = Embed(table).record(ids=((4,), np.int32))
+        p = plan("npu1", rec)
+        images = build_images(p, rec)
+    first = graph_design(images[0], NPU1, arena_bytes=-(-_extent(p) // 4) * 4)
+    assert first.design is None and first.args == ()
+    (gather,) = first.host_gathers
+    assert (gather.ids, gather.count, gather.rows) == ("input:ids", 4, TABLE)
+    assert gather.row_bytes == WIDTH * 2
+    arena = _Bytes(np.zeros(_extent(p), np.uint8))
+    start = p.buffers["table"].offset
+    arena.data[start : start + table.nbytes] = table.view(np.uint8).reshape(-1)
+    ids = _Bytes(np.array([5, 0, 15, 9], np.int32))
+    pad = np.zeros(images[0].scratchpad_words, np.int32)
+    pad[gather.bound_slot] = 3  # n = 3: the first three rows
+    gather.run({"arena": arena, "input:ids": ids}, pad)
+    out = arena.data[gather.dest_offset : gather.dest_offset + 3 * WIDTH * 2]
+    assert np.array_equal(out.view(bfloat16).reshape(3, WIDTH), table[[5, 0, 15]])
+    assert arena.sent == [(gather.dest_offset, 3 * WIDTH * 2)]
+    ids.data[:16] = np.array([16, 0, 0, 0], np.int32).view(np.uint8)
+    with pytest.raises(IndexError, match="id 16 is outside the table's 16 rows"):
+        gather.run({"arena": arena, "input:ids": ids}, pad)
+    # on npu2 the full ELF holds every step but the gather, which comes first
+    with iron.use_device("npu2"):
+        rec = Embed(table).record(ids=((4,), np.int32))
+        p2 = plan("npu2", rec)
+        (image,) = build_images(p2, rec)
+    g = graph_design(image, NPU2, arena_bytes=-(-_extent(p2) // 4) * 4)
+    assert [s.index for s in g.steps] == [1] and len(g.host_gathers) == 1
+
+
+def test_a_gather_by_ids_the_device_made_is_refused_by_name():
+    class Follows(iron.Graph):
         def __init__(self) -> None:
             self.table = iron.weight(np.zeros((TABLE, WIDTH), bfloat16))
 
-        def body(self, ids):
-            from iron.operators import Copy
+        def body(self, logits):
+            from iron.operators import Copy, Sample
 
-            return Copy.step(self.table[ids])
+            token = Sample.step(logits)
+            return Copy.step(self.table[token])
 
     with iron.use_device("npu2"):
-        rec = Gathers().record(ids=((4,), np.int32))
+        rec = Follows().record(logits=(TABLE,))
         (image,) = build_images(plan("npu2", rec), rec)
     with pytest.raises(NotImplementedError, match="gather by ids a device buffer"):
         graph_design(image, NPU2)

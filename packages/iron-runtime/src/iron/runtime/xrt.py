@@ -171,6 +171,8 @@ def build_image(spec: Any, description: Device, **build_options: Any) -> tuple:
         default=0,
     )
     graph = graph_design(spec, description, arena_bytes=-(-extent // 4) * 4)
+    if graph.design is None:  # the host does its one step
+        return None, graph
     return build(graph.design, **build_options), graph
 
 
@@ -290,6 +292,12 @@ class XrtRun(Run):
             run.set_arg(INSTR_ARG, image.instructions)
             run.set_arg(2, image.instruction_words)
             first = FIRST_DATA_ARG
+        for gather in image.gathers:  # the host's steps, before the run
+            gather.run(self._args, self.scratchpad)
+        if image.kernel is None:  # the host did the image's one step
+            self._state = RunState.COMPLETED
+            self._run = None
+            return
         feeder = self._feeder
         if self._fed and image.windows and feeder is not None:
             # A window's offset comes from the words the feeder's Emit writes:
@@ -404,14 +412,21 @@ class XrtImage(LoadedImage):
         self.device = device
         self.graph = graph
         self.windows = tuple(graph.windows) if graph is not None else ()
-        sizes = dict(zip(built.design.args, built.design.arg_bytes))
-        self.words_bytes = sizes.get("words", sizes.get("feedback", 4))
-        self._program: Any = None
-        self.name = f"{built.design.operator} ({built.key[:12]})"
-        self.args: tuple[str, ...] = tuple(built.design.args)
+        self.gathers = tuple(graph.host_gathers) if graph is not None else ()
         self.released = False
         self.instructions: Any = None
         self.instruction_words = 0
+        self._program: Any = None
+        if built is None:  # an image whose one step the host does
+            self.name = graph.name
+            self.args: tuple[str, ...] = ()
+            self.words_bytes = 4
+            self.kernel = self.context = None
+            return
+        sizes = dict(zip(built.design.args, built.design.arg_bytes))
+        self.words_bytes = sizes.get("words", sizes.get("feedback", 4))
+        self.name = f"{built.design.operator} ({built.key[:12]})"
+        self.args = tuple(built.design.args)
         if built.elf is not None:
             if not hasattr(x, "elf") or not hasattr(x, "ext"):
                 raise BackendUnavailableError(

@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,15 @@ from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, build_design, emit
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
 
-__all__ = ["EMIT", "GraphDesign", "StepDesign", "Window", "graph_design", "placements"]
+__all__ = [
+    "EMIT",
+    "GraphDesign",
+    "HostGather",
+    "StepDesign",
+    "Window",
+    "graph_design",
+    "placements",
+]
 
 _WORD = 4
 
@@ -93,6 +102,117 @@ class Window:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostGather:
+    """A Copy of table rows picked by a graph input's ids, done by the host.
+
+    A shim descriptor's address is fixed when the design is built, and the
+    ids of a prompt's tokens arrive with the call; so a gather by the ids of
+    a graph input is the host's, before the run starts: it reads the ids
+    from the staged input, copies each row from the table's bytes (a weight:
+    the host's copy is the device's) to the step's output and sends those
+    bytes to the device. It must be its image's first step.
+
+    Attributes:
+        step: The step's index.
+        ids: The argument holding the ids (``input:<name>``), int32.
+        ids_offset: Byte offset of the first id there.
+        count: Ids the view holds (at most; see ``bound_slot``).
+        bound_slot: The scratchpad slot of the view's per-call row bound,
+            or None.
+        source: The argument holding the table (``arena``).
+        source_offset: Byte offset of the table's row 0.
+        rows: Rows the table has (every id must be below).
+        row_bytes: Bytes of one row.
+        dest: The argument the rows are written to.
+        dest_offset: Byte offset of the first row written.
+    """
+
+    step: int
+    ids: str
+    ids_offset: int
+    count: int
+    bound_slot: int | None
+    source: str
+    source_offset: int
+    rows: int
+    row_bytes: int
+    dest: str
+    dest_offset: int
+
+    def run(self, buffers: Mapping[str, Any], scratchpad: np.ndarray) -> None:
+        """Gather the rows in ``buffers`` (driver buffer objects by argument).
+
+        Raises:
+            IndexError: An id is outside the table (nothing is written).
+        """
+        n = self.count
+        if self.bound_slot is not None:
+            n = max(0, min(n, int(scratchpad[self.bound_slot])))
+        raw = buffers[self.ids].host()[self.ids_offset : self.ids_offset + 4 * n]
+        ids = np.frombuffer(raw.tobytes(), np.int32)
+        bad = ids[(ids < 0) | (ids >= self.rows)]
+        if bad.size:
+            raise IndexError(
+                f"step {self.step} Copy: id {int(bad[0])} is outside the table's "
+                f"{self.rows} rows"
+            )
+        src, dst = buffers[self.source].host(), buffers[self.dest].host()
+        r = self.row_bytes
+        for k, i in enumerate(ids.tolist()):
+            start = self.source_offset + i * r
+            dst[self.dest_offset + k * r : self.dest_offset + (k + 1) * r] = src[
+                start : start + r
+            ]
+        if n:
+            buffers[self.dest].to_device(self.dest_offset, n * r)
+
+
+def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
+    """``step`` as a :class:`HostGather`, if it is a Copy gathering by input ids."""
+    if type(step.op).__name__ != "Copy":
+        return None
+    view, out = step.inputs[0], step.outputs[0]
+    layout = view.layout
+    if not (isinstance(layout, Gather) and isinstance(layout.ids, Handle)):
+        return None
+    ids = layout.ids
+    ids_buf = spec.placement[ids.buffer.name]
+    table = spec.placement[view.buffer.name]
+    dest = spec.placement[out.buffer.name]
+    if (
+        ids_buf.where != "input"
+        or np.dtype(ids.dtype) != np.int32
+        or not isinstance(ids.layout, Dense)
+        or not isinstance(ids.layout.offset, int)
+        or table.where != "arena"
+        or not isinstance(out.layout, Dense)
+        or not isinstance(out.layout.offset, int)
+    ):
+        return None
+    itemsize = np.dtype(view.dtype).itemsize
+    row_bytes = layout.row_elements * itemsize
+    bound = view.valid.get(0, ids.valid.get(0))
+    slot = None
+    if isinstance(bound, Affine):
+        slot = spec.slot_of_key.get(bound.key())
+    first = table.offset + layout.offset * itemsize
+    return HostGather(
+        step=step.index,
+        ids=f"input:{ids.buffer.name}",
+        ids_offset=ids.layout.offset * 4,
+        count=ids.shape[0],
+        bound_slot=slot,
+        source="arena",
+        source_offset=first,
+        rows=(table.offset + table.nbytes - first) // row_bytes,
+        row_bytes=row_bytes,
+        dest="arena" if dest.where == "arena" else f"{dest.where}:{out.buffer.name}",
+        dest_offset=(dest.offset if dest.where == "arena" else 0)
+        + out.layout.offset * itemsize,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class StepDesign:
     """One step's design; its arguments are the image's, by name.
 
@@ -117,9 +237,11 @@ class GraphDesign:
         arg_bytes: Each argument's size in bytes.
         windows: The per-run arena shifts, one per ``arena@<i>`` argument.
         design: What :func:`iron.runtime.npu.build.build` compiles: the one
-            step's design (one step), else the full ELF's.
+            step's design (one step), else the full ELF's; None when the host
+            does the image's one step (a :class:`HostGather`).
         spec: The image it was made from (its ``program``, which
             ``emit_to`` fills, is what the ``program`` argument holds).
+        host_gathers: Steps the host runs before each start.
     """
 
     name: str
@@ -128,8 +250,9 @@ class GraphDesign:
     args: tuple[str, ...]
     arg_bytes: tuple[int, ...]
     windows: tuple[Window, ...]
-    design: Design
+    design: Design | None
     spec: ImageSpec
+    host_gathers: tuple[HostGather, ...] = ()
 
 
 def _start(h: Handle) -> int | Affine:
@@ -198,6 +321,10 @@ def placements(
                     f"scratchpad word; plan the recording that made this image"
                 )
             key = (where, *Affine(start.terms, 0).key(), itemsize)
+            if const < 0:  # a start like 512 * n - 512: shift by all of it
+                key = (where, *start.key(), itemsize)
+                const = 0
+                offset -= own
             if key not in windows:
                 arg = f"{where}@{len(windows)}"
                 windows[key] = Window(arg, slot, const, itemsize, where)
@@ -306,7 +433,18 @@ def graph_design(
     capacity = device.scratchpad_words + len(spec.carried)
     words = Words(dict(spec.slot_of_key), capacity)
     steps = []
+    gathers = []
     for step in spec.steps:
+        gather = _host_gather(spec, step)
+        if gather is not None:
+            if step is not spec.steps[0]:
+                raise NotImplementedError(
+                    f"{spec.name}: step {step.index} gathers rows by the ids of a "
+                    f"graph input, which the host does before the run; on the NPU "
+                    f"it must be its image's first step"
+                )
+            gathers.append(gather)
+            continue
         place = placements(spec, step.index, windows)
         out = step.outputs[0] if step.outputs else None
         if (
@@ -340,7 +478,10 @@ def graph_design(
             )
         d = emit.build(spec, device, capacity=capacity, arena_bytes=arena_bytes)
         steps.append(StepDesign(EMIT, d))
-    if len(steps) == 1 and spec.emit is None:
+    design: Design | None
+    if not steps:  # only host gathers (an image of one step on npu1)
+        design = None
+    elif len(steps) == 1 and spec.emit is None:
         design = steps[0].design
     elif not device.full_elf:
         raise ValueError(
@@ -354,8 +495,9 @@ def graph_design(
         name=spec.name,
         device=device.name,
         steps=tuple(steps),
-        args=design.args,
-        arg_bytes=design.arg_bytes,
+        host_gathers=tuple(gathers),
+        args=design.args if design else (),
+        arg_bytes=design.arg_bytes if design else (),
         windows=tuple(windows.values()),
         design=design,
         spec=spec,
