@@ -82,7 +82,7 @@ def layout(
     """What the design of resolved ``op`` places on ``dev`` (not yet checked).
 
     ``where`` maps each port to ``(argument, element offset)`` as
-    :func:`._common._sequence_args` gives it (offsets in bf16 elements for
+    ``_common._sequence_args`` gives it (offsets in bf16 elements for
     the arena); by default each port is its own buffer at offset 0.
     """
     where = dict(where or {p: (p, 0) for p in _PORTS})

@@ -126,7 +126,7 @@ def layout(
     """What the design of resolved ``op`` places on ``dev`` (not yet checked).
 
     ``where`` maps each port to ``(argument, element offset)`` as
-    :func:`._common._sequence_args` gives it (bf16 elements in the arena);
+    ``_common._sequence_args`` gives it (bf16 elements in the arena);
     ``words`` is the scratchpad's size when the core reads a per-call seed.
     """
     where = dict(where or {"logits": ("logits", 0), "token": ("token", 0)})
