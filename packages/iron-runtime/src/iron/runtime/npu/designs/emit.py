@@ -13,7 +13,8 @@ depth 1, int32:
   ``program`` argument, where the host writes what ``emit_to`` composed);
 * ``emit_slots``: the slots in :func:`iron.core.emit.slots_of` order, one
   shim transfer a slot: a carried value from ``words`` at its scratchpad
-  slot, a made value from ``arena`` at its handle's planned offset;
+  slot, a made value from ``arena`` at its handle's planned offset (or from
+  the graph output that holds it);
 * ``emit_next``: the next scratchpad, the whole ``words`` capacity, drained
   into the ``feedback`` argument (the next run's ``words`` buffer).
 
@@ -52,23 +53,24 @@ _SHIM = legality.Tile(0, 0)
 KERNEL_SOURCE = "emit"
 
 
-def _made_offset(spec: ImageSpec, name: str) -> int:
-    """The arena byte offset of the int32 the device made for carried ``name``."""
+def _made_at(spec: ImageSpec, name: str) -> tuple[str, int]:
+    """Where the int32 the device made for carried ``name`` is: argument, byte."""
     handle = spec.recording.carry[name]
     assert isinstance(handle, Handle)
     buf = spec.placement[handle.buffer.name]
     layout = handle.layout
     if (
-        buf.where != "arena"
-        or not isinstance(layout, Dense)
+        not isinstance(layout, Dense)
         or not isinstance(layout.offset, int)
         or np.dtype(handle.dtype).itemsize != _WORD
     ):
         raise NotImplementedError(
             f"{spec.name}: the Emit reads carried {name} from {handle.name}; on the "
-            f"NPU it must be an int32 at a fixed place in the arena (a step's output)"
+            f"NPU it must be an int32 at a fixed place (a step's output)"
         )
-    return buf.offset + layout.offset * _WORD
+    if buf.where == "arena":
+        return "arena", buf.offset + layout.offset * _WORD
+    return f"{buf.where}:{handle.buffer.name}", layout.offset * _WORD
 
 
 def build(spec: ImageSpec, dev: Device, *, capacity: int, arena_bytes: int) -> Design:
@@ -91,10 +93,14 @@ def build(spec: ImageSpec, dev: Device, *, capacity: int, arena_bytes: int) -> D
         if name in site.carried:
             sources.append((WORDS, spec.carried_slot(name), (1, 1, 1, 1), _WORD))
         else:
-            byte = _made_offset(spec, name.rsplit(".", 1)[0])
-            sources.append(("arena", byte // 2, (1, 1, 1, 2), 2))
+            arg, byte = _made_at(spec, name.rsplit(".", 1)[0])
+            sources.append((arg, byte // 2, (1, 1, 1, 2), 2))
     if any(s[0] == "arena" for s in sources):
         args.insert(0, ("arena", arena_bytes))
+    for arg in dict.fromkeys(s[0] for s in sources):
+        if arg.startswith(("input:", "output:")):  # a graph output holds it
+            name = arg.split(":", 1)[1]
+            args.insert(-1, (arg, spec.placement[name].nbytes))
     args.append(("feedback", capacity * _WORD))
     fifos = (
         legality.Fifo("emit_program", _SHIM, (_CORE,), 1, PROGRAM_WORDS, _WORD),

@@ -1,0 +1,87 @@
+"""The Llama graphs as NPU images: every planned step has a legal design.
+
+Nothing here runs on an NPU; it checks what the XRT backend would build.
+The embedded tiny model's prompt and decode versions are planned for npu1
+(one design per step) and npu2 (one full ELF), and every image is turned
+into designs (each checked by legality as it is made).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import iron
+from iron.core.plan import plan
+from iron.lm.config import LlamaConfig
+from iron.lm.model import Llama
+from iron.lm.tiny import random_state_dict
+from iron.runtime.image import build_images
+from iron.runtime.npu.graph import EMIT, graph_design
+
+
+def _designs(recording, dev: str):
+    with iron.use_device(dev):
+        p = plan(dev, recording)
+    images = build_images(p, recording)
+    extent = max(b.offset + b.nbytes for b in p.buffers.values() if b.in_arena)
+    return [graph_design(im, dev, arena_bytes=-(-extent // 4) * 4) for im in images]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Llama:
+    config = LlamaConfig.tiny()
+    model = Llama(config)
+    model.load_state_dict(random_state_dict(config))
+    return model
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_tiny_decode_step_is_all_designs(tiny, dev):
+    with iron.use_device(dev):
+        recording = tiny.record()
+    images = _designs(recording, dev)
+    if dev == "npu2":
+        (image,) = images
+        assert len(image.steps) == len(recording.steps)
+        assert "aie.device(npu2) @main" in image.design.text
+    else:
+        assert len(images) == len(recording.steps)
+    windows = [w for im in images for w in im.windows]
+    # the embedding row of the carried token, the rope row and the cache rows
+    assert {w.base for w in windows} == {"arena"}
+    assert len({(w.slot, w.itemsize) for w in windows}) >= 2
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_tiny_prompt_gathers_on_the_host_first(tiny, dev):
+    with iron.use_device(dev):
+        recording = tiny.record(tokens=((16,), np.int32))
+    images = _designs(recording, dev)
+    gathers = [g for im in images for g in im.host_gathers]
+    (gather,) = gathers
+    assert gather.step == 0 and gather.ids == "input:tokens"
+    assert gather.bound_slot is not None  # tokens[:n]: only n rows are read
+    if dev == "npu1":
+        assert images[0].design is None  # the host does step 0 alone
+
+
+def test_the_decode_loop_ends_in_an_emit_device(tiny):
+    from iron.runtime import CarriedLoop
+
+    with iron.use_device("npu2"):
+        version = tiny.compile()
+        CarriedLoop(version, version, depth=2)
+        (image,) = _designs_of_compiled(version)
+    assert image.steps[-1].index == EMIT
+    assert {"program", "feedback"} <= set(image.args)
+
+
+def _designs_of_compiled(version):
+    extent = max(
+        b.offset + b.nbytes for b in version.plan.buffers.values() if b.in_arena
+    )
+    return [
+        graph_design(im, "npu2", arena_bytes=-(-extent // 4) * 4)
+        for im in version.images
+    ]
