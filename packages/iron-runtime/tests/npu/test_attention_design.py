@@ -4,7 +4,11 @@ the scratchpad word, the shim transfers, legality and the kernel.
 Golden files ``golden/decode_attention_32x8x64x512_<dev>.mlir`` and
 ``golden/causal_attention_16x32x8x64x512_<dev>.mlir`` are Llama-3.2-1B
 attention shapes (32 heads, 8 kv heads, head_dim 64, a 512-position cache,
-16-row prompt chunks) with a per-call ``length`` / ``start``; regenerate
+16-row prompt chunks) with a per-call ``length`` / ``start``, standalone (K
+and V separate arguments: whole kv heads resident in the memory tile); the
+``..._2048_arena_<dev>.mlir`` files are the same at a 2048-position context
+with both caches in the arena as a model's plan places them (K and V
+streamed chunk by chunk, one shim descriptor alternating them); regenerate
 with ``IRON_UPDATE_GOLDEN=1`` and review the diff.
 
 The kernel's fp32 exp is compiled for the host (``IRON_ATTENTION_HOST``, a
@@ -45,16 +49,41 @@ CXX = shutil.which("g++") or shutil.which("clang++")
 LLAMA = dict(heads=32, kv_heads=8, head_dim=64, max_len=512)
 DECODE = DecodeAttention(**LLAMA, length=PerCall("position") + 1)
 CAUSAL = CausalAttention(rows=16, **LLAMA, start=PerCall("position"))
+LLAMA_2048 = dict(LLAMA, max_len=2048)
+
+
+def _llama_arena(max_len: int, gap: int = 0, swap: bool = False) -> dict:
+    """Both caches in the arena one after the other (``gap`` bytes between),
+    as a Llama plan places a layer's ``k_cache`` and ``v_cache``."""
+    cache = 8 * max_len * 64 * 2
+    first, second = 65536, 65536 + cache + gap
+    if swap:
+        first, second = second, first
+    return {
+        "k_cache": Placement("arena", first, cache),
+        "v_cache": Placement("arena", second, cache),
+    }
+
+
 CASES = {
-    "decode_attention_32x8x64x512": DECODE,
-    "causal_attention_16x32x8x64x512": CAUSAL,
+    "decode_attention_32x8x64x512": (DECODE, None),
+    "causal_attention_16x32x8x64x512": (CAUSAL, None),
+    "decode_attention_32x8x64x2048_arena": (
+        DecodeAttention(**LLAMA_2048, length=PerCall("position") + 1),
+        _llama_arena(2048),
+    ),
+    "causal_attention_16x32x8x64x2048_arena": (
+        CausalAttention(rows=16, **LLAMA_2048, start=PerCall("position")),
+        _llama_arena(2048),
+    ),
 }
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
-    text = design(CASES[case], dev)
+    op, placement = CASES[case]
+    text = design(op, dev, placement)
     path = GOLDEN / f"{case}_{dev}.mlir"
     if UPDATE:
         path.write_text(text, encoding="utf-8")
@@ -68,6 +97,7 @@ def test_golden(case, dev):
 CHECK_DECODE_NPU1 = """\
 // CHECK: mlir-aie v1.4.1
 // CHECK: streams all max_len=512 cache positions per call
+// CHECK: K and V stream in spans of 8 chunks of 64 positions; two descriptors a span (k_cache, then v_cache); whole kv heads resident in the memory tile
 // CHECK-LABEL: aie.device(npu1) @main {
 // CHECK: func.func private @attention_bf16_init(memref<256xf32>, memref<8xf32>, i32, i32) attributes {link_with = "attention_bf16.o"}
 // CHECK: func.func private @attention_bf16_chunk(memref<257xi32>, memref<8192xbf16>, memref<256xf32>, memref<256xf32>, memref<8xf32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32)
@@ -128,6 +158,23 @@ CHECK_CAUSAL_NPU2 = """\
 """
 
 
+CHECK_CAUSAL_ARENA_NPU1 = """\
+// CHECK: K and V stream in spans of 1 chunk of 64 positions; one descriptor alternates k_cache and v_cache (1048576 elements apart); the shim sends each kv head 4 times (once a query tile)
+// CHECK-LABEL: aie.device(npu1) @main {
+// CHECK: aie.objectfifo @kv_in_0(%{{.*}}, {%{{.*}}}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
+// CHECK-NEXT: aie.objectfifo @kv_0(%mem_tile_0_1, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
+// CHECK-NEXT: aie.objectfifo.link [@kv_in_0] -> [@kv_0]([] [])
+// CHECK-NOT: dimensionsToStream
+// CHECK-NOT: repeat_count
+// CHECK: aie.runtime_sequence @sequence(%[[AR:.*]]: memref<{{.*}}xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<1xi32>)
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_0}
+// CHECK-NOT: metadata = @kv_in_0
+// CHECK: metadata = @q_in_0
+"""
+
+
 def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
     pytest.importorskip("filecheck", reason="the filecheck package is not installed")
     spec = tmp_path / "checks.txt"
@@ -147,6 +194,11 @@ def test_filecheck_decode_npu1(tmp_path):
 
 def test_filecheck_causal_npu2(tmp_path):
     _filecheck(tmp_path, CHECK_CAUSAL_NPU2, design(CAUSAL, "npu2"))
+
+
+def test_filecheck_causal_arena_npu1(tmp_path):
+    op, placement = CASES["causal_attention_16x32x8x64x2048_arena"]
+    _filecheck(tmp_path, CHECK_CAUSAL_ARENA_NPU1, design(op, "npu1", placement))
 
 
 # -- the per-call word --------------------------------------------------------------
@@ -241,27 +293,120 @@ def _moved(t: legality.Transfer) -> np.ndarray:
     return legality.shim_elements(legality.encode(t.sizes, t.strides, t.offset, 2))
 
 
-@pytest.mark.parametrize("dev", ["npu1", "npu2"])
-@pytest.mark.parametrize("op", [DECODE, CAUSAL], ids=["decode", "causal"])
-def test_kv_transfers_move_each_columns_whole_cache_k_then_v_per_head(op, dev):
+def _walk(dims) -> np.ndarray:
+    """Element indices a ``dimensionsToStream`` list reads, outermost first."""
+    idx = np.zeros(1, np.int64)
+    for size, stride in dims:
+        idx = (idx[:, None] + np.arange(size)[None, :] * stride).ravel()
+    return idx
+
+
+def _core_kv(d, op, col: int) -> np.ndarray:
+    """What column ``col``'s core receives from ``kv_<col>``, one row an element.
+
+    Cache elements are coded ``i`` for ``k_cache`` element ``i`` and ``N + i``
+    for ``v_cache`` element ``i`` (``N`` elements a cache). The shim's
+    transfers are decoded (legality's address model), cut into the memory
+    tile's ``kv_in`` elements, read with the emitted ``dimensionsToStream``
+    and ``repeat_count`` of ``kv_<col>``.
+    """
+    N = op.kv_heads * op.max_len * op.head_dim
+    base = {}  # argument -> {port: element offset}
+    for t in d.layout.transfers:
+        if t.fifo.startswith("kv_in_") and t.buffer in ("k_cache", "v_cache"):
+            base[t.buffer] = {t.buffer: 0}
+    if "arena" in d.args:
+        k0, v0 = (_ARENA_AT[port] for port in ("k_cache", "v_cache"))
+        base["arena"] = {"k_cache": k0, "v_cache": v0}
+    stream = []
+    for t in d.layout.transfers:
+        if t.fifo != f"kv_in_{col}":
+            continue
+        assert t.shim == legality.Tile(col, 0)
+        e = _moved(t)
+        code = np.full(e.shape, -1)
+        for port, off in base[t.buffer].items():
+            inside = (e >= off) & (e < off + N)
+            code[inside] = e[inside] - off + (N if port == "v_cache" else 0)
+        assert (code >= 0).all(), "a K/V transfer reads outside both caches"
+        stream.append(code)
+    (fifo,) = [f for f in d.layout.fifos if f.name == f"kv_in_{col}"]
+    elems = np.concatenate(stream).reshape(-1, fifo.elements)
+    (line,) = [ln for ln in d.text.splitlines() if f"aie.objectfifo @kv_{col}(" in ln]
+    dims = [
+        (int(a), int(b)) for a, b in re.findall(r"<size = (\d+), stride = (\d+)>", line)
+    ]
+    order = _walk(dims) if dims else np.arange(fifo.elements)
+    found = re.search(r"repeat_count = (\d+)", line)
+    repeat = int(found.group(1)) if found else 1
+    out = np.concatenate([np.tile(e[order], repeat) for e in elems])
+    return out.reshape(-1, 2 * op.kv_tile * op.head_dim)
+
+
+def _consumed(op, plan, col: int) -> np.ndarray:
+    """What the core's loop consumes: per kv head, query tile, chunk ``[K_t | V_t]``."""
+    N = op.kv_heads * op.max_len * op.head_dim
+    L, D, T = op.max_len, op.head_dim, op.kv_tile
+    rows = []
+    for j in range(plan.hpc):
+        h = col * plan.hpc + j
+        for _ in range(plan.q_tiles):
+            for t in range(plan.chunks):
+                k = h * L * D + t * T * D + np.arange(T * D)
+                rows.append(np.concatenate([k, N + k]))
+    return np.stack(rows)
+
+
+_ARENA_AT: dict[str, int] = {}
+
+
+def _kv_case(op, dev, placement):
+    d = build_design(op, dev, placement)
     r = op.resolved(dev)
-    lay, plan = attention.layout(r, as_device(dev))
-    L, D = r.max_len, r.head_dim
-    cache = np.arange(r.kv_heads * L * D).reshape(r.kv_heads, L * D)
-    seen = {"k_cache": [], "v_cache": []}
+    _ARENA_AT.clear()
+    for port, pl in (placement or {}).items():
+        _ARENA_AT[port] = pl.offset // 2
+    where = {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")}
+    for port, pl in (placement or {}).items():
+        where[port] = ("arena", pl.offset // 2)
+    plan = attention.layout(r, as_device(dev), where)[1]
+    return d, r, plan
+
+
+KV_CASES = [
+    (DECODE, None),
+    (CAUSAL, None),
+    *CASES.values(),
+    (DecodeAttention(**LLAMA_2048, length=9), None),
+    (
+        DecodeAttention(**dict(LLAMA, max_len=4096), length=PerCall("n")),
+        _llama_arena(4096),
+    ),
+    (DECODE, _llama_arena(512, swap=True)),  # v_cache first: two descriptors
+    (
+        DecodeAttention(**LLAMA_2048, length=PerCall("n")),
+        _llama_arena(2048, gap=(2 << 20) + 64),  # v_cache past the 20-bit step
+    ),
+]
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("case", range(len(KV_CASES)))
+def test_kv_reaches_each_core_chunk_by_chunk_in_the_order_it_consumes(case, dev):
+    op, placement = KV_CASES[case]
+    d, r, plan = _kv_case(op, dev, placement)
+    N = r.kv_heads * r.max_len * r.head_dim
     for c in range(r.num_aie_columns):
-        sends = [t for t in lay.transfers if t.fifo == f"kv_in_{c}"]
-        assert all(t.shim == legality.Tile(c, 0) for t in sends)
-        assert [t.buffer for t in sends] == ["k_cache", "v_cache"] * plan.hpc
-        for k, t in enumerate(sends):
-            h = c * plan.hpc + k // 2
-            # All max_len positions, whatever the call's length or start.
-            np.testing.assert_array_equal(_moved(t), cache[h])
-            seen[t.buffer].append(_moved(t))
-    for port in seen:  # every cache element exactly once per call
-        np.testing.assert_array_equal(
-            np.sort(np.concatenate(seen[port])), cache.ravel()
-        )
+        got = _core_kv(d, r, c)
+        want = _consumed(r, plan, c)
+        # All max_len positions, whatever the call's length or start; K and V
+        # of each chunk in one element, in the core's loop order.
+        np.testing.assert_array_equal(got, want)
+    # Every cache element reaches the cores once per query tile of its head.
+    every = np.concatenate([_core_kv(d, r, c) for c in range(plan.columns)]).ravel()
+    np.testing.assert_array_equal(
+        np.bincount(every, minlength=2 * N), np.full(2 * N, plan.q_tiles)
+    )
 
 
 def _tile_order(op, plan, col: int) -> np.ndarray:
@@ -320,8 +465,10 @@ def test_arena_placement_reads_at_the_planned_offsets():
     d = build_design(op, "npu1", placement)
     assert d.args == ("arena", "out", "words")
     kv = [t for t in d.layout.transfers if t.fifo.startswith("kv_in_")]
-    assert {t.offset for t in kv if t.buffer == "arena"} >= {0, cache // 2}
-    assert "%arena[0, 0, 0, 262144]" in d.text  # v head 0 at byte 524288
+    # One descriptor a column: K of its heads at their offsets, V one cache on.
+    assert [t.offset for t in kv] == [c * 2 * 512 * 64 for c in range(4)]
+    assert {t.buffer for t in kv} == {"arena"}
+    assert {t.strides[1] for t in kv} == {cache // 2}  # v_cache at byte 524288
     assert "%arena[0, 0, 0, 524288]" in d.text  # q at byte 1048576
 
 
@@ -380,10 +527,115 @@ def test_a_narrow_design_gives_each_column_its_own_query_element():
     assert w.producer == legality.Tile(2, 0)
 
 
-def test_a_cache_too_long_for_the_memory_tile_is_refused_by_name():
-    op = DecodeAttention(heads=32, kv_heads=8, head_dim=64, max_len=4096, length=9)
-    with pytest.raises(LegalityError, match=r"memory tile \(0, 1\).*bytes"):
-        build_design(op, "npu2")
+def _llama(kind: str, max_len: int):
+    shape = dict(LLAMA, max_len=max_len)
+    if kind == "decode":
+        return DecodeAttention(**shape, length=PerCall("position") + 1)
+    return CausalAttention(rows=16, **shape, start=PerCall("position"))
+
+
+@pytest.mark.parametrize("max_len", [2048, 4096])
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("kind", ["decode", "causal"])
+def test_llama_contexts_stream_chunks_through_the_memory_tile_in_the_arena(
+    kind, dev, max_len
+):
+    op = _llama(kind, max_len)
+    d = build_design(op, dev, _llama_arena(max_len))  # legality passes
+    r = op.resolved(dev)
+    where = {"q": ("q", 0), "out": ("out", 0)}
+    where |= {p: ("arena", pl.offset // 2) for p, pl in _llama_arena(max_len).items()}
+    plan = attention.layout(r, as_device(dev), where)[1]
+    cache = r.kv_heads * max_len * r.head_dim
+    assert (plan.span, plan.dist, plan.kv_depth) == (1, cache, 2)
+    chunk = 2 * r.kv_tile * r.head_dim  # [K_t | V_t]
+    for f in d.layout.fifos:
+        if f.name.startswith(("kv_in_", "kv_")):
+            assert f.elements == chunk
+    # The memory tiles hold the same bytes whatever max_len.
+    short = attention.layout(r.replace(max_len=512), as_device(dev), where)[1]
+    assert attention.memtile_bytes(plan, as_device(dev)) == attention.memtile_bytes(
+        short, as_device(dev)
+    )
+    per_shim: dict = {}
+    for t in d.layout.transfers:
+        per_shim[t.shim] = per_shim.get(t.shim, 0) + 1
+        if t.fifo.startswith("kv_in_"):
+            assert t.buffer == "arena" and t.strides[1] == cache
+    assert max(per_shim.values()) <= as_device(dev).shim_bds
+
+
+#: Standalone (K and V separate host buffers: two descriptors a span) at
+#: Llama contexts: built, or refused for the shim's 16 descriptors.
+STANDALONE = {
+    ("decode", "npu1", 2048): True,
+    ("decode", "npu2", 2048): True,
+    ("decode", "npu1", 4096): False,
+    ("decode", "npu2", 4096): True,
+    ("causal", "npu1", 2048): False,
+    ("causal", "npu2", 2048): False,
+    ("causal", "npu1", 4096): False,
+    ("causal", "npu2", 4096): False,
+}
+
+
+@pytest.mark.parametrize("case", sorted(STANDALONE))
+def test_standalone_llama_contexts_build_or_name_the_arena_fix(case):
+    kind, dev, max_len = case
+    op = _llama(kind, max_len)
+    if STANDALONE[case]:
+        d = build_design(op, dev)
+        assert "two descriptors a span (k_cache, then v_cache)" in d.text
+        for f in d.layout.fifos:
+            if f.name.startswith("kv_in_"):  # a span fits, not a whole head
+                assert f.depth * f.element_bytes < 2 * max_len * 64 * 2
+        return
+    with pytest.raises(
+        LegalityError,
+        match=r"shim tile \(0, 0\): needs \d+ buffer descriptors; it has 16; .*"
+        r"because k_cache and v_cache are separate arguments; place k_cache and "
+        r"v_cache in one argument \(the arena",
+    ):
+        build_design(op, dev)
+    # The fix named works.
+    build_design(op, dev, _llama_arena(max_len))
+
+
+def test_v_cache_too_far_or_before_k_cache_falls_back_to_two_descriptors():
+    far = _llama_arena(2048, gap=(2 << 20) + 64)
+    d = build_design(_llama("decode", 2048), "npu2", far)
+    assert "two descriptors a span (k_cache, then v_cache)" in d.text
+    with pytest.raises(LegalityError, match=r"past the shim's 20-bit step"):
+        build_design(_llama("causal", 2048), "npu2", far)
+    swapped = _llama_arena(2048, swap=True)
+    with pytest.raises(LegalityError, match=r"v_cache is \d+ elements before k_cache"):
+        build_design(_llama("causal", 2048), "npu2", swapped)
+    # Exactly 2**20 words apart still pairs (a step is encoded minus one).
+    d = build_design(_llama("causal", 4096), "npu2", _llama_arena(4096))
+    assert "(2097152 elements apart)" in d.text
+
+
+def test_the_designs_core_terms_past_the_operators_count_are_named():
+    op = CausalAttention(
+        rows=16,
+        heads=64,
+        kv_heads=8,
+        head_dim=64,
+        max_len=1536,
+        start=PerCall("position"),
+        kv_tile=16,
+        q_tile=8,
+    )
+    op.resolved("npu1").check(as_device("npu1"))  # the operator's count fits
+    with pytest.raises(
+        LegalityError,
+        match=r"compute tile \(0, 2\): the operator counts 62976 bytes .* adds 8 "
+        r"bytes of scratchpad words and 16384 bytes of the partner column's query "
+        r"tile .* 79368 bytes in all; a core has 65536; use a smaller kv_tile or "
+        r"q_tile, or num_aie_columns=2 or fewer",
+    ):
+        build_design(op, "npu1")
+    build_design(op.replace(num_aie_columns=2), "npu1")
 
 
 def test_too_many_kv_heads_for_one_shims_descriptors_is_refused_by_name():

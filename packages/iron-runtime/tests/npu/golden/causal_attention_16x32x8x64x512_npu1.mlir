@@ -1,5 +1,6 @@
 // IRON design: CausalAttention(heads=32, kv_heads=8, head_dim=64, max_len=512, rows=16, start=PerCall('position', scratchpad), kv_tile=64, num_aie_columns=4, q_tile=4) on npu1; mlir-aie v1.4.1
 // streams all max_len=512 cache positions per call; the kernel masks positions past each row's limit (start)
+// K and V stream in spans of 8 chunks of 64 positions; two descriptors a span (k_cache, then v_cache); whole kv heads resident in the memory tile, each read 4 times (repeat_count)
 module {
   aie.device(npu1) @main {
     func.func private @attention_bf16_init(memref<1024xf32>, memref<32xf32>, i32, i32) attributes {link_with = "attention_bf16.o"}

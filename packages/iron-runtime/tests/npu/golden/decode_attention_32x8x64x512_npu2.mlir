@@ -1,5 +1,6 @@
 // IRON design: DecodeAttention(heads=32, kv_heads=8, head_dim=64, max_len=512, length=Affine(position + 1), kv_tile=64, num_aie_columns=8) on npu2; mlir-aie v1.4.1
 // streams all max_len=512 cache positions per call; the kernel masks positions past each row's limit (length)
+// K and V stream in spans of 8 chunks of 64 positions; two descriptors a span (k_cache, then v_cache); whole kv heads resident in the memory tile
 module {
   aie.device(npu2) @main {
     func.func private @attention_bf16_init(memref<256xf32>, memref<8xf32>, i32, i32) attributes {link_with = "attention_bf16.o"}

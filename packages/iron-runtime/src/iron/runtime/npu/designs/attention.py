@@ -17,24 +17,50 @@ depend on a per-call ``length`` or ``start``: every call moves all ``L``
 positions of the column's kv heads, and the kernel masks the positions at or
 beyond a row's limit (decode: ``length``; causal: ``start + row + 1``) by
 selection, so a stale or NaN cache entry there is never read into a result.
-A call therefore costs the bandwidth of ``max_len``, not of ``length``.
+A call therefore costs the bandwidth of ``max_len``, not of ``length`` (times
+``R / Q`` for causal query tiles when the cache is not resident in the memory
+tile, see the span below).
 
 Channels. A core has 2 input DMA channels and a shim 2 MM2S channels per
 column, and the core needs four streams (q, K, V and, with a per-call value,
 the scratchpad words); with every column computing there is no spare shim.
-So, per column ``c``:
+So K and V share one shim channel, per column ``c``:
 
-* ``kv_in_<c>`` (shim -> memory tile ``(c, 1)``, one shim channel): each
-  kv head's K then V (two transfers a head) fill one memory-tile element
-  ``[K_h | V_h]`` of ``2 L D`` bf16 (depth 2 when two fit the memory tile,
-  else 1);
-* ``kv_<c>`` (memory tile -> core, linked to ``kv_in_<c>``): the memory tile
-  reads that element chunk by chunk with ``dimensionsToStream [C, 2, T, D]``
-  (strides ``[T D, L D, D, 1]``) and the core receives ``[K_t | V_t]``
-  elements of ``2 T D`` bf16 (an asymmetric producer/consumer element type),
-  depth 2; with ``R / Q > 1`` query tiles the memory tile sends each head
-  ``R / Q`` times (``repeat_count``);
+* ``kv_in_<c>`` (shim -> memory tile ``(c, 1)``, one shim channel): elements
+  ``[K_blk | V_blk]`` of ``2 m T D`` bf16, a *span* of ``m`` chunks of K
+  (positions ``g m T .. g m T + m T - 1`` of one kv head) and the matching
+  span of V, depth 2 when two fit the memory tile, else 1;
+* ``kv_<c>`` (memory tile -> core, linked to ``kv_in_<c>``): the core
+  receives ``[K_t | V_t]`` elements of ``2 T D`` bf16, depth 2. With ``m = 1``
+  the memory tile forwards its elements as they are; with ``m > 1`` it reads
+  each one chunk by chunk with ``dimensionsToStream [m, 2, T, D]`` (strides
+  ``[T D, m T D, D, 1]``; an asymmetric producer/consumer element type);
 * ``out_<c>`` (core -> shim): ``Q g D`` bf16 results per query tile, depth 2.
+
+The span. Each query tile streams its kv head's whole cache, so with ``R / Q
+> 1`` query tiles the cache passes ``R / Q`` times. When a memory-tile element
+holds a whole head (``m = C``, *resident*), the memory tile repeats it
+(``repeat_count = R / Q``) and the shim sends each head once; otherwise the
+shim sends each head's spans once per query tile. The span is chosen, in this
+order of preference, as the first that passes legality (memory-tile bytes and
+descriptor fields, shim buffer descriptors):
+
+* *paired*: ``k_cache`` and ``v_cache`` are one argument (the arena, as a
+  model's plan places them) with ``v_cache`` after ``k_cache`` at a distance
+  ``d`` elements within the shim's 20-bit step (in 4-byte words). One shim
+  descriptor then alternates the caches: sizes ``[n, 2, a, b]``, strides
+  ``[m T D, d, b, 1]`` (``a b = m T D``, ``n <= 64`` spans of the iteration),
+  runs of spans that are contiguous in the cache (a decode column's heads
+  one after another) sharing a descriptor. Spans are tried smallest first, so
+  normally ``m = 1``: the memory tile holds two chunks of K and V whatever
+  ``max_len``;
+* *unpaired* (separate arguments, ``v_cache`` before ``k_cache`` or too far
+  from it): each span takes two descriptors (K, then V; contiguous each), so
+  spans are tried largest first: a resident head when it fits the memory
+  tile, else the fewest spans that do. The shim's 16 descriptors bound this:
+  a long cache with several heads a column or several query tiles is refused,
+  the error naming the fix (place both caches in the arena, ``v_cache`` after
+  ``k_cache`` within the step, or a shorter ``max_len``).
 
 The query tile and the scratchpad words share the core's second input:
 
@@ -61,11 +87,15 @@ stats, q_offset, rows, g, D, T, t, word, q_index, causal, scale_bits)``, and fin
 ``attention_bf16_store(acc, stats, out, rows, D)`` into ``out_<c>``. The fp32
 scores of a chunk, the accumulator and the running max and sum are core-local
 ``aie.buffer``s: with the double-buffered K/V and query/result elements that
-is exactly what ``_Attention.core_bytes`` counts (plus the scratchpad words,
-and with paired columns the partner's query tile, which legality counts).
+is exactly what ``_Attention.core_bytes`` counts plus the scratchpad words
+and, with paired columns, the partner's query tile (terms the operator's
+``check`` does not count: the design refuses, naming them, when they do not
+fit). The operator counts no memory-tile term; the design's is the
+``kv_in`` elements plus the ``q_in``, ``words`` and ``qw`` elements
+(:func:`memtile_bytes`).
 
 The runtime sequence per shim drains ``out`` (buffer descriptor 0), then
-sends K and V per kv head, the query tiles (one descriptor, or one per kv head
+sends K and V (as above), the query tiles (one descriptor, or one per kv head
 for paired causal tiles) and the words (the iteration dimension repeats them
 once per query element), from host buffers or from the arena at the planned
 offsets, then waits on every ``out``.
@@ -123,6 +153,7 @@ __all__ = [
     "build",
     "handles",
     "layout",
+    "memtile_bytes",
     "scale_bits",
 ]
 
@@ -173,6 +204,9 @@ class Plan:
         value: Its fixed value (when ``slot`` is None).
         count: Scratchpad words (0 without a per-call parameter).
         group: Columns sharing a query/words element (1 or 2).
+        span: Chunks of K (and of V) in one ``kv_in_<c>`` element (``m``).
+        dist: Elements from ``k_cache`` to ``v_cache`` in their one argument
+            when one shim descriptor alternates them (paired), else None.
         kv_depth: Depth of ``kv_in_<c>`` in the memory tile.
     """
 
@@ -190,6 +224,8 @@ class Plan:
     value: int
     count: int
     group: int
+    span: int
+    dist: int | None
     kv_depth: int
 
     @property
@@ -227,19 +263,40 @@ class Plan:
         """The i32 index of the word in a ``qw`` element (``G q_elems / 2 + slot``)."""
         return self.group * self.q_elems // 2 + (self.slot or 0)
 
+    @property
+    def spans(self) -> int:
+        """Spans (``kv_in`` elements) in one pass over a kv head's cache."""
+        return self.chunks // self.span
+
+    @property
+    def block(self) -> int:
+        """bf16 of K (or of V) in one span: ``m T D``."""
+        return self.span * self.kv_tile * self.head_dim
+
+    @property
+    def resident(self) -> bool:
+        """Whether a ``kv_in`` element holds a whole kv head (the memory tile repeats it)."""
+        return self.span == self.chunks
+
+    @property
+    def passes(self) -> int:
+        """Times the shim sends each kv head per call (1 when resident)."""
+        return 1 if self.resident else self.q_tiles
+
     def q_fifo(self, col: int) -> str:
         """The FIFO column ``col``'s core takes its query tiles from."""
         return f"qw_{col // self.group}" if self.count else f"q_{col}"
 
 
-def _plan(op: object, dev: Device, words: Words | None) -> Plan:
+def _base(op: object, dev: Device, words: Words | None) -> dict:
+    """The plan's fields that do not depend on how K and V stream."""
     causal = type(op).__name__ == "CausalAttention"
     param = _PER_CALL[type(op).__name__]
     slots, count = word_slots(op, (param,), words)
     count = count if slots else 0
     n = op.num_aie_columns
     group = 1 if not count or 3 * n <= 2 * dev.columns else 2
-    base = dict(
+    return dict(
         causal=causal,
         heads=op.heads,
         kv_heads=op.kv_heads,
@@ -255,14 +312,48 @@ def _plan(op: object, dev: Device, words: Words | None) -> Plan:
         count=count,
         group=group,
     )
-    two = Plan(**base, kv_depth=2)
-    memtile = defaultdict(int)
-    for f in _fifos(two, dev):
+
+
+def _pairing(
+    where: Mapping[str, tuple[str, int]], dev: Device
+) -> tuple[int | None, str]:
+    """The K-to-V distance one shim descriptor can step by, or None and why not."""
+    (karg, kb), (varg, vb) = where["k_cache"], where["v_cache"]
+    if karg != varg:
+        return None, "k_cache and v_cache are separate arguments"
+    dist = vb - kb
+    words = dist * _ITEM // dev.dma_granule_bytes
+    if dist <= 0:
+        return None, f"v_cache is {-dist} elements before k_cache in {karg}"
+    if (dist * _ITEM) % dev.dma_granule_bytes or words > 1 << dev.dma_stride_bits:
+        return None, (
+            f"v_cache is {words} words after k_cache in {karg}, past the shim's "
+            f"{dev.dma_stride_bits}-bit step (<= {1 << dev.dma_stride_bits} words)"
+        )
+    return dist, ""
+
+
+def _candidates(base: dict, dist: int | None) -> list[Plan]:
+    """Plans in order of preference (see the module docstring: the span)."""
+    chunks = base["max_len"] // base["kv_tile"]
+    spans = [m for m in range(1, chunks + 1) if chunks % m == 0]
+    if dist is None:
+        spans.reverse()  # two descriptors a span: the fewest spans
+    return [
+        Plan(**base, span=m, dist=dist, kv_depth=depth)
+        for m in spans
+        for depth in (2, 1)
+    ]
+
+
+def memtile_bytes(p: Plan, dev: Device) -> dict[legality.Tile, dict[str, int]]:
+    """Each memory tile's FIFO bytes by FIFO (element bytes times depth)."""
+    out: dict[legality.Tile, dict[str, int]] = defaultdict(dict)
+    for f in _fifos(p, dev):
         for end in (f.producer, *f.consumers):
             if end.kind == "mem":
-                memtile[end] += f.depth * f.element_bytes
-    fits = all(v <= dev.mem_tile_bytes for v in memtile.values())
-    return two if fits else Plan(**base, kv_depth=1)
+                out[end][f.name] = f.depth * f.element_bytes
+    return dict(out)
 
 
 def _shim_of(p: Plan, dev: Device) -> dict[str, int]:
@@ -286,13 +377,13 @@ def _shim_of(p: Plan, dev: Device) -> dict[str, int]:
 
 def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
     shim_of = _shim_of(p, dev)
-    D, L, T = p.head_dim, p.max_len, p.kv_tile
+    D, T = p.head_dim, p.kv_tile
     fifos = []
     for c in range(p.columns):
         core, mem = legality.Tile(c, _CORE_ROW), legality.Tile(c, _MEM_ROW)
         fifos += [
             legality.Fifo(
-                f"kv_in_{c}", legality.Tile(c, 0), (mem,), p.kv_depth, 2 * L * D
+                f"kv_in_{c}", legality.Tile(c, 0), (mem,), p.kv_depth, 2 * p.block
             ),
             legality.Fifo(f"kv_{c}", mem, (core,), _DEPTH, 2 * T * D),
         ]
@@ -321,22 +412,22 @@ def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
 
 
 def _kv_dims(p: Plan) -> tuple[tuple[int, int], ...]:
-    """``dimensionsToStream`` of ``kv_<c>``: ``[K_t | V_t]`` for each chunk ``t``."""
-    D, L, T = p.head_dim, p.max_len, p.kv_tile
-    return ((p.chunks, T * D), (2, L * D), (T, D), (D, 1))
+    """``dimensionsToStream`` of ``kv_<c>``: ``[K_t | V_t]`` for each chunk of a span.
 
-
-def _check_memtile_dims(op: str, p: Plan, dev: Device) -> None:
-    """The memory tile's read of ``[K_h | V_h]`` within its descriptor fields.
-
-    Raises:
-        legality.LegalityError: A size or step is past the memory tile's
-            10-bit wrap or 17-bit step (in 32-bit words).
+    Empty when a span is one chunk (the element is already ``[K_t | V_t]``).
     """
-    dims = _kv_dims(p)
+    D, T = p.head_dim, p.kv_tile
+    if p.span == 1:
+        return ()
+    return ((p.span, T * D), (2, p.block), (T, D), (D, 1))
+
+
+def _memtile_dim_problems(p: Plan, dev: Device) -> list[str]:
+    """How the memory tile's read of a span breaks its descriptor fields."""
     words = lambda n: n * _ITEM // dev.dma_granule_bytes  # noqa: E731
+    dims = _kv_dims(p)
     problems = []
-    if words(p.head_dim) > _MEM_WRAP:
+    if dims and words(p.head_dim) > _MEM_WRAP:
         problems.append(f"d0 wrap {words(p.head_dim)} words > {_MEM_WRAP}")
     for k, (size, _) in enumerate(dims[:-1]):
         if size > _MEM_WRAP:
@@ -344,13 +435,52 @@ def _check_memtile_dims(op: str, p: Plan, dev: Device) -> None:
     for k, (_, stride) in enumerate(dims):
         if words(stride) > _MEM_STEP:
             problems.append(f"dimension {k} step {words(stride)} words > {_MEM_STEP}")
+    return problems
+
+
+def _check_memtile_dims(op: str, p: Plan, dev: Device) -> None:
+    """The memory tile's read of ``[K_blk | V_blk]`` within its descriptor fields.
+
+    Raises:
+        legality.LegalityError: A size or step is past the memory tile's
+            10-bit wrap or 17-bit step (in 32-bit words).
+    """
+    problems = _memtile_dim_problems(p, dev)
     if problems:
         raise legality.LegalityError(
             f"{op} on {dev}: {legality.Tile(0, _MEM_ROW)}: the read of @kv_0 "
-            f"(dimensionsToStream {[list(d) for d in dims]}) breaks the memory "
-            f"tile's descriptor limits: " + "; ".join(problems) + "; use a smaller "
-            "max_len or head_dim"
+            f"(dimensionsToStream {[list(d) for d in _kv_dims(p)]}) breaks the "
+            f"memory tile's descriptor limits: " + "; ".join(problems) + "; use a "
+            "smaller max_len or head_dim"
         )
+
+
+def _check_core_memory(op: object, p: Plan, dev: Device) -> None:
+    """The core terms the operator's ``check`` does not count, named.
+
+    Raises:
+        legality.LegalityError: The operator's ``core_bytes`` plus the
+            scratchpad words and the partner's query tile in each query
+            element (double-buffered) are past a core's data memory.
+    """
+    counted = op.core_bytes(p.q_tile, p.kv_tile)
+    words = _DEPTH * p.count * _WORD
+    partner = _DEPTH * (p.group - 1) * p.q_elems * _ITEM
+    if counted + words + partner <= dev.core_memory_bytes:
+        return
+    fix = "use a smaller kv_tile" + (" or q_tile" if p.causal else "")
+    if partner:
+        fix += (
+            f", or num_aie_columns={dev.columns * 2 // 3} or fewer so each column "
+            f"has its own query element"
+        )
+    raise legality.LegalityError(
+        f"{op!r} on {dev}: {legality.Tile(0, _CORE_ROW)}: the operator counts "
+        f"{counted} bytes of core memory; the design adds {words} bytes of "
+        f"scratchpad words and {partner} bytes of the partner column's query tile "
+        f"(double-buffered query elements), {counted + words + partner} bytes in "
+        f"all; a core has {dev.core_memory_bytes}; {fix}"
+    )
 
 
 def _q_walks(
@@ -389,26 +519,69 @@ def _pair_walks(p: Plan, grp: int, base: int) -> list[tuple[int, tuple, tuple]]:
     return [(first + j * g * D, sizes, strides) for j in range(p.hpc)]
 
 
-def layout(
-    op: object,
-    dev: Device,
-    where: Mapping[str, tuple[str, int]] | None = None,
-    words: Words | None = None,
-) -> tuple[legality.Layout, Plan]:
-    """What the design of resolved ``op`` places on ``dev`` (not yet checked).
+def _split(count: int, dev: Device) -> tuple[int, int]:
+    """``(a, b)``, ``a b = count``: ``b`` the largest whole-word run within a wrap."""
+    wrap = (1 << dev.dma_size_bits) - 1
+    most = wrap * dev.dma_granule_bytes // _ITEM
+    b = next(
+        (
+            d
+            for d in range(min(count, most), 0, -1)
+            if count % d == 0 and (d * _ITEM) % dev.dma_granule_bytes == 0
+        ),
+        count,
+    )
+    return count // b, b
 
-    ``where`` maps each port to ``(argument, element offset)``; by default
-    each port is its own buffer at offset 0.
+
+def _kv_walks(
+    p: Plan, col: int, where: Mapping[str, tuple[str, int]], dev: Device
+) -> list[tuple[str, int, tuple, tuple]]:
+    """``(argument, offset, sizes, strides)`` moving column ``col``'s K and V.
+
+    In the core's order: per kv head, per pass, per span ``[K_blk | V_blk]``.
     """
-    p = _plan(op, dev, words)
-    where = dict(where or {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")})
+    (karg, kb), (varg, vb) = where["k_cache"], where["v_cache"]
+    L, D, blk = p.max_len, p.head_dim, p.block
+    starts = [  # each span's first element within a cache
+        (col * p.hpc + j) * L * D + s * blk
+        for j in range(p.hpc)
+        for _ in range(p.passes)
+        for s in range(p.spans)
+    ]
+    if p.dist is None:
+        walk = linear_walk(blk, _ITEM, dev)
+        return [
+            w for s in starts for w in ((karg, kb + s, *walk), (varg, vb + s, *walk))
+        ]
+    runs: list[list[int]] = []  # [first, spans] of contiguous spans
+    for s in starts:
+        if runs and runs[-1][0] + runs[-1][1] * blk == s:
+            if runs[-1][1] < dev.dma_iteration_max:
+                runs[-1][1] += 1
+                continue
+        runs.append([s, 1])
+    a, b = _split(blk, dev)
+    return [
+        (
+            karg,
+            kb + s,
+            (n, 2, a, b),
+            (blk if n > 1 else 0, p.dist, b if a > 1 else 0, 1),
+        )
+        for s, n in runs
+    ]
+
+
+def _layout_of(
+    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]]
+) -> legality.Layout:
+    """The layout of plan ``p`` with ports at ``where``."""
     fifos = _fifos(p, dev)
     shim_of = _shim_of(p, dev)
     per_shim: dict[int, list[legality.Transfer]] = defaultdict(list)
-    L, D = p.max_len, p.head_dim
 
-    def send(fifo: str, shim: int, arg: str, offset: int, sizes, strides, item=2):
-        bd = len(per_shim[shim])
+    def send(fifo: str, shim: int, arg: str, offset: int, sizes, strides):
         per_shim[shim].append(
             legality.Transfer(
                 fifo,
@@ -417,8 +590,8 @@ def layout(
                 offset,
                 tuple(sizes),
                 tuple(strides),
-                item,
-                bd,
+                _ITEM,
+                len(per_shim[shim]),
             )
         )
 
@@ -427,12 +600,8 @@ def layout(
         for off, sizes, strides in _q_walks(p, c, base, dev):
             send(f"out_{c}", c, arg, off, sizes, strides)
     for c in range(p.columns):
-        for j in range(p.hpc):
-            h = c * p.hpc + j
-            for port in ("k_cache", "v_cache"):
-                arg, base = where[port]
-                sizes, strides = linear_walk(L * D, _ITEM, dev)
-                send(f"kv_in_{c}", c, arg, base + h * L * D, sizes, strides)
+        for arg, off, sizes, strides in _kv_walks(p, c, where, dev):
+            send(f"kv_in_{c}", c, arg, off, sizes, strides)
         if not p.count:
             arg, base = where["q"]
             for off, sizes, strides in _q_walks(p, c, base, dev):
@@ -461,15 +630,52 @@ def layout(
                 )
     transfers = [t for s in sorted(per_shim) for t in per_shim[s]]
     cores = tuple(legality.Tile(c, _CORE_ROW) for c in range(p.columns))
-    scratch = (p.q_rows * p.kv_tile + p.q_rows * D + 2 * p.q_rows) * _WORD
-    lay = legality.Layout(
+    scratch = (p.q_rows * p.kv_tile + p.q_rows * p.head_dim + 2 * p.q_rows) * _WORD
+    return legality.Layout(
         repr(op),
         cores,
         tuple(fifos),
         tuple(transfers),
         buffers=tuple((t, scratch) for t in cores),
     )
-    return lay, p
+
+
+def layout(
+    op: object,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]] | None = None,
+    words: Words | None = None,
+) -> tuple[legality.Layout, Plan]:
+    """What the design of resolved ``op`` places on ``dev``, and its plan.
+
+    ``where`` maps each port to ``(argument, element offset)``; by default
+    each port is its own buffer at offset 0. The plan is the first candidate
+    (see the module docstring: the span) that passes legality; when none
+    does, the preferred one among those whose memory tiles fit (else the
+    first), which :func:`build` then refuses by name.
+    """
+    base = _base(op, dev, words)
+    where = dict(where or {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")})
+    dist, _ = _pairing(where, dev)
+    fallback = None
+    for p in _candidates(base, dist):
+        lay = _layout_of(op, p, dev, where)
+        fits = not _memtile_dim_problems(p, dev) and all(
+            sum(v.values()) <= dev.mem_tile_bytes
+            for v in memtile_bytes(p, dev).values()
+        )
+        try:
+            legality.check(lay, dev)
+        except legality.LegalityError:
+            passed = False
+        else:
+            passed = True
+        if passed and fits:
+            return lay, p
+        if fallback is None or (fits and not fallback[2]):
+            fallback = (lay, p, fits)
+    assert fallback is not None
+    return fallback[0], fallback[1]
 
 
 def _fifo_line(
@@ -528,8 +734,8 @@ def build(
     """
     op = op.resolved(dev)
     op.check(dev)
-    p0 = _plan(op, dev, words)
-    H, D, R = op.heads, op.head_dim, (op.rows if p0.causal else 1)
+    p0 = _base(op, dev, words)
+    H, D, R = op.heads, op.head_dim, (op.rows if p0["causal"] else 1)
     cache = op.kv_heads * op.max_len * D * _ITEM
     need = {
         "q": R * H * D * _ITEM,
@@ -538,14 +744,18 @@ def build(
         "out": R * H * D * _ITEM,
     }
     args, where = _sequence_args(
-        op, need, placement, arena_bytes, unit=_ITEM, words=p0.count
+        op, need, placement, arena_bytes, unit=_ITEM, words=p0["count"]
     )
     lay, p = layout(op, dev, where, words)
-    legality.check(lay, dev)
+    _check_core_memory(op, p, dev)
+    try:
+        legality.check(lay, dev)
+    except legality.LegalityError as e:
+        raise legality.LegalityError(f"{e}; {_fix(p, dev, where)}") from None
     _check_memtile_dims(repr(op), p, dev)
 
     n, T, L = p.columns, p.kv_tile, p.max_len
-    kv_t, big_t = memref(2 * T * D), memref(2 * L * D)
+    kv_t, big_t = memref(2 * T * D), memref(2 * p.block)
     qel = p.q_elems
     q_t = memref(p.group * qel // 2 + p.count, "i32") if p.count else memref(qel)
     out_t = memref(qel)
@@ -560,6 +770,7 @@ def build(
         f"streams all max_len={L} cache positions per call; the kernel masks "
         f"positions past each row's limit ({p.param})"
     )
+    b.comment(_streaming(p))
     with b.region("module"), b.device(dev.name, "main"):
         b.func_decl(init, [acc_t, st_t, "i32", "i32"], obj)
         b.func_decl(chunk, chunk_types, obj)
@@ -587,8 +798,8 @@ def build(
                         f.depth,
                         big_t,
                         dims=_kv_dims(p),
-                        repeat=p.q_tiles,
-                        cons_elem=kv_t,
+                        repeat=p.q_tiles if p.resident else 1,
+                        cons_elem=kv_t if p.span > 1 else None,
                     )
                 )
                 b.line(_link_line([f"kv_in_{c}"], [f.name], []))
@@ -618,6 +829,44 @@ def build(
                 b.end()
         _runtime_sequence(b, args, lay.transfers, ["out"], n)
     return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+
+
+def _streaming(p: Plan) -> str:
+    """One line saying how K and V stream (a comment in the design)."""
+    span = f"spans of {p.span} chunk{'s' * (p.span > 1)} of {p.kv_tile} positions"
+    how = (
+        f"one descriptor alternates k_cache and v_cache ({p.dist} elements apart)"
+        if p.dist is not None
+        else "two descriptors a span (k_cache, then v_cache)"
+    )
+    if p.resident:
+        rep = "whole kv heads resident in the memory tile"
+        if p.q_tiles > 1:
+            rep += f", each read {p.q_tiles} times (repeat_count)"
+    else:
+        rep = "the shim sends each kv head " + (
+            f"{p.passes} times (once a query tile)" if p.passes > 1 else "once"
+        )
+    return f"K and V stream in {span}; {how}; {rep}"
+
+
+def _fix(p: Plan, dev: Device, where: Mapping[str, tuple[str, int]]) -> str:
+    """The way out of a refused plan, for the legality error."""
+    if p.dist is not None:
+        return (
+            f"no span of kv_tile={p.kv_tile}-position chunks fits; use a shorter "
+            f"max_len or fewer kv heads a column"
+        )
+    _, why = _pairing(where, dev)
+    mem = max(sum(v.values()) for v in memtile_bytes(p, dev).values())
+    return (
+        f"each kv head streams {p.passes} time(s) in {p.spans} span(s) of "
+        f"{p.span} chunks ({mem} bytes in a memory tile), two shim descriptors a "
+        f"span because {why}; place k_cache and v_cache in one argument (the "
+        f"arena, as a model's plan does) with v_cache after k_cache within "
+        f"{1 << dev.dma_stride_bits} words, so one descriptor alternates them, or "
+        f"use a shorter max_len"
+    )
 
 
 def _core_body(
