@@ -135,10 +135,9 @@ def measure_for_backend(backend: str, dev: Device) -> Measure:
         of device calls.
 
     Raises:
-        TuneError: The backend is xrt and it cannot run here (it is not
-            built yet, or the machine lacks an NPU, pyxrt or the driver);
-            the message says what is missing and how to tune on the
-            emulated NPU instead.
+        TuneError: The backend is xrt and it cannot run here (the machine
+            lacks an NPU, pyxrt or the driver); the message says what is
+            missing and how to tune on the emulated NPU instead.
     """
     if backend == "emu":
         return MODELLED
