@@ -20,11 +20,8 @@ numpy and judged against the operator's reference and tolerance.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,11 +37,9 @@ from iron.operators.attention import STACK_BYTES
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import Words, attention, build_design, design
-from iron.runtime.npu.kernels import KERNEL_DIR, contract
+from iron.runtime.npu.kernels import contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import check_golden, compile_host, filecheck, shim_moved
 
 LLAMA = dict(heads=32, kv_heads=8, head_dim=64, max_len=512)
 DECODE = DecodeAttention(**LLAMA, length=PerCall("position") + 1)
@@ -84,14 +79,7 @@ CASES = {
 def test_golden(case, dev):
     op, placement = CASES[case]
     text = design(op, dev, placement)
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the design of {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(case, dev, text)
 
 
 CHECK_DECODE_NPU1 = """\
@@ -175,30 +163,17 @@ CHECK_CAUSAL_ARENA_NPU1 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_decode_npu1(tmp_path):
-    _filecheck(tmp_path, CHECK_DECODE_NPU1, design(DECODE, "npu1"))
+    filecheck(tmp_path, CHECK_DECODE_NPU1, design(DECODE, "npu1"))
 
 
 def test_filecheck_causal_npu2(tmp_path):
-    _filecheck(tmp_path, CHECK_CAUSAL_NPU2, design(CAUSAL, "npu2"))
+    filecheck(tmp_path, CHECK_CAUSAL_NPU2, design(CAUSAL, "npu2"))
 
 
 def test_filecheck_causal_arena_npu1(tmp_path):
     op, placement = CASES["causal_attention_16x32x8x64x2048_arena"]
-    _filecheck(tmp_path, CHECK_CAUSAL_ARENA_NPU1, design(op, "npu1", placement))
+    filecheck(tmp_path, CHECK_CAUSAL_ARENA_NPU1, design(op, "npu1", placement))
 
 
 # -- the per-call word --------------------------------------------------------------
@@ -286,13 +261,6 @@ def test_the_scale_is_the_references_fp32_bits():
 # -- what the shim moves --------------------------------------------------------------
 
 
-def _moved(t: legality.Transfer) -> np.ndarray:
-    assert not legality.shim_transfer_problems(
-        as_device("npu2"), t.sizes, t.strides, t.offset, t.itemsize
-    )
-    return legality.shim_elements(legality.encode(t.sizes, t.strides, t.offset, 2))
-
-
 def _walk(dims) -> np.ndarray:
     """Element indices a ``dimensionsToStream`` list reads, outermost first."""
     idx = np.zeros(1, np.int64)
@@ -323,7 +291,7 @@ def _core_kv(d, op, col: int) -> np.ndarray:
         if t.fifo != f"kv_in_{col}":
             continue
         assert t.shim == legality.Tile(col, 0)
-        e = _moved(t)
+        e = shim_moved(t, "npu2")
         code = np.full(e.shape, -1)
         for port, off in base[t.buffer].items():
             inside = (e >= off) & (e < off + N)
@@ -432,14 +400,16 @@ def test_query_and_result_transfers_follow_the_core_loop(op, dev):
     for c in range(plan.columns):
         (out,) = [t for t in lay.transfers if t.fifo == f"out_{c}"]
         assert out.bd_id == 0 and out.shim == legality.Tile(c, 0)
-        np.testing.assert_array_equal(_moved(out), _tile_order(r, plan, c).ravel())
-        written.append(_moved(out))
+        np.testing.assert_array_equal(
+            shim_moved(out, "npu2"), _tile_order(r, plan, c).ravel()
+        )
+        written.append(shim_moved(out, "npu2"))
     total = plan.rows * r.heads * r.head_dim
     np.testing.assert_array_equal(np.sort(np.concatenate(written)), np.arange(total))
     # Pairs of columns share a query element: [column 2p tile | column 2p+1 tile].
     for grp in range(plan.columns // plan.group):
         sends = [t for t in lay.transfers if t.fifo == f"q_in_{grp}"]
-        moved = np.concatenate([_moved(t) for t in sends])
+        moved = np.concatenate([shim_moved(t, "npu2") for t in sends])
         cols = [_tile_order(r, plan, grp * plan.group + k) for k in range(plan.group)]
         if len(sends) == 1:  # (kv head, tile) in one walk
             expect = np.concatenate(cols, axis=1).ravel()
@@ -710,17 +680,15 @@ int main() {
 
 @pytest.fixture(scope="module")
 def host_exp(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build the exp harness")
     d = tmp_path_factory.mktemp("attention_exp")
     (d / "host_exp.cc").write_text(HOST_EXP, encoding="utf-8")
-    exe = d / "host_exp"
-    subprocess.run(
-        [CXX, "-std=c++20", "-O2", "-ffp-contract=off", "-I", str(KERNEL_DIR)]
-        + [str(d / "host_exp.cc"), "-o", str(exe)],
-        check=True,
+    return compile_host(
+        d,
+        [d / "host_exp.cc"],
+        "host_exp",
+        flags=("-ffp-contract=off",),
+        purpose="to build the exp harness",
     )
-    return exe
 
 
 def _host_exp(exe: Path, x: np.ndarray) -> np.ndarray:

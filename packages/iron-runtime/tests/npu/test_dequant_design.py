@@ -9,11 +9,8 @@ compiled for the host (``host_dequant.cc``) and checked against
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,24 +26,15 @@ from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, kernels, legality
 from iron.runtime.npu.designs import Words, build_design, dequant, design
 
-HERE = Path(__file__).parent
-GOLDEN = HERE / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import HERE, check_golden, compile_host, filecheck, shim_moved
+
 LLAMA = 2048 * 2048
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
 def test_golden(dev):
     text = design(Dequant(N=LLAMA), dev)
-    path = GOLDEN / f"dequant_{LLAMA}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the Dequant design on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(f"dequant_{LLAMA}", dev, text, subject=f"the Dequant design on {dev}")
 
 
 CHECK_NPU1 = """\
@@ -95,25 +83,12 @@ CHECK_NPU2 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_npu1(tmp_path):
-    _filecheck(tmp_path, CHECK_NPU1, design(Dequant(N=LLAMA), "npu1"))
+    filecheck(tmp_path, CHECK_NPU1, design(Dequant(N=LLAMA), "npu1"))
 
 
 def test_filecheck_npu2(tmp_path):
-    _filecheck(tmp_path, CHECK_NPU2, design(Dequant(N=LLAMA), "npu2"))
+    filecheck(tmp_path, CHECK_NPU2, design(Dequant(N=LLAMA), "npu2"))
 
 
 def test_filecheck_catches_a_swapped_port(tmp_path):
@@ -121,7 +96,7 @@ def test_filecheck_catches_a_swapped_port(tmp_path):
         "@dequant_bf16(%packed, %scales", "@dequant_bf16(%scales, %packed"
     )
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_NPU1, text)
+        filecheck(tmp_path, CHECK_NPU1, text)
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
@@ -135,16 +110,6 @@ def test_default_design_uses_every_resolved_column(dev):
     # A kernel call per tile on each column: the operator's cost counts them.
     calls = op.cost(dev).calls
     assert f"arith.constant {calls} : index" in d.text
-
-
-def _moved(t: legality.Transfer) -> np.ndarray:
-    """The element indices a transfer moves, decoded as the shim walks them."""
-    assert not legality.shim_transfer_problems(
-        as_device("npu2"), t.sizes, t.strides, t.offset, t.itemsize
-    )
-    return legality.shim_elements(
-        legality.encode(t.sizes, t.strides, t.offset, t.itemsize)
-    )
 
 
 @pytest.mark.parametrize(
@@ -166,7 +131,9 @@ def test_each_column_moves_exactly_its_block_of_every_port(fields):
         for c in range(cols):
             (t,) = [t for t in lay.transfers if t.fifo == f"{port}_{c}"]
             assert t.buffer == port and t.itemsize == (1 if port == "packed" else 2)
-            np.testing.assert_array_equal(_moved(t), np.arange(c * per, (c + 1) * per))
+            np.testing.assert_array_equal(
+                shim_moved(t, "npu2"), np.arange(c * per, (c + 1) * per)
+            )
     # Per FIFO element: a tile's bytes, scales and results.
     tile = op.tile_size
     sizes = {f.name.rsplit("_", 1)[0]: f.element_bytes for f in lay.fifos}
@@ -186,7 +153,7 @@ def test_arena_placement_reads_at_the_planned_offsets():
     # packed at byte 4096 = bf16 element 2048; column 1 starts 4096 bytes on.
     (p1,) = [t for t in d.layout.transfers if t.fifo == "packed_1"]
     assert (p1.buffer, p1.offset, p1.itemsize) == ("arena", 2048 + 2048, 2)
-    moved = _moved(p1)  # bf16 elements of the arena, i.e. byte pairs
+    moved = shim_moved(p1, "npu2")  # bf16 elements of the arena, i.e. byte pairs
     bytes_moved = (moved[:, None] * 2 + np.arange(2)).reshape(-1)
     np.testing.assert_array_equal(bytes_moved, 4096 + np.arange(4096, 8192))
     assert "%arena[0, 0, 0, 4096][1, 1, 2, 1024][0, 0, 1024, 1])" in d.text
@@ -245,25 +212,12 @@ def test_the_contract_parses_and_matches_the_declaration():
 
 @pytest.fixture(scope="module")
 def host_dequant(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build host_dequant.cc")
-    exe = tmp_path_factory.mktemp("dequant") / "host_dequant"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O2",
-            "-Wall",
-            "-Werror",
-            "-I",
-            str(kernels.KERNEL_DIR),
-            str(HERE / "host_dequant.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        tmp_path_factory.mktemp("dequant"),
+        [HERE / "host_dequant.cc"],
+        "host_dequant",
+        flags=("-Wall", "-Werror"),
     )
-    return exe
 
 
 def _unpack(exe: Path, packed: np.ndarray) -> np.ndarray:

@@ -9,11 +9,6 @@ FileCheck clone) when it is installed.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from iron.operators import (
@@ -34,8 +29,7 @@ from iron.runtime.npu import MLIR_AIE_RELEASE, LegalityError
 from iron.runtime.npu.designs import build_design, design, elementwise, linear_walk
 from iron.runtime.npu.kernels import contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+from .support import check_golden, filecheck
 
 CASES = {
     "axpy_2048": AXPY(size=2048, scalar_factor=2.0),
@@ -46,15 +40,7 @@ CASES = {
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
-    text = design(CASES[case], dev)
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the design of {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(case, dev, design(CASES[case], dev))
 
 
 CHECK_AXPY_NPU1 = """\
@@ -103,31 +89,18 @@ CHECK_RELU_NPU2 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_axpy_npu1(tmp_path):
-    _filecheck(tmp_path, CHECK_AXPY_NPU1, design(CASES["axpy_2048"], "npu1"))
+    filecheck(tmp_path, CHECK_AXPY_NPU1, design(CASES["axpy_2048"], "npu1"))
 
 
 def test_filecheck_relu_npu2(tmp_path):
-    _filecheck(tmp_path, CHECK_RELU_NPU2, design(CASES["relu_2048"], "npu2"))
+    filecheck(tmp_path, CHECK_RELU_NPU2, design(CASES["relu_2048"], "npu2"))
 
 
 def test_filecheck_catches_a_changed_design(tmp_path):
     text = design(CASES["axpy_2048"], "npu1").replace("2 : i32)", "3 : i32)")
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_AXPY_NPU1, text)
+        filecheck(tmp_path, CHECK_AXPY_NPU1, text)
 
 
 FAMILY = [

@@ -9,7 +9,6 @@ reference interpreter's (``check=False``: the device wraps).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,31 +20,17 @@ from iron.core.percall import PerCall, clamp
 from iron.core.words import Word
 from iron.runtime.npu import kernels
 
-HERE = Path(__file__).parent
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import HERE, compile_host
 
 
 @pytest.fixture(scope="module")
 def host_emit(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build host_emit.cc")
-    exe = tmp_path_factory.mktemp("emit") / "host_emit"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O2",
-            "-Wall",
-            "-Werror",
-            "-I",
-            str(kernels.KERNEL_DIR),
-            str(HERE / "host_emit.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        tmp_path_factory.mktemp("emit"),
+        [HERE / "host_emit.cc"],
+        "host_emit",
+        flags=("-Wall", "-Werror"),
     )
-    return exe
 
 
 def _device(exe: Path, program: np.ndarray, slots, n_next: int, capacity=None):

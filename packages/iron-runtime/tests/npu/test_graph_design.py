@@ -28,6 +28,7 @@ from iron.runtime.image import build_images
 from iron.runtime.npu import build, legality
 from iron.runtime.npu.graph import EMIT, Window, graph_design
 
+from .support import filecheck
 from .test_build import FakeRunner
 from .test_xrt import make_fake
 
@@ -94,20 +95,6 @@ def test_a_per_call_row_is_read_through_a_window():
     assert window.shift(pad) == 5 * WIDTH * 2
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    import subprocess
-
-    f = tmp_path / "checks.txt"
-    f.write_text(checks)
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(f)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_npu2_is_one_full_elf_configuring_each_step(tmp_path):
     p, rec, images = _images("npu2")
     assert p.full_elf and len(images) == 1
@@ -115,7 +102,7 @@ def test_npu2_is_one_full_elf_configuring_each_step(tmp_path):
     assert g.args == ("arena", "arena@0", "input:x", "output:silu3")
     assert [s.index for s in g.steps] == [0, 1, 2, 3]
     n = g.arg_bytes[0] // 2
-    _filecheck(
+    filecheck(
         tmp_path,
         "\n".join(
             [
@@ -342,7 +329,7 @@ def test_a_looping_version_ends_in_an_emit_device(tmp_path):
     # the one slot, the carried position, comes from the scratchpad's carried slot
     (slot,) = [t for t in emit_design.layout.transfers if t.fifo == "emit_slots"]
     assert (slot.buffer, slot.offset) == ("words", spec.carried_slot("position"))
-    _filecheck(
+    filecheck(
         tmp_path,
         "\n".join(
             [

@@ -10,7 +10,6 @@ kernel is compiled for an AIE here (no Peano on this machine).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,8 +22,7 @@ from iron.operators import GELU, Sigmoid, SiLU, SiLUMul, Tanh
 from iron.runtime.npu import kernels
 from iron.runtime.npu.designs import elementwise, rows
 
-HERE = Path(__file__).parent
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import HERE, compile_host
 
 
 def test_every_kernel_states_its_contract():
@@ -68,23 +66,9 @@ def test_kernel_sources_ship_under_the_package():
 
 @pytest.fixture(scope="module")
 def host_math(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build host_vecmath.cc")
-    exe = tmp_path_factory.mktemp("vecmath") / "host_vecmath"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O2",
-            "-I",
-            str(kernels.KERNEL_DIR),
-            str(HERE / "host_vecmath.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        tmp_path_factory.mktemp("vecmath"), [HERE / "host_vecmath.cc"], "host_vecmath"
     )
-    return exe
 
 
 def _run(exe: Path, fn: str, values: np.ndarray) -> np.ndarray:

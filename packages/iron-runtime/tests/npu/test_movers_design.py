@@ -11,11 +11,9 @@ elements the operator's reference moves.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +33,9 @@ from iron.runtime.npu.designs.movers_copy import TASK_QUEUE, HostBufferLimitErro
 from iron.runtime.npu.designs.movers_transpose import blocks_of_column
 from iron.runtime.npu.kernels import KERNEL_DIR, contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+from .support import check_golden, compile_host, filecheck, shim_moved
+
 DEVICES = ("npu1", "npu2")
-CXX = shutil.which("g++") or shutil.which("clang++")
 
 # Llama 3.2 1B: 8 kv heads of 64, 32 heads, hidden 2048, vocabulary 128256.
 KV_CACHE = Handle.whole((8, 2048, 64), bfloat16, "k_cache", "state")
@@ -77,27 +74,7 @@ def _build(op, dev, placement=None, out_access=None, **kw):
 def test_golden(case, dev):
     op, out_access = CASES[case]()
     text = _build(op, dev, out_access=out_access).text
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the design of {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
-
-
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    check_golden(case, dev, text)
 
 
 CHECK_KV_WRITE = """\
@@ -147,33 +124,27 @@ CHECK_REPEAT = """\
 
 def test_filecheck_kv_write(tmp_path):
     op, out_access = _kv_write()
-    _filecheck(tmp_path, CHECK_KV_WRITE, _build(op, "npu1", out_access=out_access).text)
+    filecheck(tmp_path, CHECK_KV_WRITE, _build(op, "npu1", out_access=out_access).text)
 
 
 def test_filecheck_transpose_npu2(tmp_path):
-    _filecheck(
+    filecheck(
         tmp_path, CHECK_TRANSPOSE_NPU2, design(Transpose(rows=64, cols=2048), "npu2")
     )
 
 
 def test_filecheck_repeat_rereads_with_a_zero_iteration_stride(tmp_path):
     op = Repeat(rows=8, row_shape=(1024, 64), repeat=4)
-    _filecheck(tmp_path, CHECK_REPEAT, design(op, "npu2"))
+    filecheck(tmp_path, CHECK_REPEAT, design(op, "npu2"))
 
 
 def test_filecheck_catches_a_core_in_a_forward(tmp_path):
     text = design(Transpose(rows=64, cols=2048), "npu1")
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_REPEAT, text)
+        filecheck(tmp_path, CHECK_REPEAT, text)
 
 
 # -- decoding transfers --------------------------------------------------------------
-
-
-def _moved(t: legality.Transfer) -> np.ndarray:
-    return legality.shim_elements(
-        legality.encode(t.sizes, t.strides, t.offset, t.itemsize, t.repeat)
-    )
 
 
 def _fifo(d, fifo: str) -> list[legality.Transfer]:
@@ -210,10 +181,10 @@ def test_copy_reads_exactly_the_views_elements(name, dev):
     access = Access.of(view)
     op = Copy(shape=view.shape, itemsize=np.dtype(view.dtype).itemsize, access=access)
     d = _build(op, dev)
-    got = np.concatenate([_moved(t) for t in _fifo(d, "view_0")])
+    got = np.concatenate([shim_moved(t) for t in _fifo(d, "view_0")])
     np.testing.assert_array_equal(got, _walked(access))
     np.testing.assert_array_equal(got, indices(view, {}, {}).reshape(-1))
-    out = np.concatenate([_moved(t) for t in _fifo(d, "out_0")])
+    out = np.concatenate([shim_moved(t) for t in _fifo(d, "out_0")])
     np.testing.assert_array_equal(out, np.arange(view.elements))
     assert "aie.core" not in d.text and d.kernels == ()
 
@@ -224,7 +195,7 @@ def test_a_run_no_descriptor_splits_becomes_a_bulk_and_a_rest():
     d = _build(op, "npu1")
     (bulk, rest) = _fifo(d, "view_0")
     assert prod_(bulk.sizes) + prod_(rest.sizes) == 2062
-    got = np.concatenate([_moved(bulk), _moved(rest)])
+    got = np.concatenate([shim_moved(bulk), shim_moved(rest)])
     np.testing.assert_array_equal(got, np.arange(2062))
 
 
@@ -243,7 +214,7 @@ def test_per_call_view_is_a_window_walked_from_its_start(position):
     assert d.args == ("view", "out")
     assert d.arg_bytes[0] == win.elements * 2 == (7 * 2048 * 64 + 64) * 2
     start = win.start + win.per_call[0] * position
-    got = np.concatenate([_moved(t) for t in _fifo(d, "view_0")]) + start
+    got = np.concatenate([shim_moved(t) for t in _fifo(d, "view_0")]) + start
     want = indices(view, {"position": position}, {}).reshape(-1)
     np.testing.assert_array_equal(got, want)
 
@@ -254,7 +225,7 @@ def test_a_per_call_row_is_one_contiguous_window():
     (win,) = movers.windows(op)
     assert (win.start, win.per_call, win.elements) == (3 * 512, (512,), 512)
     (t,) = _fifo(_build(op, "npu1"), "view_0")
-    np.testing.assert_array_equal(_moved(t), np.arange(512))
+    np.testing.assert_array_equal(shim_moved(t), np.arange(512))
 
 
 def test_rows_gathered_by_a_handle_are_one_window_each():
@@ -270,7 +241,7 @@ def test_rows_gathered_by_a_handle_are_one_window_each():
     moved = []
     for t, w, i in zip(_fifo(d, "view_0"), wins, ids):
         assert t.buffer == w.arg and t.offset == 0
-        moved.append(_moved(t) + w.start + w.per_call[0] * i)
+        moved.append(shim_moved(t) + w.start + w.per_call[0] * i)
     want = indices(view, {}, {"ids": ids}).reshape(-1)
     np.testing.assert_array_equal(np.concatenate(moved), want)
 
@@ -281,7 +252,7 @@ def test_a_per_call_out_view_is_written_through_its_window():
     (win,) = movers.windows(op, out_access)
     assert win.arg == "out" and win.per_call == (64,)
     (t,) = _fifo(d, "out_0")
-    got = _moved(t) + win.start + 64 * 9
+    got = shim_moved(t) + win.start + 64 * 9
     view = KV_CACHE[:, PerCall("position")]
     np.testing.assert_array_equal(got, indices(view, {"position": 9}, {}).reshape(-1))
 
@@ -293,7 +264,7 @@ def test_sixteen_rows_fill_the_shim_so_the_output_drains_through_column_one():
     ins, outs = _fifo(d, "view_0"), _fifo(d, "out_0")
     assert len(ins) == 16 and {t.shim for t in ins} == {legality.Tile(0, 0)}
     assert {t.shim for t in outs} == {legality.Tile(1, 0)}
-    got = np.concatenate([_moved(t) for t in ins])
+    got = np.concatenate([shim_moved(t) for t in ins])
     want = indices(TABLE[TOKENS], {}, {}).reshape(-1)
     np.testing.assert_array_equal(got, want)
     # Fifteen rows share column 0's shim with the output.
@@ -363,9 +334,9 @@ def test_repeat_writes_copy_r_of_row_i_at_i_repeat_plus_r(fields, dev):
     (write,) = _fifo(d, "out_0")
     row = int(np.prod(op.row_shape))
     x = np.arange(op.rows * row)
-    stream = x[_moved(read)]
+    stream = x[shim_moved(read)]
     out = np.full(op.rows * op.repeat * row, -1)
-    out[_moved(write)] = stream
+    out[shim_moved(write)] = stream
     want = op.reference(x.reshape(op.rows, *op.row_shape)).reshape(-1)
     np.testing.assert_array_equal(out, want)
     assert read.strides[0] == 0 and read.sizes[0] == op.repeat
@@ -396,8 +367,8 @@ def test_transpose_moves_every_block_to_its_transposed_place(fields, dev):
     total = x.size // (tr * tc)
     calls = []
     for c in range(op.num_aie_columns):
-        read = np.concatenate([_moved(t) for t in _fifo(d, f"x_{c}")])
-        write = np.concatenate([_moved(t) for t in _fifo(d, f"out_{c}")])
+        read = np.concatenate([shim_moved(t) for t in _fifo(d, f"x_{c}")])
+        write = np.concatenate([shim_moved(t) for t in _fifo(d, f"out_{c}")])
         lo, hi = blocks_of_column(total, op.num_aie_columns, c)
         assert read.size == write.size == (hi - lo) * tr * tc
         blocks = x[read].reshape(-1, tr, tc).transpose(0, 2, 1).reshape(-1)
@@ -418,7 +389,7 @@ def test_transpose_placed_in_the_arena_reads_and_writes_at_the_offsets():
     assert d.args == ("arena",)
     (r,), (w,) = _fifo(d, "x_0"), _fifo(d, "out_0")
     assert (r.offset, w.offset) == (512, 32768)
-    np.testing.assert_array_equal(_moved(r) - 512, np.arange(4096))
+    np.testing.assert_array_equal(shim_moved(r) - 512, np.arange(4096))
 
 
 # -- placement, arguments, refusals -------------------------------------------------------
@@ -433,7 +404,7 @@ def test_a_static_view_in_the_arena_is_walked_at_its_buffers_offset():
     }
     d = _build(op, "npu2", placement, arena_bytes=1 << 16)
     assert d.args == ("arena",) and d.arg_bytes == (1 << 16,)
-    got = np.concatenate([_moved(t) for t in _fifo(d, "view_0")])
+    got = np.concatenate([shim_moved(t) for t in _fifo(d, "view_0")])
     np.testing.assert_array_equal(got - 2048, _walked(op.access))
     assert "%arena[0, 0, 0, 2064]" in d.text  # byte 4096 + element 16
 
@@ -589,26 +560,19 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def host_transpose(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) for the kernel's indexing")
+    # The kernel is copied beside the stub iron_kernel.h: its quoted include
+    # finds the stub there ahead of the real header in KERNEL_DIR.
     tmp = tmp_path_factory.mktemp("transpose")
     shutil.copy(KERNEL_DIR / "transpose_bf16.cc", tmp / "transpose_bf16.cc")
     (tmp / "iron_kernel.h").write_text(_FAKE_AIE, encoding="utf-8")
     (tmp / "main.cc").write_text(_MAIN, encoding="utf-8")
-    exe = tmp / "transpose"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O1",
-            str(tmp / "main.cc"),
-            str(tmp / "transpose_bf16.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        tmp,
+        [tmp / "main.cc", tmp / "transpose_bf16.cc"],
+        "transpose",
+        optimize="-O1",
+        purpose="for the kernel's indexing",
     )
-    return exe
 
 
 @pytest.mark.parametrize("shape", [(8, 8), (16, 24), (64, 64), (8, 64), (40, 16)])

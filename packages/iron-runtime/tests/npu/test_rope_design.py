@@ -22,11 +22,8 @@ judged bit for bit against the reference too; Peano never runs here.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,8 +40,8 @@ from iron.runtime.npu.designs import Words, build_design, design, rope
 from iron.runtime.npu.kernels import contract
 from iron.runtime.npu.mlir import INDEX_MAX
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+from .support import check_golden, compile_host, filecheck
+
 LANES = 16
 
 CASES = {
@@ -57,14 +54,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
     text = design(CASES[case], dev)
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the RoPE design {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(case, dev, text, subject=f"the RoPE design {case} on {dev}")
 
 
 # -- FileCheck -----------------------------------------------------------------------
@@ -121,34 +111,21 @@ CHECK_PROMPT_INTERLEAVED_NPU2 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_decode_npu1(tmp_path):
-    _filecheck(tmp_path, CHECK_DECODE_NPU1, design(CASES["rope_half_1x32x64"], "npu1"))
+    filecheck(tmp_path, CHECK_DECODE_NPU1, design(CASES["rope_half_1x32x64"], "npu1"))
 
 
 def test_filecheck_prompt_interleaved_npu2(tmp_path):
     op = RoPE(rows=16, heads=32, head_dim=64, method="interleaved")
-    _filecheck(tmp_path, CHECK_PROMPT_INTERLEAVED_NPU2, design(op, "npu2"))
+    filecheck(tmp_path, CHECK_PROMPT_INTERLEAVED_NPU2, design(op, "npu2"))
 
 
 def test_filecheck_catches_a_changed_design(tmp_path):
     text = design(CASES["rope_half_1x32x64"], "npu1")
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_DECODE_NPU1, text.replace("2 : i32)", "1 : i32)"))
+        filecheck(tmp_path, CHECK_DECODE_NPU1, text.replace("2 : i32)", "1 : i32)"))
     with pytest.raises(AssertionError):
-        _filecheck(
+        filecheck(
             tmp_path,
             CHECK_DECODE_NPU1,
             text.replace("constant 0 : i32", "constant 1 : i32"),
@@ -545,31 +522,19 @@ int main(int argc, char **argv) {
 }
 """
 
-CXX = shutil.which("g++") or shutil.which("clang++")
-
 
 @pytest.fixture(scope="module")
 def host_rope(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) for the rope_bf16.cc check")
     work = tmp_path_factory.mktemp("rope")
     (work / "harness.cc").write_text(HOST_HARNESS, encoding="utf-8")
-    exe = work / "host_rope"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O1",
-            "-ffp-contract=off",
-            "-I",
-            str(contract(rope.KERNEL).path.parent),
-            str(work / "harness.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        work,
+        [work / "harness.cc"],
+        "host_rope",
+        optimize="-O1",
+        flags=("-ffp-contract=off",),
+        purpose="for the rope_bf16.cc check",
     )
-    return exe
 
 
 @pytest.mark.parametrize("method", ["half", "interleaved"])

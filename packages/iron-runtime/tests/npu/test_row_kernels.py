@@ -22,7 +22,6 @@ a softmax row, lengths past either end of the row).
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,11 +33,9 @@ from iron.core.device import as_device
 from iron.core.precision import Precision
 from iron.core.tolerance import compare
 from iron.operators import GEMV, LayerNorm, RMSNorm, Softmax
-from iron.runtime.npu import kernels
 from iron.runtime.npu.designs import rows as row_designs
 
-HERE = Path(__file__).parent
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import HERE, compile_host
 
 #: Every combination of the model's assumptions (see host_rows.cc).
 MODELS = ["".join(m) for m in itertools.product("isf", "tq", "8e", "zk")]
@@ -46,8 +43,6 @@ MODELS = ["".join(m) for m in itertools.product("isf", "tq", "8e", "zk")]
 
 @pytest.fixture(scope="module")
 def host_rows(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build host_rows.cc")
     build = tmp_path_factory.mktemp("rows")
     # The model of aie_api is in host_rows.cc, ahead of the kernels; the
     # header iron_kernel.h includes is left empty.
@@ -55,24 +50,13 @@ def host_rows(tmp_path_factory) -> Path:
     (build / "aie_api" / "aie.hpp").write_text(
         "// host build: host_rows.cc defines the aie_api model\n", encoding="utf-8"
     )
-    exe = build / "host_rows"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O2",
-            "-ffp-contract=off",
-            "-I",
-            str(build),
-            "-I",
-            str(kernels.KERNEL_DIR),
-            str(HERE / "host_rows.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        build,
+        [HERE / "host_rows.cc"],
+        "host_rows",
+        flags=("-ffp-contract=off",),
+        includes=(build,),
     )
-    return exe
 
 
 def _run(exe: Path, args: list, model: str, *arrays: np.ndarray) -> np.ndarray:

@@ -10,11 +10,7 @@ the diff. The FileCheck test uses the ``filecheck`` package.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,8 +25,7 @@ from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import Words, build_design, design, rows
 from iron.runtime.npu.kernels import contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+from .support import check_golden, filecheck
 
 CASES = {
     "rms_norm_weighted_32x1024": RMSNorm(rows=32, cols=1024, weighted=True),
@@ -44,15 +39,7 @@ CASES = {
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
-    text = design(CASES[case], dev)
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the design of {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(case, dev, design(CASES[case], dev))
 
 
 VARIANTS = [
@@ -294,21 +281,8 @@ CHECK-NEXT: aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0]
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_per_call_softmax_npu2(tmp_path):
-    _filecheck(tmp_path, CHECK_PER_CALL_NPU2, design(PER_CALL, "npu2"))
+    filecheck(tmp_path, CHECK_PER_CALL_NPU2, design(PER_CALL, "npu2"))
 
 
 def test_filecheck_catches_a_word_released_too_early(tmp_path):
@@ -323,7 +297,7 @@ def test_filecheck_catches_a_word_released_too_early(tmp_path):
     )
     assert moved != text
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_PER_CALL_NPU2, moved)
+        filecheck(tmp_path, CHECK_PER_CALL_NPU2, moved)
 
 
 def test_layer_norm_with_only_a_weight_is_refused_by_name():

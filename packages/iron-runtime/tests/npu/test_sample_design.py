@@ -13,11 +13,8 @@ it; its tokens must equal ``Sample.reference`` bit for bit.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +29,8 @@ from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, kernels, legality
 from iron.runtime.npu.designs import Words, build_design, design, sample
 
-HERE = Path(__file__).parent
-GOLDEN = HERE / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
-CXX = shutil.which("g++") or shutil.which("clang++")
+from .support import HERE, check_golden, compile_host, filecheck, shim_moved
+
 VOCAB = 128256
 
 CASES = {
@@ -49,15 +44,7 @@ CASES = {
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
-    text = design(CASES[case], dev)
-    path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the design of {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(case, dev, design(CASES[case], dev))
 
 
 CHECK_TOP40_NPU2 = """\
@@ -113,27 +100,14 @@ CHECK_GREEDY_NPU1 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_top40_npu2(tmp_path):
-    _filecheck(
+    filecheck(
         tmp_path, CHECK_TOP40_NPU2, design(CASES[f"sample_top40_{VOCAB}"], "npu2")
     )
 
 
 def test_filecheck_greedy_npu1(tmp_path):
-    _filecheck(
+    filecheck(
         tmp_path, CHECK_GREEDY_NPU1, design(CASES[f"sample_greedy_{VOCAB}"], "npu1")
     )
 
@@ -142,7 +116,7 @@ def test_filecheck_catches_a_seed_read_from_another_slot(tmp_path):
     op = CASES[f"sample_top40_{VOCAB}"]
     text = design(op, "npu2", words=Words({PerCall("seed").affine().key(): 3}, 4))
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_TOP40_NPU2, text)
+        filecheck(tmp_path, CHECK_TOP40_NPU2, text)
 
 
 # -- the per-call seed ------------------------------------------------------------------
@@ -213,15 +187,6 @@ def test_inv_bits_are_the_reference_reciprocal():
 # -- transfers, placement, refusals -----------------------------------------------------
 
 
-def _moved(t: legality.Transfer) -> np.ndarray:
-    assert not legality.shim_transfer_problems(
-        as_device("npu1"), t.sizes, t.strides, t.offset, t.itemsize
-    )
-    return legality.shim_elements(
-        legality.encode(t.sizes, t.strides, t.offset, t.itemsize)
-    )
-
-
 @pytest.mark.parametrize("itemsize", [2, 4])
 @pytest.mark.parametrize("vocab", [VOCAB, 32000, 50, 4096 * 3])
 def test_the_logits_move_once_in_order_and_the_token_back(vocab, itemsize):
@@ -229,9 +194,9 @@ def test_the_logits_move_once_in_order_and_the_token_back(vocab, itemsize):
     d = build_design(op, "npu1")
     (t,) = [t for t in d.layout.transfers if t.fifo == "logits_0"]
     assert (t.buffer, t.itemsize) == ("logits", itemsize)
-    np.testing.assert_array_equal(_moved(t), np.arange(vocab))
+    np.testing.assert_array_equal(shim_moved(t, "npu1"), np.arange(vocab))
     (tok,) = [t for t in d.layout.transfers if t.fifo == "token_0"]
-    np.testing.assert_array_equal(_moved(tok), [0])
+    np.testing.assert_array_equal(shim_moved(tok, "npu1"), [0])
     r = op.resolved("npu1")
     (f,) = [f for f in d.layout.fifos if f.name == "logits_0"]
     assert (f.elements, f.itemsize, f.depth) == (r.tile_size, itemsize, 2)
@@ -252,10 +217,10 @@ def test_arena_placement_reads_and_writes_at_the_planned_offsets():
     assert d.args == ("arena",) and d.arg_bytes == (1 << 16,)
     (lg,) = [t for t in d.layout.transfers if t.fifo == "logits_0"]
     assert (lg.offset, lg.itemsize) == (4096, 2)  # byte 8192 in bf16 elements
-    moved = _moved(lg)
+    moved = shim_moved(lg, "npu1")
     np.testing.assert_array_equal(moved, 4096 + np.arange(vocab * 2))
     (tok,) = [t for t in d.layout.transfers if t.fifo == "token_0"]
-    np.testing.assert_array_equal(_moved(tok), [2, 3])  # bytes 4..7
+    np.testing.assert_array_equal(shim_moved(tok, "npu1"), [2, 3])  # bytes 4..7
     assert "aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 2][1, 1, 1, 2]" in d.text
 
 
@@ -311,26 +276,12 @@ def test_the_contract_parses_and_names_the_design_symbols():
 
 @pytest.fixture(scope="module")
 def host_sample(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) to build host_sample.cc")
-    exe = tmp_path_factory.mktemp("sample") / "host_sample"
-    subprocess.run(
-        [
-            CXX,
-            "-std=c++20",
-            "-O2",
-            "-ffp-contract=off",
-            "-Wall",
-            "-Werror",
-            "-I",
-            str(kernels.KERNEL_DIR),
-            str(HERE / "host_sample.cc"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    return compile_host(
+        tmp_path_factory.mktemp("sample"),
+        [HERE / "host_sample.cc"],
+        "host_sample",
+        flags=("-ffp-contract=off", "-Wall", "-Werror"),
     )
-    return exe
 
 
 def _case(op: Sample, logits: np.ndarray, seed: int) -> bytes:
