@@ -3,8 +3,11 @@
 Golden files ``golden/gemm_<case>_<dev>.mlir``: ``16x2048x2048`` is a Llama
 prompt projection (M=16 K=2048 N=2048) at the default resolved tunables;
 ``bt_high_256x512x512`` a transposed ``b`` at HIGH on two columns, four cores
-each (the ``a`` rows then share a memory tile and are distributed). Regenerate
-with ``IRON_UPDATE_GOLDEN=1``.
+each (the ``a`` rows then share a memory tile and are distributed);
+``bt_16x2048x128256`` the Llama LM head (M=16 K=2048 N=128256, ``b``
+transposed) at NPU1's tuning profile (tile 16 x 128 x 64 on four columns),
+whose sequence runs in blocks that reuse buffer descriptors after waits.
+Regenerate with ``IRON_UPDATE_GOLDEN=1``.
 
 The data-movement tests decode every shim transfer (``legality.encode`` /
 ``shim_elements``) and replay the whole design in numpy: the shim walks, the
@@ -15,6 +18,8 @@ blocks its contract states, the join and the write-back; the result must be
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import itertools
 import os
 import re
@@ -44,6 +49,16 @@ CASES = {
     "16x2048x2048": dict(M=16, K=2048, N=2048),
     "bt_high_256x512x512": dict(
         M=256, K=512, N=512, b_transposed=True, precision="high", num_aie_columns=2
+    ),
+    "bt_16x2048x128256": dict(
+        M=16,
+        K=2048,
+        N=128256,
+        b_transposed=True,
+        tile_m=16,
+        tile_k=128,
+        tile_n=64,
+        num_aie_columns=4,
     ),
 }
 
@@ -201,6 +216,7 @@ def _expected(op, dev) -> dict[str, np.ndarray]:
     return {k: np.concatenate(v) for k, v in want.items()}
 
 
+NARROW = dict(tile_n=16, tile_k=32, num_aie_columns=1)
 SHAPES = [
     ("npu1", dict(M=16, K=512, N=1024)),  # a repeated per N pass: stride-0 iteration
     ("npu2", dict(M=16, K=512, N=1024, b_transposed=True)),
@@ -209,7 +225,16 @@ SHAPES = [
     ("npu1", dict(M=256, K=256, N=128, num_aie_columns=1)),  # rows share one shim
     ("npu2", dict(M=48, K=256, N=256, tile_m=16)),  # three cores a column
     ("npu1", dict(M=1024, K=128, N=256)),  # more M passes than N: N passes outer
+    # Blocked sequences (descriptors reused after waits): whole M passes a
+    # block, and parts of the one M pass.
+    (
+        "npu1",
+        dict(M=1024, K=128, N=512, b_transposed=True, tile_n=64, num_aie_columns=1),
+    ),
+    ("npu2", dict(M=16, K=128, N=8192, b_transposed=True, **NARROW)),
+    ("npu1", dict(M=128, K=64, N=4096, b_transposed=True, tile_m=16, **NARROW)),
 ]
+BLOCKED = SHAPES[-3:]
 
 
 def test_both_tile_orders_are_exercised():
@@ -377,6 +402,7 @@ def _replay(op, dev, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ),
         ("npu2", dict(M=96, K=64, N=128, num_aie_columns=2, tile_m=16, tile_n=32)),
         ("npu1", dict(M=256, K=32, N=128, tile_m=16, tile_n=32, num_aie_columns=2)),
+        BLOCKED[0],  # a blocked sequence
     ],
 )
 def test_the_design_replayed_in_numpy_is_the_reference(dev, fields):
@@ -424,9 +450,106 @@ def test_rows_sharing_a_shim_stay_within_the_memory_tiles_channels():
     legality.check(lay, d)
 
 
-def test_too_many_buffer_descriptors_are_refused_by_name():
-    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\): needs 17 buffer"):
-        build_design(GEMM(M=2048, K=2048, N=2048), "npu1")
+# -- blocked sequences: buffer descriptors reused after waits ----------------------
+
+
+@pytest.mark.parametrize(("dev", "fields"), BLOCKED)
+def test_blocked_shapes_run_in_blocks(dev, fields):
+    d = as_device(dev)
+    op = GEMM(**fields).resolved(d)
+    assert len(gemm.schedule(op, d).blocks) > 1
+    lay = gemm.layout(op, d)
+    assert len(lay.transfers) > d.shim_bds  # more than one shim's ids at once
+    legality.check(lay, d)
+
+
+LLAMA = [
+    dict(M=16, K=2048, N=128256, b_transposed=True),  # the LM head, resolved
+    CASES["bt_16x2048x128256"],  # ... at NPU1's tuning profile
+    dict(M=2048, K=2048, N=2048),
+    dict(M=2048, K=2048, N=2048, b_transposed=True),
+]
+
+
+@pytest.mark.parametrize("fields", LLAMA)
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_llama_shapes_pass_legality(dev, fields):
+    d = build_design(GEMM(**fields), dev)  # legality included
+    per_shim = collections.Counter(t.shim for t in d.layout.transfers)
+    if max(per_shim.values()) > as_device(dev).shim_bds:
+        assert d.layout.waits  # ids reused: only after waits
+    for t in d.layout.transfers:
+        assert 0 <= t.bd_id < 16
+
+
+def _wait_sites(text: str) -> list[tuple[str, str]]:
+    """``(kind, fifo)`` of every sequence line: ``dma`` (with its id) or ``wait``."""
+    sites = []
+    for line in text.splitlines():
+        if m := re.search(r"dma_memcpy_nd.*id = (\d+) .*metadata = @(\w+)", line):
+            sites.append((f"dma{m.group(1)}", m.group(2)))
+        elif m := re.search(r"dma_wait \{symbol = @(\w+)\}", line):
+            sites.append(("wait", m.group(1)))
+    return sites
+
+
+def test_blocks_alternate_id_halves_and_wait_for_the_block_before():
+    d = as_device("npu1")
+    op = GEMM(**CASES["bt_16x2048x128256"]).resolved(d)
+    design_ = build_design(op, d)
+    blocks = gemm.schedule(op, d).blocks
+    assert [n for _, n in blocks] == [126, 126, 126, 123]  # 501 N passes
+    lay = design_.layout
+    outs = [f"out_{c}" for c in range(4)]
+    # After block i (i >= 1) the waits for block i - 1; the last at the end.
+    ends = list(itertools.accumulate(len(lay.transfers) // 4 for _ in blocks))
+    want = [(e, f) for e in ends[1:] for f in outs] + [(ends[-1], f) for f in outs]
+    assert list(lay.waits) == want
+    for t in lay.transfers:  # ids from the block's half: 0..7, then 8..15
+        block = next(i for i, e in enumerate(ends) if lay.transfers.index(t) < e)
+        assert t.bd_id // 8 == block % 2
+    # Tokens: the out transfer of each column and block, nothing else.
+    assert [t.fifo for t in lay.transfers if t.token] == outs * len(blocks)
+    # The text: an id is issued again only after a wait on its shim's out.
+    sites = _wait_sites(design_.text)
+    assert sum(k == "wait" for k, _ in sites) == len(want)
+    assert sites[-4:] == [("wait", f) for f in outs]
+    assert "issue_token = true, metadata = @out_0}" in design_.text
+
+
+def test_legality_refuses_the_blocks_without_their_waits():
+    d = as_device("npu1")
+    lay = gemm.layout(GEMM(M=2048, K=2048, N=2048).resolved(d), d)
+    legality.check(lay, d)
+    end = len(lay.transfers)
+    late = dataclasses.replace(lay, waits=tuple((end, f) for _, f in lay.waits))
+    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\): buffer .* reused"):
+        legality.check(late, d)
+    # Without waits at all (every transfer, then the outputs): ids once each.
+    bare = dataclasses.replace(lay, waits=())
+    with pytest.raises(LegalityError, match=r"needs 20 buffer descriptors; it has 16"):
+        legality.check(bare, d)
+
+
+def test_a_block_may_end_inside_an_outer_pass():
+    # Blocks cut anywhere in the tile order (here inside the M passes of
+    # 256 N passes each) still move each FIFO's elements in the core's order.
+    d = as_device("npu1")
+    op = GEMM(**dict(BLOCKED[-1][1])).resolved(d)
+    p = gemm.plan(op, d)
+    assert p.m_passes == 2 and p.n_passes == 256
+    walks = gemm._walks(op, p, {q: (q, 0) for q in ("a", "b", "out")}, "mn")
+    ts = [
+        t
+        for blk in ((0, 100), (100, 200), (300, 212))
+        for t in gemm._block_transfers(p, d, walks, 256, blk, 0)
+    ]
+    lay = legality.Layout("blocks", (), (), tuple(ts))
+    want = _expected(op, d)
+    for fifo, indices in want.items():
+        np.testing.assert_array_equal(_moved(lay, fifo), indices, err_msg=fifo)
+    assert gemm._runs(100, 200, 256) == [(0, 100, 156, False), (1, 0, 44, False)]
+    assert gemm._runs(0, 512, 256) == [(0, 0, 2, True)]
 
 
 def test_a_tile_that_does_not_fit_is_refused():

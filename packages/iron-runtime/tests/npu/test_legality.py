@@ -241,3 +241,72 @@ def test_word_count_of_a_tap():
     sizes, strides = (2, 3, 4, 8), (96, 32, 8, 1)
     d = encode(sizes, strides, 4, 2)
     assert shim_elements(d).size == math.prod(sizes)
+
+
+# -- sequences with waits: buffer-descriptor reuse -------------------------------
+
+
+def _t(fifo, bd, token=False, shim=None):
+    shim = shim or Tile(0, 0)
+    return Transfer(fifo, shim, "x", 0, (1, 1, 1, 16), (0, 0, 0, 1), 2, bd, 0, token)
+
+
+def _waited(transfers, waits, extra=()):
+    lay = _layout(transfers=transfers, extra=extra)
+    return Layout(lay.operator, lay.cores, lay.fifos, lay.transfers, waits=waits)
+
+
+def test_a_reused_id_needs_a_wait_in_between():
+    seq = [_t("in", 0), _t("out", 1, True), _t("in", 0), _t("out", 1, True)]
+    # The same ids, each block's out awaited after it: legal.
+    check(_waited(seq, ((2, "out"), (4, "out"))), NPU1)
+    # Both tokens awaited only at the end: id 0 is reused while in use.
+    with pytest.raises(
+        LegalityError, match=r"shim tile \(0, 0\): buffer descriptor id 0 for @in "
+    ) as info:
+        check(_waited(seq, ((4, "out"), (4, "out"))), NPU1)
+    assert "transfer 2" in str(info.value) and "needs a wait" in str(info.value)
+
+
+def test_a_wait_retires_only_what_was_issued_up_to_its_token():
+    # out's token is issued before in's first use: waiting for it does not
+    # prove in's transfer done, so its id is not free.
+    seq = [_t("out", 1, True), _t("in", 0), _t("in", 0), _t("out", 2, True)]
+    with pytest.raises(LegalityError, match="id 0 for @in"):
+        check(_waited(seq, ((2, "out"), (4, "out"))), NPU2)
+
+
+def test_a_wait_retires_only_its_own_shims_ids():
+    far = Tile(1, 0)
+    extra = (Fifo("far", Tile(1, 2), (far,), 2, 16),)
+    seq = [
+        _t("in", 0),
+        _t("far", 0, True, far),
+        _t("in", 0),
+        _t("far", 1, True, far),
+    ]
+    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\).*id 0 for @in"):
+        check(_waited(seq, ((2, "far"), (4, "far")), extra), NPU1)
+
+
+def test_waits_and_tokens_must_pair():
+    with pytest.raises(LegalityError, match="wait on @out after 1 transfers has no"):
+        check(_waited([_t("in", 0)], ((1, "out"),)), NPU1)
+    with pytest.raises(LegalityError, match="token of @out's transfer 2 is never"):
+        seq = [_t("in", 0), _t("out", 1, True), _t("out", 2, True)]
+        check(_waited(seq, ((2, "out"),)), NPU1)
+    with pytest.raises(LegalityError, match="position 9, outside"):
+        check(_waited([_t("out", 1, True)], ((9, "out"),)), NPU1)
+
+
+def test_a_fifo_stays_within_its_task_queue():
+    fine = [_t("in", i) for i in range(4)] + [_t("out", 5, True)]
+    check(_waited(fine, ((5, "out"),)), NPU2)
+    over = [_t("in", i) for i in range(5)] + [_t("out", 5, True)]
+    with pytest.raises(LegalityError, match="5 transfers outstanding.*holds 4"):
+        check(_waited(over, ((6, "out"),)), NPU2)
+
+
+def test_with_waits_ids_stay_in_range():
+    with pytest.raises(LegalityError, match="id 16 for @in is outside 0..15"):
+        check(_waited([_t("in", 16), _t("out", 1, True)], ((2, "out"),)), NPU1)

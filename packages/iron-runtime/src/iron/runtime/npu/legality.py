@@ -13,7 +13,12 @@ that breaks any of:
   (two per FIFO end) within the tile's counts, FIFO depths within a lock's
   largest value;
 * every shim transfer within the buffer-descriptor limits
-  (:func:`shim_transfer_problems`).
+  (:func:`shim_transfer_problems`);
+* the runtime sequence's buffer-descriptor ids: without waits
+  (``Layout.waits`` empty: every transfer issued, then the outputs awaited)
+  each id once per shim; with waits, an id may be used again once a wait has
+  retired its earlier use (:func:`check`'s sequence rules), and each FIFO's
+  outstanding transfers stay within the channel's task queue.
 
 The shim's address generation is modelled independently of
 :class:`iron.core.tap.TensorAccessPattern` (:func:`encode` then
@@ -66,13 +71,17 @@ class TileLimits:
     section 9: ``getNum*SwitchboxConnections`` for the DMA bundle and
     ``getNum*ShimMuxConnections`` (channels), ``getNumLocks`` (16 per compute or
     shim tile, 64 per memory tile, largest value 63), and the default core
-    stack of 0x400 bytes.
+    stack of 0x400 bytes. ``task_queue`` is a DMA channel's task-queue depth
+    (4 tasks per channel on AIE2 and AIE2P: shared/notes/
+    tolerances-and-device-facts.md, IRON's ``dma.py`` ``dma_task_queue_depth``);
+    only sequences with waits are held to it (see :func:`check`).
     """
 
     channels: dict[str, tuple[int, int]]  # kind -> (MM2S, S2MM)
     locks: dict[str, int]
     lock_max: int = 63
     stack_bytes: int = 0x400
+    task_queue: int = 4
 
 
 _AIE2 = TileLimits(
@@ -123,6 +132,9 @@ class Transfer:
 
     ``sizes`` and ``strides`` are four-dimensional, outermost (the iteration)
     first; ``repeat`` is the task's extra repetitions of the whole pattern.
+    ``token``: the transfer issues a task-completion token, which a wait in
+    ``Layout.waits`` consumes (read only for a layout with waits; without
+    them the sequence emitter decides which transfers issue tokens).
     """
 
     fifo: str
@@ -134,6 +146,7 @@ class Transfer:
     itemsize: int = 2
     bd_id: int = 0
     repeat: int = 0
+    token: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +156,13 @@ class Layout:
     ``buffers`` are core-local buffers besides the FIFOs' (an fp32 scratch
     row, say), as ``(tile, bytes)`` pairs; they count against the tile's
     data memory.
+
+    ``waits`` are the runtime sequence's ``dma_wait`` points as ``(position,
+    fifo)``: after the first ``position`` transfers, wait for the oldest
+    token of ``fifo`` not yet awaited. Empty (the default), the sequence
+    issues every transfer and then waits on its outputs, and each buffer
+    descriptor id is used once per shim; given, the waits are the whole
+    story (none is added at the end) and ids may be reused (:func:`check`).
     """
 
     operator: str
@@ -151,6 +171,7 @@ class Layout:
     transfers: tuple[Transfer, ...]
     stack_bytes: int | None = None
     buffers: tuple[tuple[Tile, int], ...] = ()
+    waits: tuple[tuple[int, str], ...] = ()
 
 
 # -- the shim's address generation --------------------------------------------------
@@ -343,6 +364,109 @@ def _fail(layout: Layout, dev: Device, tile: Tile, what: str) -> LegalityError:
     return LegalityError(f"{layout.operator} on {dev}: {tile}: {what}")
 
 
+def _sequence_peaks(layout: Layout, dev: Device, limits: TileLimits) -> Counter[Tile]:
+    """Replay a sequence with waits; each shim's most buffer descriptors in use.
+
+    The rules (mlir-aie ``AIEX.td``, ``npu.dma_memcpy_nd``: reusing a BD id
+    needs a prior token wait; notes section 9):
+
+    * a wait on ``@f`` consumes the oldest token of ``f`` not yet awaited,
+      issued by a transfer before the wait (a wait with none would hang);
+    * that wait retires, on the token transfer's shim, every transfer issued
+      up to and including it: their ids are free again. The design vouches
+      that the awaited transfer completes only after those did (an output
+      whose data needs every input issued before it; tasks on one channel
+      run in order);
+    * an id in use (issued, not retired) on a shim is not issued again;
+    * a FIFO has at most ``task_queue`` transfers issued and not retired
+      (its channel's task queue);
+    * every token is awaited by the end of the sequence.
+
+    Raises:
+        LegalityError: Naming the operator, the shim tile, the FIFO and the rule.
+    """
+    n = len(layout.transfers)
+    at: defaultdict[int, list[str]] = defaultdict(list)
+    for position, fifo in layout.waits:
+        if not 0 <= position <= n:
+            raise LegalityError(
+                f"{layout.operator} on {dev}: the wait on @{fifo} is at position "
+                f"{position}, outside the sequence's 0..{n} transfers"
+            )
+        at[position].append(fifo)
+    busy: defaultdict[Tile, dict[int, int]] = defaultdict(dict)  # id -> transfer
+    tokens: defaultdict[str, list[int]] = defaultdict(list)
+    queued: defaultdict[str, list[int]] = defaultdict(list)
+    peak: Counter[Tile] = Counter()
+    for j in range(n + 1):
+        for fifo in at[j]:
+            if not tokens[fifo]:
+                shim = next(
+                    (t.shim for t in layout.transfers if t.fifo == fifo), Tile(0, 0)
+                )
+                raise _fail(
+                    layout,
+                    dev,
+                    shim,
+                    f"the wait on @{fifo} after {j} transfers has no token to wait "
+                    f"for: no transfer of @{fifo} before it issues one not yet "
+                    f"awaited",
+                )
+            k = tokens[fifo].pop(0)
+            shim = layout.transfers[k].shim
+            busy[shim] = {i: e for i, e in busy[shim].items() if e > k}
+            for f in queued:
+                queued[f] = [
+                    e for e in queued[f] if e > k or layout.transfers[e].shim != shim
+                ]
+        if j == n:
+            break
+        t = layout.transfers[j]
+        if not 0 <= t.bd_id < dev.shim_bds:
+            raise _fail(
+                layout,
+                dev,
+                t.shim,
+                f"buffer descriptor id {t.bd_id} for @{t.fifo} is outside "
+                f"0..{dev.shim_bds - 1}",
+            )
+        if t.bd_id in busy[t.shim]:
+            e = busy[t.shim][t.bd_id]
+            raise _fail(
+                layout,
+                dev,
+                t.shim,
+                f"buffer descriptor id {t.bd_id} for @{t.fifo} (transfer {j}) is "
+                f"reused while transfer {e} (@{layout.transfers[e].fifo}) may still "
+                f"run: reusing an id needs a wait on a token issued on this shim "
+                f"at or after transfer {e}",
+            )
+        busy[t.shim][t.bd_id] = j
+        peak[t.shim] = max(peak[t.shim], len(busy[t.shim]))
+        queued[t.fifo].append(j)
+        if len(queued[t.fifo]) > limits.task_queue:
+            raise _fail(
+                layout,
+                dev,
+                t.shim,
+                f"@{t.fifo} has {len(queued[t.fifo])} transfers outstanding at "
+                f"transfer {j}; a DMA channel's task queue holds "
+                f"{limits.task_queue}: wait before issuing more",
+            )
+        if t.token:
+            tokens[t.fifo].append(j)
+    for fifo, left in tokens.items():
+        if left:
+            raise _fail(
+                layout,
+                dev,
+                layout.transfers[left[0]].shim,
+                f"the token of @{fifo}'s transfer {left[0]} is never awaited; "
+                f"the sequence must wait for every token it asks for",
+            )
+    return peak
+
+
 def check(layout: Layout, dev: Device) -> None:
     """Check a design's layout against ``dev``'s limits.
 
@@ -391,8 +515,11 @@ def check(layout: Layout, dev: Device) -> None:
         mem[tile] += stack
     for tile, nbytes in layout.buffers:
         mem[tile] += nbytes
-    for t in layout.transfers:
-        bds[t.shim] += 1
+    if layout.waits:
+        bds.update(_sequence_peaks(layout, dev, limits))
+    else:
+        for t in layout.transfers:
+            bds[t.shim] += 1
     for tile in sorted(tiles):
         mm2s, s2mm = limits.channels[tile.kind]
         if out_ch[tile] > mm2s or in_ch[tile] > s2mm:
@@ -430,6 +557,9 @@ def check(layout: Layout, dev: Device) -> None:
             )
     ids: defaultdict[Tile, set[int]] = defaultdict(set)
     for t in layout.transfers:
+        if layout.waits:  # ids checked by _sequence_peaks
+            check_shim_transfer(layout.operator, dev, t)
+            continue
         if not 0 <= t.bd_id < dev.shim_bds or t.bd_id in ids[t.shim]:
             raise _fail(
                 layout,

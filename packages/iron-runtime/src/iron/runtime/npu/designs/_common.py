@@ -196,6 +196,7 @@ def _runtime_sequence(
     columns: int,
     dtypes: Mapping[str, str] | None = None,
     waits: Sequence[str] | None = None,
+    points: Sequence[tuple[int, str]] = (),
 ) -> None:
     """Emit the sequence: every transfer in order, then a wait on each output FIFO.
 
@@ -204,6 +205,12 @@ def _runtime_sequence(
     argument is a bf16 memref unless ``dtypes`` names its element type
     (``words`` is always ``i32``). ``waits`` names the FIFOs to wait on
     instead (their transfers issue the tokens).
+
+    ``points`` (a layout's ``waits``, ``(position, fifo)``), when given,
+    replace both: a transfer issues a token when its ``token`` is set, and
+    the sequence waits on ``fifo`` after the first ``position`` transfers,
+    nothing more (buffer descriptors reused after a wait; see
+    :func:`iron.runtime.npu.legality.check`).
     """
     types_of = {WORDS: "i32", **(dtypes or {})}
     size = {"bf16": _ITEM, "i32": _WORD, "f32": _WORD, "i8": 1}
@@ -220,6 +227,25 @@ def _runtime_sequence(
     with b.runtime_sequence(hints, "sequence") as names:
         ssa = dict(zip([a for a, _ in args], names))
         types = dict(arg_types)
+        if points:
+            at: dict[int, list[str]] = {}
+            for position, fifo in points:
+                at.setdefault(position, []).append(fifo)
+            for j, t in enumerate([*transfers, None]):
+                for fifo in at.get(j, ()):
+                    b.dma_wait(fifo)
+                if t is not None:
+                    b.dma_memcpy_nd(
+                        ssa[t.buffer],
+                        types[t.buffer],
+                        (0, 0, 0, t.offset),
+                        t.sizes,
+                        t.strides,
+                        metadata=t.fifo,
+                        bd_id=t.bd_id,
+                        issue_token=t.token,
+                    )
+            return
         for t in transfers:
             b.dma_memcpy_nd(
                 ssa[t.buffer],

@@ -51,9 +51,24 @@ from host buffers or the arena at planned offsets, then waits on every
 passes outer, ``nm``) is the one whose shim walks need fewer buffer
 descriptors on the busiest shim; a walk repeating a tile (``a`` once per N
 pass, ``b`` once per M pass) repeats it on the shim's iteration dimension
-(stride 0) where it can, else issues one transfer per repetition. A shape
-needing more than the shim's buffer descriptors is refused by legality.
-``MEDIUM`` on NPU2 (bfp16 blocks) has no design yet.
+(stride 0) where it can, else issues one transfer per repetition.
+
+A shape whose walks need more buffer descriptors than a shim has runs in
+blocks (:class:`Schedule`): each block a contiguous run of every core's
+output tiles (whole outer passes, or part of one), its transfers per column
+``a``, ``b`` then ``out``, the last ``out`` transfer issuing a token. The
+blocks alternate between the two halves of a shim's descriptor ids
+(0..7, 8..15, as mlir-aie's whole-array GEMM ping-pongs them); after
+issuing block ``i`` the sequence waits on block ``i - 1``'s ``out`` of
+every column, which frees that half for block ``i + 1``, and it waits on
+the last block at the end. A block holds at most half a shim's descriptors
+and at most two transfers per FIFO, so two blocks in flight stay within a
+channel's task queue of four (``legality.TileLimits.task_queue``). The
+wait on ``out`` of column ``c`` retires the block's ``a`` and ``b`` on
+shim ``c``: the column's cores consume every row's ``a`` tiles and their
+``b`` tiles before the last output tile of the block leaves. A shape no
+blocking fits is refused by legality. ``MEDIUM`` on NPU2 (bfp16 blocks) has
+no design yet.
 
 Syntax sources (paths in Xilinx/mlir-aie, the pinned era), besides those of
 :mod:`iron.runtime.npu.mlir`:
@@ -74,6 +89,7 @@ Syntax sources (paths in Xilinx/mlir-aie, the pinned era), besides those of
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
@@ -98,10 +114,12 @@ __all__ = [
     "STORE",
     "ZERO",
     "Plan",
+    "Schedule",
     "build",
     "handles",
     "layout",
     "plan",
+    "schedule",
     "stream_dims",
     "tile_order",
 ]
@@ -326,6 +344,154 @@ def _transfers(
     return transfers
 
 
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The tile order and, for a sequence with waits, its blocks.
+
+    Attributes:
+        order: ``mn`` (M passes outer) or ``nm``.
+        blocks: ``(first, count)`` ranges of each core's output tiles (in the
+            core's order), one block per wait; empty when every transfer is
+            issued at once (no buffer descriptor reused).
+    """
+
+    order: str
+    blocks: tuple[tuple[int, int], ...] = ()
+
+
+def _runs(start: int, count: int, inner: int) -> list[tuple[int, int, int, bool]]:
+    """Tiles ``start .. start + count`` as ``(outer, first inner, count, whole)``.
+
+    ``whole``: ``count`` whole outer passes from ``outer``; else ``count``
+    tiles of one outer pass from its ``first inner``.
+    """
+    runs, u, end = [], start, start + count
+    while u < end:
+        o, i = divmod(u, inner)
+        if i == 0 and end - u >= inner:
+            k = (end - u) // inner
+            runs.append((o, 0, k, True))
+            u += k * inner
+        else:
+            n = min(inner - i, end - u)
+            runs.append((o, i, n, False))
+            u += n
+    return runs
+
+
+def _block_transfers(
+    p: Plan,
+    dev: Device,
+    walks: Mapping[str, list[tuple[str, int, list[tuple[int, int]]]]],
+    inner: int,
+    block: tuple[int, int],
+    half: int,
+) -> list[legality.Transfer]:
+    """One block's transfers: per column ``a``, ``b``, then ``out``.
+
+    The last ``out`` transfer of a column issues the token. ``walks`` are
+    :func:`_walks` of the tile order, whose inner passes number ``inner``;
+    buffer descriptor ids count from ``half`` times half a shim's.
+    """
+    found = []
+    for c in range(p.columns):
+        shim = legality.Tile(c, 0)
+        bd = half * (dev.shim_bds // 2)
+        for name in (f"a_{c}", f"b_{c}", f"out_{c}"):
+            for arg, offset, nest in walks.get(name, []):
+                (_, s_o), (_, s_i), *rest = nest
+                for o, i, n, whole in _runs(*block, inner):
+                    base = offset + o * s_o + i * s_i
+                    dims = [(n, s_o), nest[1], *rest] if whole else [(n, s_i), *rest]
+                    for off, sizes, strides in _fold(base, dims, dev):
+                        found.append(
+                            legality.Transfer(
+                                name, shim, arg, off, sizes, strides, _ITEM, bd
+                            )
+                        )
+                        bd += 1
+        found[-1] = dataclasses.replace(found[-1], token=True)
+    return found
+
+
+def _legal(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
+    """Whether every transfer is within the shim descriptor limits."""
+    return not any(
+        legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
+        for t in transfers
+    )
+
+
+def _block_fits(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
+    """Half a shim's descriptor ids per shim, two transfers per FIFO, all legal.
+
+    Two blocks are in flight at once: together a shim's ids and
+    ``legality.TileLimits.task_queue`` transfers per FIFO.
+    """
+    per_fifo = legality.TILE_LIMITS[dev.arch].task_queue // 2
+    shims = collections.Counter(t.shim for t in transfers)
+    fifos = collections.Counter(t.fifo for t in transfers)
+    return (
+        max(shims.values()) <= dev.shim_bds // 2
+        and max(fifos.values()) <= per_fifo
+        and _legal(transfers, dev)
+    )
+
+
+def _blocks(
+    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
+) -> tuple[tuple[int, int], ...]:
+    """The fewest equal blocks (the last may be short) that each fit; () if none."""
+    walks = _walks(op, p, where, order)
+    inner = p.n_passes if order == "mn" else p.m_passes
+    units = p.tiles
+    if not _block_fits(_block_transfers(p, dev, walks, inner, (0, 1), 0), dev):
+        return ()  # not even one output tile a block
+    tried = set()
+    for count in range(2, units + 1):
+        size = -(-units // count)
+        if size in tried:
+            continue
+        tried.add(size)
+        blocks = tuple((s, min(size, units - s)) for s in range(0, units, size))
+        if all(
+            _block_fits(_block_transfers(p, dev, walks, inner, blk, 0), dev)
+            for blk in blocks
+        ):
+            return blocks
+    return ()
+
+
+def schedule(
+    op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+) -> Schedule:
+    """How resolved ``op``'s sequence runs on ``dev``: the tile order, and blocks.
+
+    Unblocked when the order of fewer descriptors on the busiest shim (then
+    fewer in all; ``mn`` on a tie) fits a shim's descriptors at once; else
+    the order needing fewer blocks (that order on a tie). With no blocking
+    that fits, the unblocked schedule, which legality refuses naming the
+    shim and the count.
+    """
+    where = dict(where or {q: (q, 0) for q in _PORTS})
+    p = plan(op, dev)
+    walks = {o: _transfers(op, p, dev, where, o) for o in ("mn", "nm")}
+
+    def busiest(order: str) -> tuple[int, int]:
+        per = collections.Counter(t.shim for t in walks[order])
+        return max(per.values()), len(walks[order])
+
+    first = min(("mn", "nm"), key=busiest)
+    if busiest(first)[0] <= dev.shim_bds and _legal(walks[first], dev):
+        return Schedule(first)
+    found = [
+        Schedule(order, blocks)
+        for order in dict.fromkeys((first, "mn", "nm"))
+        if (blocks := _blocks(op, p, dev, where, order))
+    ]
+    return min(found, key=lambda s: len(s.blocks)) if found else Schedule(first)
+
+
 def tile_order(
     op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
 ) -> str:
@@ -333,17 +499,33 @@ def tile_order(
 
     ``mn``: M passes outer, N passes inner; ``nm`` the reverse. The one whose
     shim walks need fewer buffer descriptors on the busiest shim (then fewer
-    in all), ``mn`` on a tie.
+    in all), ``mn`` on a tie; for a blocked sequence, the one of fewer
+    blocks (:func:`schedule`).
     """
-    where = dict(where or {q: (q, 0) for q in _PORTS})
-    p = plan(op, dev)
+    return schedule(op, dev, where).order
 
-    def busiest(order: str) -> tuple[int, int]:
-        ts = _transfers(op, p, dev, where, order)
-        per = [sum(t.shim.col == c for t in ts) for c in range(p.columns)]
-        return max(per), len(ts)
 
-    return min(("mn", "nm"), key=busiest)
+def _sequence(
+    op: object,
+    p: Plan,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    sch: Schedule,
+) -> tuple[list[legality.Transfer], tuple[tuple[int, str], ...]]:
+    """The transfers of ``sch`` and the sequence's waits (none unblocked)."""
+    if not sch.blocks:
+        return _transfers(op, p, dev, where, sch.order), ()
+    walks = _walks(op, p, where, sch.order)
+    inner = p.n_passes if sch.order == "mn" else p.m_passes
+    outs = [f"out_{c}" for c in range(p.columns)]
+    transfers: list[legality.Transfer] = []
+    waits: list[tuple[int, str]] = []
+    for i, blk in enumerate(sch.blocks):
+        transfers += _block_transfers(p, dev, walks, inner, blk, i % 2)
+        if i:  # the previous block's outputs: its descriptor ids are free after
+            waits += [(len(transfers), f) for f in outs]
+    waits += [(len(transfers), f) for f in outs]
+    return transfers, tuple(waits)
 
 
 def layout(
@@ -380,14 +562,15 @@ def layout(
             for r in range(R)
         ]
         fifos.append(legality.Fifo(f"out_{c}", mem[c], (shim[c],), _DEPTH, R * tm * tn))
-    order = tile_order(op, dev, where)
+    transfers, waits = _sequence(op, p, dev, where, schedule(op, dev, where))
     cores = tuple(t for column in core for t in column)
     return legality.Layout(
         repr(op),
         cores,
         tuple(fifos),
-        tuple(_transfers(op, p, dev, where, order)),
+        tuple(transfers),
         buffers=tuple((t, tm * tn * _F32) for t in cores),
+        waits=waits,
     )
 
 
@@ -539,7 +722,7 @@ def build(
                     acc_sym,
                     (a_t, b_t, c_t, acc_t),
                 )
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols)
+        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
     return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 

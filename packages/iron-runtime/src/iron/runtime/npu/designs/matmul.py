@@ -15,7 +15,10 @@ tile and its core (no memory tile):
   K tile, then the tile's rows): one linear run when ``tile_k == K`` or
   ``tile_m == 1`` (the walk is then the block's own order), else ``(row
   tiles, K tiles, tile_m, tile_k)``, split into several transfers when the
-  row tiles exceed the shim's iteration limit.
+  row tiles exceed the shim's iteration limit. A ``tile_k`` row wider than
+  the shim's d0 wrap (1023 words: ``tile_k >= 2048`` bf16) is walked as
+  ``(tile_k / d, d)``, which takes d1, so each row tile becomes a transfer
+  of its own, ``(K tiles, tile_m, tile_k / d, d)``.
 * ``x_<c>``: ``x`` whole (when ``tile_k == K``: the core acquires a
   product's ``x`` once and keeps it across that product's row tiles), else
   ``tile_k`` chunks, which the shim sends again for every row tile (the
@@ -28,9 +31,7 @@ products per transfer); products that lie back to back (``x`` whole, and
 ``w`` and ``out`` on one column) are one linear run; a ``w`` tile walk on
 one column walks the row tiles of every product as one sequence (they are
 ``tile_m * K`` apart throughout); any other walk repeats once per product,
-each transfer a buffer descriptor of the shim's. A batch whose repeated
-walks need more descriptors than a shim has is refused, naming the tunables
-or the batch split that fit.
+each transfer a buffer descriptor of the shim's.
 
 The core keeps an fp32 accumulator of ``tile_m`` in a core-local
 ``aie.buffer``. Per row tile it calls ``gemv_f32_zero(acc, tile_m)``, then for
@@ -51,15 +52,29 @@ multiplies), so NPU1 never calls it.
 The runtime sequence per column drains ``out`` (buffer descriptor 0), then
 fills ``w`` and ``x``, from host buffers or from the arena at the planned
 offsets (as :mod:`.elementwise`), then waits on every ``out``.
+
+Walks needing more buffer descriptors than a shim has (many row tiles with
+wide tile rows, or a batch whose walks repeat per product) run in blocks
+of row tiles instead (counted through the products), as :mod:`.gemm` does:
+each block per column ``w``, ``x``, then ``out``, whose last transfer
+issues a token; blocks alternate between the two halves of a shim's
+descriptor ids; after issuing block ``i`` the sequence waits on block
+``i - 1``'s ``out`` of every column (which retires that block's ``w`` and
+``x`` on the column's shim: the core consumed them before its last result
+left), and on the last block at the end. A block holds at most half a
+shim's ids and two transfers per FIFO, so two blocks in flight stay within
+a channel's task queue (``legality.TileLimits.task_queue``). A column
+whose rows of ``out`` are not whole 4-byte words has no design and is
+refused, naming the column counts that fit.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 from collections.abc import Mapping
-from types import SimpleNamespace
 
 from iron.core.device import Device
-from iron.core.operator import RefusedShapeError
 from iron.core.precision import Precision
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
@@ -150,35 +165,34 @@ def _batched(
     return [(o + p * stride, s, t) for p in range(batch) for o, s, t in walks]
 
 
-def layout(
-    op: object,
-    dev: Device,
-    where: Mapping[str, tuple[str, int]] | None = None,
-) -> legality.Layout:
-    """What the design of resolved ``op`` places on ``dev`` (not yet checked).
+def _fifos(op: object) -> list[legality.Fifo]:
+    """Each column's ``w``, ``x`` and ``out`` object FIFOs."""
+    cols, tm, tk = op.num_aie_columns, op.tile_m, op.tile_k
+    x_elems = op.K if op.K == tk else tk
+    fifos = []
+    for c in range(cols):
+        shim, core = legality.Tile(c, 0), legality.Tile(c, _CORE_ROW)
+        fifos += [
+            legality.Fifo(f"w_{c}", shim, (core,), _DEPTH, tm * tk),
+            legality.Fifo(f"x_{c}", shim, (core,), _DEPTH, x_elems),
+            legality.Fifo(f"out_{c}", core, (shim,), _DEPTH, tm),
+        ]
+    return fifos
 
-    ``where`` maps each port to ``(argument, element offset)``; by default
-    each port is its own buffer at offset 0.
-    """
-    where = dict(where or {p: (p, 0) for p in _PORTS})
+
+def _whole_walks(
+    op: object, dev: Device, where: Mapping[str, tuple[str, int]]
+) -> list[legality.Transfer]:
+    """Every column's whole walks at once, the batch folded where it can be."""
     cols, tm, tk, M, K = op.num_aie_columns, op.tile_m, op.tile_k, op.M, op.K
     batch = _batch(op)
     rows = M // cols  # rows per column
     row_tiles = rows // tm
     k_tiles = K // tk
-    shim = [legality.Tile(c, 0) for c in range(cols)]
-    cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
-    x_elems = K if k_tiles == 1 else tk
-
-    fifos, transfers = [], []
-    for c in range(cols):
-        fifos += [
-            legality.Fifo(f"w_{c}", shim[c], (cores[c],), _DEPTH, tm * tk),
-            legality.Fifo(f"x_{c}", shim[c], (cores[c],), _DEPTH, x_elems),
-            legality.Fifo(f"out_{c}", cores[c], (shim[c],), _DEPTH, tm),
-        ]
+    transfers = []
     iters = dev.dma_iteration_max
     for c in range(cols):
+        shim = legality.Tile(c, 0)
         walks: dict[str, list[_Walk]] = {}
         base = where["out"][1]
         sizes, strides = linear_walk(rows, _ITEM, dev)
@@ -218,73 +232,233 @@ def layout(
             for offset, sizes, strides in walks[port]:
                 transfers.append(
                     legality.Transfer(
-                        f"{port}_{c}", shim[c], arg, offset, sizes, strides, _ITEM, bd
+                        f"{port}_{c}", shim, arg, offset, sizes, strides, _ITEM, bd
                     )
                 )
                 bd += 1
-    return legality.Layout(
-        repr(op),
-        tuple(cores),
-        tuple(fifos),
-        tuple(transfers),
-        buffers=tuple((t, tm * _F32) for t in cores),
-    )
+    return transfers
 
 
-def _descriptors(lay: legality.Layout) -> tuple[legality.Tile, int]:
-    """The shim tile with the most transfers, and how many it has."""
-    count: dict[legality.Tile, int] = {}
-    for t in lay.transfers:
-        count[t.shim] = count.get(t.shim, 0) + 1
-    return max(count.items(), key=lambda kv: kv[1])
+def _row_split(tk: int, dev: Device) -> int | None:
+    """The longest run ``d`` of a ``tile_k`` row within the d0 wrap.
 
-
-def _fits_descriptors(op: object, dev: Device, **change: object) -> bool:
-    """Whether ``op`` with ``change`` passes its check and fits the shim's descriptors."""
-    fields = {**op.fields(), **change}
-    try:
-        type(op)(**fields).check(dev)
-    except (RefusedShapeError, ValueError):
-        return False
-    return _descriptors(layout(SimpleNamespace(**fields), dev))[1] <= dev.shim_bds
-
-
-def _check_descriptors(op: object, dev: Device, lay: legality.Layout) -> None:
-    """Refuse a batched layout whose per-product walks overflow a shim's descriptors.
-
-    Raises:
-        iron.runtime.npu.legality.LegalityError: Naming the tile, the count,
-            the limit and the changes that fit.
+    ``d`` divides ``tile_k`` in whole words and ``tile_k / d`` fits d1's
+    size field; None if no divisor does.
     """
-    if op.batch is None:
-        return  # legality's own message covers the unbatched walks
-    shim, need = _descriptors(lay)
-    if need <= dev.shim_bds:
-        return
-    ways = [
-        f"{name}={value}"
-        for name, value in (("tile_k", op.K), ("num_aie_columns", 1))
-        if getattr(op, name) != value and _fits_descriptors(op, dev, **{name: value})
-    ]
-    most = next(
-        (n for n in range(op.batch - 1, 0, -1) if _fits_descriptors(op, dev, batch=n)),
+    wrap = (1 << dev.dma_size_bits) - 1
+    g = dev.dma_granule_bytes
+    return next(
+        (
+            d
+            for d in range(min(tk, wrap * g // _ITEM), 0, -1)
+            if tk % d == 0 and (d * _ITEM) % g == 0 and tk // d <= wrap
+        ),
         None,
     )
-    split = (
-        f"split the batch into GEMVs of at most {most} products"
-        if most
-        else "run the products as unbatched GEMVs"
+
+
+def _unit_walks(
+    op: object,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    c: int,
+    start: int,
+    count: int,
+) -> dict[str, list[_Walk]]:
+    """Column ``c``'s walks of its row tiles ``start .. start + count``.
+
+    Row tiles count through the products (product ``u // row_tiles``). A
+    ``w`` tile whose row of ``tile_k`` is wider than the d0 wrap walks each
+    row as ``(tile_k / d, d)`` (:func:`_row_split`), so each row tile takes
+    transfers of its own: ``(K tiles, tile_m, tile_k / d, d)``.
+    """
+    cols, tm, tk, M, K = op.num_aie_columns, op.tile_m, op.tile_k, op.M, op.K
+    rows = M // cols
+    row_tiles, k_tiles = rows // tm, K // tk
+    iters = dev.dma_iteration_max
+    wrap_elems = ((1 << dev.dma_size_bits) - 1) * dev.dma_granule_bytes // _ITEM
+    split = _row_split(tk, dev) if tk > wrap_elems else None
+    xs, xt = linear_walk(K, _ITEM, dev)
+    found: dict[str, list[_Walk]] = {"w": [], "x": [], "out": []}
+    u, end = start, start + count
+    while u < end:
+        prod, r0 = divmod(u, row_tiles)
+        n = min(row_tiles - r0, end - u)
+        u += n
+        block = where["w"][1] + prod * M * K + (c * rows + r0 * tm) * K
+        if k_tiles == 1 or tm == 1:  # the tiles' walk is the rows' own order
+            sizes, strides = linear_walk(n * tm * K, _ITEM, dev)
+            found["w"].append((block, sizes, strides))
+        elif split is None:
+            found["w"] += [
+                (block + s * tm * K, (g, k_tiles, tm, tk), (tm * K, tk, K, 1))
+                for s, g in _groups(n, iters)
+            ]
+        else:
+            found["w"] += [
+                (
+                    block + r * tm * K + s * tk,
+                    (g, tm, tk // split, split),
+                    (tk if g > 1 else 0, K, split, 1),
+                )
+                for r in range(n)
+                for s, g in _groups(k_tiles, iters)
+            ]
+        x0 = where["x"][1] + prod * K
+        if k_tiles == 1:  # whole, with the product's first row tile
+            found["x"] += [(x0, xs, xt)] if r0 == 0 else []
+        elif xs[0] == 1:  # a chunk per K tile, again for every row tile
+            found["x"] += [
+                (x0, (g, *xs[1:]), (0, *xt[1:])) for _, g in _groups(n, iters)
+            ]
+        else:
+            found["x"] += [(x0, xs, xt)] * n
+        sizes, strides = linear_walk(n * tm, _ITEM, dev)
+        found["out"].append(
+            (where["out"][1] + prod * M + c * rows + r0 * tm, sizes, strides)
+        )
+    return found
+
+
+def _block_transfers(
+    op: object,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    block: tuple[int, int],
+    half: int | None,
+) -> list[legality.Transfer]:
+    """Every column's transfers of its row tiles ``block`` (``(first, count)``).
+
+    ``half`` None: all at once (per column ``out``, ``w``, ``x``, ids from
+    0, as the unblocked sequence). Else one block of a sequence with waits:
+    per column ``w``, ``x``, then ``out``, whose last transfer issues the
+    token, ids from ``half`` times half a shim's.
+    """
+    ports = ("out", "w", "x") if half is None else ("w", "x", "out")
+    found = []
+    for c in range(op.num_aie_columns):
+        shim = legality.Tile(c, 0)
+        walks = _unit_walks(op, dev, where, c, *block)
+        bd = 0 if half is None else half * (dev.shim_bds // 2)
+        for port in ports:
+            arg = where[port][0]
+            for offset, sizes, strides in walks[port]:
+                found.append(
+                    legality.Transfer(
+                        f"{port}_{c}", shim, arg, offset, sizes, strides, _ITEM, bd
+                    )
+                )
+                bd += 1
+        if half is not None:
+            found[-1] = dataclasses.replace(found[-1], token=True)
+    return found
+
+
+def _fit(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
+    """Within the descriptor limits, and at most ``bds`` transfers per shim."""
+    shims = collections.Counter(t.shim for t in transfers)
+    return max(shims.values()) <= bds and not any(
+        legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
+        for t in transfers
     )
-    fix = (
-        f"Give {' or '.join(ways)}, or {split}"
-        if ways
-        else split[0].upper() + split[1:]
+
+
+def _blocks(
+    op: object, dev: Device, where: Mapping[str, tuple[str, int]]
+) -> tuple[tuple[int, int], ...]:
+    """The fewest equal blocks of row tiles that each fit; () if none does.
+
+    A block holds at most half a shim's descriptor ids and two transfers per
+    FIFO: two blocks in flight stay within the ids and a channel's task
+    queue (``legality.TileLimits.task_queue``).
+    """
+    units = _batch(op) * (op.M // op.num_aie_columns // op.tile_m)
+    per_fifo = legality.TILE_LIMITS[dev.arch].task_queue // 2
+
+    def fits(blk: tuple[int, int]) -> bool:
+        ts = _block_transfers(op, dev, where, blk, 0)
+        most = max(collections.Counter(t.fifo for t in ts).values())
+        return most <= per_fifo and _fit(ts, dev, dev.shim_bds // 2)
+
+    least = 1 if op.tile_m * _ITEM % dev.dma_granule_bytes == 0 else 2
+    if units < least or not fits((0, least)):
+        return ()  # not even the fewest row tiles of whole words of out
+    tried = set()
+    for count in range(2, units + 1):
+        size = -(-units // count)
+        if size in tried:
+            continue
+        tried.add(size)
+        blocks = tuple((s, min(size, units - s)) for s in range(0, units, size))
+        if all(fits(blk) for blk in blocks):
+            return blocks
+    return ()
+
+
+def layout(
+    op: object,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]] | None = None,
+) -> legality.Layout:
+    """What the design of resolved ``op`` places on ``dev`` (not yet checked).
+
+    ``where`` maps each port to ``(argument, element offset)``; by default
+    each port is its own buffer at offset 0. The transfers are the whole
+    walks (:func:`_whole_walks`) when they fit a shim at once; else the row
+    tiles' own walks (wide tile rows split, :func:`_unit_walks`) at once;
+    else those in blocks with waits (:func:`_blocks`); else the whole walks,
+    which legality refuses, naming the shim and the limit.
+    """
+    where = dict(where or {p: (p, 0) for p in _PORTS})
+    units = _batch(op) * (op.M // op.num_aie_columns // op.tile_m)
+    waits: list[tuple[int, str]] = []
+    transfers = _whole_walks(op, dev, where)
+    if not _fit(transfers, dev, dev.shim_bds):
+        at_once = _block_transfers(op, dev, where, (0, units), None)
+        if _fit(at_once, dev, dev.shim_bds):
+            transfers = at_once
+        elif blocks := _blocks(op, dev, where):
+            outs = [f"out_{c}" for c in range(op.num_aie_columns)]
+            transfers = []
+            for i, blk in enumerate(blocks):
+                transfers += _block_transfers(op, dev, where, blk, i % 2)
+                if i:  # the block before: its descriptor ids are free after
+                    waits += [(len(transfers), f) for f in outs]
+            waits += [(len(transfers), f) for f in outs]
+    cores = tuple(legality.Tile(c, _CORE_ROW) for c in range(op.num_aie_columns))
+    return legality.Layout(
+        repr(op),
+        cores,
+        tuple(_fifos(op)),
+        tuple(transfers),
+        buffers=tuple((t, op.tile_m * _F32) for t in cores),
+        waits=tuple(waits),
     )
+
+
+def _check_out_words(op: object, dev: Device) -> None:
+    """Refuse columns whose rows of ``out`` are not whole words of the shim.
+
+    Raises:
+        iron.runtime.npu.legality.LegalityError: Naming the rows, the word
+            and the column counts that fit.
+    """
+    rows = op.M // op.num_aie_columns
+    g = dev.dma_granule_bytes
+    if rows * _ITEM % g == 0:
+        return
+    fit = [
+        c
+        for c in (1, 2, 4, 8)
+        if c <= dev.columns
+        and op.M % (c * op.tile_m) == 0
+        and op.M // c * _ITEM % g == 0
+    ]
+    way = f"give num_aie_columns={' or '.join(map(str, fit))}" if fit else "pad M"
     raise legality.LegalityError(
-        f"{op!r} on {dev}: {shim}: the batched walks need {need} buffer "
-        f"descriptors, as {op.batch} products' w and x walks repeat per product "
-        f"(tile_k={op.tile_k} of K={op.K} over {op.num_aie_columns} columns); a "
-        f"shim tile has {dev.shim_bds}. {fix}"
+        f"{op!r} on {dev}: shim tile (0, 0): each column's {rows} rows of out are "
+        f"{rows * _ITEM} bytes, and a shim transfer moves whole {g}-byte words; "
+        f"{way}"
     )
 
 
@@ -348,13 +522,15 @@ def build(
 
     Raises:
         iron.runtime.npu.legality.LegalityError: A device limit is broken
-            (for a batch: more per-product walks than a shim's descriptors).
+            (a column's rows of ``out`` not whole 4-byte words, say, or
+            walks no blocking fits in a shim's descriptors).
         iron.core.operator.RefusedShapeError: The operator refuses ``dev``
             (``MEDIUM`` given as the effective precision on NPU1, say).
         ValueError: A placement is too small, misplaced, or names no port.
     """
     op = op.resolved(dev)
     op.check(dev)
+    _check_out_words(op, dev)
     level = op.effective_precision
     zero, acc_sym, store = SYMBOLS[level]
     args, where = _sequence_args(
@@ -365,7 +541,6 @@ def build(
         unit=_ITEM,
     )
     lay = layout(op, dev, where)
-    _check_descriptors(op, dev, lay)
     legality.check(lay, dev)
 
     cols, tm, tk, K = op.num_aie_columns, op.tile_m, op.tile_k, op.K
@@ -395,5 +570,5 @@ def build(
             with b.core(core_v[c]):
                 _core(b, op, c, accs[c], (zero, acc_sym, store), (w_t, x_t, out_t))
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols)
+        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
     return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
