@@ -3,16 +3,22 @@
 Nothing here runs on an NPU; it checks what the XRT backend would build.
 The embedded tiny model's prompt and decode versions are planned for npu1
 (one design per step) and npu2 (one full ELF), and every image is turned
-into designs (each checked by legality as it is made).
+into designs (each checked by legality as it is made). Llama-3.2-1B's
+shapes, from the llama application's config with placeholder weights and
+its shipped profiles, must be legal too.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import iron
+import iron.lm.applications.llama as llama_app
 from iron.core.plan import plan
+from iron.lm.applications import application
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
 from iron.lm.tiny import random_state_dict
@@ -85,3 +91,15 @@ def _designs_of_compiled(version):
         graph_design(im, "npu2", arena_bytes=-(-extent // 4) * 4)
         for im in version.images
     ]
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_llama_3_2_1b_shapes_are_legal_designs(dev):
+    config = LlamaConfig.from_json(
+        Path(llama_app.__file__).parent / "configs" / "llama-3.2-1b.json"
+    )
+    versions = application("llama").versions(config, dev)
+    for label, recording in versions.items():
+        images = _designs(recording, dev)
+        designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
+        assert designed == len(recording.steps), label
