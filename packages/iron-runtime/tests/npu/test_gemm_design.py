@@ -21,11 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -42,8 +38,7 @@ from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import build_design, design, gemm
 from iron.runtime.npu.kernels import contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
+from .support import check_golden, filecheck
 
 CASES = {
     "16x2048x2048": dict(M=16, K=2048, N=2048),
@@ -67,14 +62,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case, dev):
     text = design(GEMM(**CASES[case]), dev)
-    path = GOLDEN / f"gemm_{case}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the GEMM design {case} on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(f"gemm_{case}", dev, text, subject=f"the GEMM design {case} on {dev}")
 
 
 CHECK_LLAMA_NPU1 = """\
@@ -137,35 +125,20 @@ CHECK_BT_HIGH_NPU2 = """\
 """
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_llama_prompt_npu1(tmp_path):
-    _filecheck(
-        tmp_path, CHECK_LLAMA_NPU1, design(GEMM(**CASES["16x2048x2048"]), "npu1")
-    )
+    filecheck(tmp_path, CHECK_LLAMA_NPU1, design(GEMM(**CASES["16x2048x2048"]), "npu1"))
 
 
 def test_filecheck_transposed_high_npu2(tmp_path):
     text = design(GEMM(**CASES["bt_high_256x512x512"]), "npu2")
-    _filecheck(tmp_path, CHECK_BT_HIGH_NPU2, text)
+    filecheck(tmp_path, CHECK_BT_HIGH_NPU2, text)
 
 
 def test_filecheck_catches_a_changed_layout(tmp_path):
     text = design(GEMM(**CASES["16x2048x2048"]), "npu1")
     text = text.replace("<size = 8, stride = 1>]", "<size = 8, stride = 2>]")
     with pytest.raises(AssertionError):
-        _filecheck(tmp_path, CHECK_LLAMA_NPU1, text)
+        filecheck(tmp_path, CHECK_LLAMA_NPU1, text)
 
 
 # -- what the shims move -------------------------------------------------------------

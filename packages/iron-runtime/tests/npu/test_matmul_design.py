@@ -19,11 +19,7 @@ judged against ``GEMV.reference`` with the operator's tolerance.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,9 +36,7 @@ from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import build_design, design, matmul
 from iron.runtime.npu.kernels import contract
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
-
+from .support import check_golden, filecheck
 
 GOLDENS = [
     ("gemv_2048x2048", dict(M=2048, K=2048), "npu1"),
@@ -58,14 +52,7 @@ GOLDENS = [
 @pytest.mark.parametrize(("stem", "fields", "dev"), GOLDENS)
 def test_golden(stem, fields, dev):
     text = design(GEMV(**fields), dev)
-    path = GOLDEN / f"{stem}_{dev}.mlir"
-    if UPDATE:
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"the GEMV design on {dev} changed; review and regenerate with "
-        f"IRON_UPDATE_GOLDEN=1"
-    )
+    check_golden(stem, dev, text, subject=f"the GEMV design {stem} on {dev}")
 
 
 CHECK_GEMV_NPU1 = """\
@@ -126,25 +113,12 @@ CHECK_GEMV_HIGH_NPU2 = """\
 HIGH = dict(M=256, K=4096, tile_m=4, tile_k=512, num_aie_columns=2, precision="high")
 
 
-def _filecheck(tmp_path: Path, checks: str, text: str) -> None:
-    pytest.importorskip("filecheck", reason="the filecheck package is not installed")
-    spec = tmp_path / "checks.txt"
-    spec.write_text(checks, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "filecheck", str(spec)],
-        input=text,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_filecheck_gemv_npu1(tmp_path):
-    _filecheck(tmp_path, CHECK_GEMV_NPU1, design(GEMV(M=2048, K=2048), "npu1"))
+    filecheck(tmp_path, CHECK_GEMV_NPU1, design(GEMV(M=2048, K=2048), "npu1"))
 
 
 def test_filecheck_gemv_high_streams_x_chunks(tmp_path):
-    _filecheck(tmp_path, CHECK_GEMV_HIGH_NPU2, design(GEMV(**HIGH), "npu2"))
+    filecheck(tmp_path, CHECK_GEMV_HIGH_NPU2, design(GEMV(**HIGH), "npu2"))
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
@@ -299,13 +273,13 @@ CHUNKED = dict(M=64, K=2048, tile_k=1024, batch=3)
 
 
 def test_filecheck_batched_loops_products_outermost(tmp_path):
-    _filecheck(
+    filecheck(
         tmp_path, CHECK_GEMV_BATCHED_NPU2, design(GEMV(M=256, K=1024, batch=4), "npu2")
     )
 
 
 def test_filecheck_batched_chunked_walks_repeat_per_product(tmp_path):
-    _filecheck(tmp_path, CHECK_GEMV_BATCHED_CHUNKED, design(GEMV(**CHUNKED), "npu2"))
+    filecheck(tmp_path, CHECK_GEMV_BATCHED_CHUNKED, design(GEMV(**CHUNKED), "npu2"))
 
 
 def test_batched_arguments_hold_every_product():
@@ -459,7 +433,7 @@ CHECK_GEMV_BLOCKED = """\
 
 def test_filecheck_blocked_sequence_waits_before_reusing_ids(tmp_path):
     text = design(GEMV(**dict(WIDE[1][1])), "npu1")
-    _filecheck(tmp_path, CHECK_GEMV_BLOCKED, text)
+    filecheck(tmp_path, CHECK_GEMV_BLOCKED, text)
 
 
 def test_single_rows_run_in_blocks_of_whole_words():
@@ -516,7 +490,7 @@ CHECK_GEMV_MEDIUM_NPU2 = """\
 
 def test_filecheck_medium_calls_the_bfp16_kernel(tmp_path):
     text = design(GEMV(M=2048, K=2048, precision="medium"), "npu2")
-    _filecheck(tmp_path, CHECK_GEMV_MEDIUM_NPU2, text)
+    filecheck(tmp_path, CHECK_GEMV_MEDIUM_NPU2, text)
 
 
 def test_medium_on_npu1_runs_as_high():
