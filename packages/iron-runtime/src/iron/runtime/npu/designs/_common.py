@@ -110,6 +110,28 @@ def load_words(
     }
 
 
+def column_fifos(
+    b: Builder,
+    fifos: Sequence[legality.Fifo],
+    shims: Sequence[str],
+    cores: Sequence[str],
+    elem: Mapping[str, str],
+) -> None:
+    """Declare FIFOs between each column's shim and core (``<port>_<column>``).
+
+    ``shims`` and ``cores`` are the tiles' SSA names by column; ``elem`` the
+    element type of each port.
+    """
+    for f in fifos:
+        c = f.producer.col
+        port = f.name.rsplit("_", 1)[0]
+        if f.producer.kind == "shim":
+            prod, cons = shims[c], cores[c]
+        else:
+            prod, cons = cores[c], shims[c]
+        b.objectfifo(f.name, prod, [cons], f.depth, elem[port])
+
+
 def _shared(where: str) -> bool:
     """Whether a placement names an argument ports share (not a port's own)."""
     return where == "arena" or "@" in where or ":" in where

@@ -41,6 +41,7 @@ from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
     _sequence_args,
+    column_fifos,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -163,15 +164,7 @@ def build(
         b.func_decl(SYMBOL, kernel_types, f"{SYMBOL}.o")
         shim_v = [b.tile(c, 0, "shim_noc_tile") for c in range(cols)]
         core_v = [b.tile(c, _CORE_ROW) for c in range(cols)]
-        for f in lay.fifos:
-            c = f.producer.col
-            port = f.name.rsplit("_", 1)[0]
-            prod, cons = (
-                (shim_v[c], core_v[c])
-                if f.producer.kind == "shim"
-                else (core_v[c], shim_v[c])
-            )
-            b.objectfifo(f.name, prod, [cons], f.depth, elem[port])
+        column_fifos(b, lay.fifos, shim_v, core_v, elem)
         for c in range(cols):
             with b.core(core_v[c]):
                 c0, c1 = b.constant(0, "index"), b.constant(1, "index")
