@@ -405,9 +405,9 @@ def layout(
 
     ``where`` maps each port to ``(argument, element offset)``; by default
     each port is its own buffer at offset 0. The transfers are the whole
-    walks (:func:`_whole_walks`) when they fit a shim at once; else the row
-    tiles' own walks (wide tile rows split, :func:`_unit_walks`) at once;
-    else those in blocks with waits (:func:`_blocks`); else the whole walks,
+    walks (``_whole_walks``) when they fit a shim at once; else the row
+    tiles' own walks (wide tile rows split, ``_unit_walks``) at once;
+    else those in blocks with waits (``_blocks``); else the whole walks,
     which legality refuses, naming the shim and the limit.
     """
     where = dict(where or {p: (p, 0) for p in _PORTS})
