@@ -36,7 +36,13 @@ from iron.operators import CausalAttention, DecodeAttention
 from iron.operators.attention import STACK_BYTES
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, legality
-from iron.runtime.npu.designs import Words, attention, build_design, design
+from iron.runtime.npu.designs import (
+    Words,
+    attention,
+    attention_layout,
+    build_design,
+    design,
+)
 from iron.runtime.npu.kernels import contract
 
 from .support import check_golden, compile_host, filecheck, shim_moved
@@ -524,9 +530,8 @@ def test_llama_contexts_stream_chunks_through_the_memory_tile_in_the_arena(
             assert f.elements == chunk
     # The memory tiles hold the same bytes whatever max_len.
     short = attention.layout(r.replace(max_len=512), as_device(dev), where)[1]
-    assert attention.memtile_bytes(plan, as_device(dev)) == attention.memtile_bytes(
-        short, as_device(dev)
-    )
+    memtile = attention_layout.memtile_bytes
+    assert memtile(plan, as_device(dev)) == memtile(short, as_device(dev))
     per_shim: dict = {}
     for t in d.layout.transfers:
         per_shim[t.shim] = per_shim.get(t.shim, 0) + 1

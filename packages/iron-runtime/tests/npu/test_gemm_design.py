@@ -35,7 +35,7 @@ from iron.operators import GEMM
 from iron.operators.matmul import STACK_BYTES
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, legality
-from iron.runtime.npu.designs import build_design, design, gemm
+from iron.runtime.npu.designs import build_design, design, gemm, gemm_schedule
 from iron.runtime.npu.kernels import contract
 
 from .support import check_golden, filecheck
@@ -155,7 +155,7 @@ def _moved(lay: legality.Layout, fifo: str) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _tiles(op, p: gemm.Plan, order: str):
+def _tiles(op, p: gemm_schedule.Plan, order: str):
     """``(p, q)`` of each output tile a core computes, in the core's order."""
     m, n = range(p.m_passes), range(p.n_passes)
     if order == "mn":
@@ -165,7 +165,7 @@ def _tiles(op, p: gemm.Plan, order: str):
 
 def _expected(op, dev) -> dict[str, np.ndarray]:
     """Each shim FIFO's element indices, from GEMM's access semantics."""
-    p, order = gemm.plan(op, dev), gemm.tile_order(op, dev)
+    p, order = gemm_schedule.plan(op, dev), gemm_schedule.tile_order(op, dev)
     M, K, N = op.M, op.K, op.N
     R, cols, tm, tk, tn = p.rows, p.columns, p.tm, p.tk, p.tn
     A = np.arange(M * K).reshape(M, K)
@@ -211,7 +211,9 @@ BLOCKED = SHAPES[-3:]
 
 
 def test_both_tile_orders_are_exercised():
-    orders = {gemm.tile_order(GEMM(**f).resolved(d), as_device(d)) for d, f in SHAPES}
+    orders = {
+        gemm_schedule.tile_order(GEMM(**f).resolved(d), as_device(d)) for d, f in SHAPES
+    }
     assert orders == {"mn", "nm"}
 
 
@@ -250,7 +252,7 @@ def test_a_stride_beyond_the_step_field_is_unrolled_into_transfers():
     want = _expected(op, d)
     for c in (0, 7):
         ts = [t for t in lay.transfers if t.fifo == f"b_{c}"]
-        assert len(ts) == gemm.plan(op, d).n_passes == 2
+        assert len(ts) == gemm_schedule.plan(op, d).n_passes == 2
         assert all(t.sizes[0] == 1 and max(t.strides) <= 1 << 21 for t in ts)
         np.testing.assert_array_equal(
             np.concatenate([_grid(t) for t in ts]), want[f"b_{c}"]
@@ -287,7 +289,7 @@ def _unblock(flat: np.ndarray, h: int, w: int, r: int, c: int) -> np.ndarray:
 def test_memory_tile_patterns_make_the_kernels_blocks(dev, transposed):
     d = as_device(dev)
     op = GEMM(M=128, K=256, N=256, b_transposed=transposed).resolved(d)
-    p = gemm.plan(op, d)
+    p = gemm_schedule.plan(op, d)
     r, s, t = p.mmul
     tm, tk, tn = p.tm, p.tk, p.tn
     a = np.arange(tm * tk).reshape(tm, tk)
@@ -315,7 +317,7 @@ def _replay(op, dev, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The design's data movement in numpy, with a kernel reading its contract's blocks."""
     d = as_device(dev)
     lay = build_design(op, d).layout
-    p = gemm.plan(op, d)
+    p = gemm_schedule.plan(op, d)
     r, s, t = p.mmul
     R, tm, tk, tn, nk = p.rows, p.tm, p.tk, p.tn, p.k_tiles
     flat = {"a": a.ravel(), "b": b.ravel()}
@@ -413,7 +415,7 @@ def test_core_memory_is_exactly_what_check_counts(case, dev):
 def test_rows_sharing_a_shim_stay_within_the_memory_tiles_channels():
     d = as_device("npu1")
     op = GEMM(M=512, K=1024, N=256, num_aie_columns=1).resolved(d)
-    p = gemm.plan(op, d)
+    p = gemm_schedule.plan(op, d)
     assert p.rows == 4 and p.groups == ((0, 1, 2, 3),)
     lay = gemm.layout(op, d)
     mem = legality.Tile(0, 1)
@@ -430,7 +432,7 @@ def test_rows_sharing_a_shim_stay_within_the_memory_tiles_channels():
 def test_blocked_shapes_run_in_blocks(dev, fields):
     d = as_device(dev)
     op = GEMM(**fields).resolved(d)
-    assert len(gemm.schedule(op, d).blocks) > 1
+    assert len(gemm_schedule.schedule(op, d).blocks) > 1
     lay = gemm.layout(op, d)
     assert len(lay.transfers) > d.shim_bds  # more than one shim's ids at once
     legality.check(lay, d)
@@ -470,7 +472,7 @@ def test_blocks_alternate_id_halves_and_wait_for_the_block_before():
     d = as_device("npu1")
     op = GEMM(**CASES["bt_16x2048x128256"]).resolved(d)
     design_ = build_design(op, d)
-    blocks = gemm.schedule(op, d).blocks
+    blocks = gemm_schedule.schedule(op, d).blocks
     assert [n for _, n in blocks] == [126, 126, 126, 123]  # 501 N passes
     lay = design_.layout
     outs = [f"out_{c}" for c in range(4)]
@@ -509,20 +511,23 @@ def test_a_block_may_end_inside_an_outer_pass():
     # 256 N passes each) still move each FIFO's elements in the core's order.
     d = as_device("npu1")
     op = GEMM(**dict(BLOCKED[-1][1])).resolved(d)
-    p = gemm.plan(op, d)
+    p = gemm_schedule.plan(op, d)
     assert p.m_passes == 2 and p.n_passes == 256
-    walks = gemm._walks(op, p, {q: (q, 0) for q in ("a", "b", "out")}, "mn")
+    walks = gemm_schedule._walks(op, p, {q: (q, 0) for q in ("a", "b", "out")}, "mn")
     ts = [
         t
         for blk in ((0, 100), (100, 200), (300, 212))
-        for t in gemm._block_transfers(p, d, walks, 256, blk, 0)
+        for t in gemm_schedule._block_transfers(p, d, walks, 256, blk, 0)
     ]
     lay = legality.Layout("blocks", (), (), tuple(ts))
     want = _expected(op, d)
     for fifo, indices in want.items():
         np.testing.assert_array_equal(_moved(lay, fifo), indices, err_msg=fifo)
-    assert gemm._runs(100, 200, 256) == [(0, 100, 156, False), (1, 0, 44, False)]
-    assert gemm._runs(0, 512, 256) == [(0, 0, 2, True)]
+    assert gemm_schedule._runs(100, 200, 256) == [
+        (0, 100, 156, False),
+        (1, 0, 44, False),
+    ]
+    assert gemm_schedule._runs(0, 512, 256) == [(0, 0, 2, True)]
 
 
 def test_a_tile_that_does_not_fit_is_refused():
@@ -587,13 +592,13 @@ def test_the_contract_parses_and_names_the_design_symbols():
 def test_the_kernel_geometry_is_the_operators_mmul_shape(dev):
     d = as_device(dev)
     op = GEMM(M=64, K=256, N=256).resolved(d)
-    assert gemm.plan(op, d).mmul == ((4, 8, 4) if dev == "npu1" else (4, 8, 8))
+    assert gemm_schedule.plan(op, d).mmul == ((4, 8, 4) if dev == "npu1" else (4, 8, 8))
 
 
 def test_cores_and_tiles_follow_the_plan():
     d = as_device("npu2")
     op = GEMM(M=256, K=512, N=512).resolved(d)
-    p = gemm.plan(op, d)
+    p = gemm_schedule.plan(op, d)
     text = design(op, d)
     assert text.count("aie.core(") == p.columns * p.rows
     assert p.rows * p.m_passes * p.tm == op.M
