@@ -22,15 +22,16 @@ that kv head's keys and values in chunks of ``kv_tile`` positions (a per-call
 repeat count of chunks), keeping the running max, sum and fp32 accumulator;
 kv heads are spread over ``num_aie_columns`` columns.
 
-The tolerance is derived in this module (see :func:`fp32_error_bound`): a
-result is within one bf16 ulp of the reference, or within an absolute bound
-computed from the inputs that covers fp32 evaluation in another order.
+This module owns the two operators' declarations, device rules and costs.
+The arithmetic they share, the kernel model ``attend`` and the tolerance
+(within one bf16 ulp of the reference, or within an absolute bound
+``fp32_error_bound`` computes from the inputs, covering fp32 evaluation in
+another order), lives in ``iron.operators._attention_math`` and is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,15 @@ from iron.core.device import Device
 from iron.core.handle import Handle, is_expr
 from iron.core.operator import Cost, Operator, RefusedShapeError
 from iron.core.tolerance import Tolerance
+from iron.operators._attention_math import EXP_ERROR as EXP_ERROR
+from iron.operators._attention_math import FLUSH_FLOOR as FLUSH_FLOOR
+from iron.operators._attention_math import U as U
+from iron.operators._attention_math import (
+    attend,
+    bound_tolerance,
+    fp32_error_bound,
+    unit_bound,
+)
 
 __all__ = ["CausalAttention", "DecodeAttention", "fp32_error_bound"]
 
@@ -56,159 +66,6 @@ STACK_BYTES = 1024
 _KV_TILE_MAX = 256
 #: The largest q_tile resolve picks for CausalAttention.
 _Q_TILE_MAX = 32
-
-#: Query rows the host reference takes at a time (bounds its memory).
-_ROW_BLOCK = 32
-
-#: fp32 unit roundoff.
-U = 2.0**-24
-#: The kernel's fp32 exp is within 4 fp32 ulps (relative 8u) of exp.
-EXP_ERROR = 8 * U
-#: Floor for results a kernel flushes to zero (the smallest normal bf16).
-FLUSH_FLOOR = 2.0**-126
-
-
-def attend(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, limits: np.ndarray
-) -> np.ndarray:
-    """The kernel model: fp32 grouped-query attention, rounded once to bf16.
-
-    Args:
-        q: ``(rows, heads, head_dim)`` queries.
-        k: ``(kv_heads, positions, head_dim)`` keys (only the first
-            ``max(limits)`` positions are read).
-        v: Values, as ``k``.
-        limits: ``(rows,)`` how many leading positions each row attends to.
-
-    Returns:
-        ``(rows, heads, head_dim)`` bf16.
-    """
-    rows, heads, head_dim = q.shape
-    kv_heads = k.shape[0]
-    group = heads // kv_heads
-    end = int(limits.max()) if rows else 0
-    scale = np.float32(1.0 / math.sqrt(head_dim))
-    qf = q.astype(np.float32).reshape(rows, kv_heads, group, head_dim)
-    kf = k[:, :end].astype(np.float32)
-    vf = v[:, :end].astype(np.float32)
-    out = np.empty((rows, kv_heads, group, head_dim), np.float32)
-    attended = np.arange(end)[None, :] < limits[:, None]  # (rows, end)
-    with np.errstate(all="ignore"):
-        for g in range(kv_heads):
-            for r in range(0, rows, _ROW_BLOCK):
-                mask = attended[r : r + _ROW_BLOCK]
-                scores = np.matmul(qf[r : r + _ROW_BLOCK, g], kf[g].T) * scale
-                scores = np.where(mask[:, None, :], scores, np.float32(-np.inf))
-                top = scores.max(axis=-1, keepdims=True)
-                weights = np.exp(scores - top)
-                weights = np.where(mask[:, None, :], weights, np.float32(0))
-                total = weights.sum(axis=-1, keepdims=True, dtype=np.float32)
-                # Positions not attended are selected away: a NaN there is unread.
-                values = np.where(mask[:, :, None], vf[g][None], np.float32(0))
-                acc = np.matmul(weights, values)  # (block, group, head_dim) fp32
-                out[r : r + _ROW_BLOCK, g] = acc / total
-    return out.reshape(rows, heads, head_dim).astype(bfloat16)
-
-
-def fp32_error_bound(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, limits: np.ndarray, chunks: int
-) -> float:
-    """The largest error of an fp32 evaluation of ``attend``, before its rounding.
-
-    For each output, a first-order bound (then made safe for large exponent
-    errors) on ``|o32 - o|``, ``o32`` an fp32 evaluation in any order and ``o``
-    the exact attention. With ``u = 2**-24``, ``D = head_dim``,
-    ``a_j = scale * sum_i |q_i k_ji|`` and ``m`` the largest score:
-
-    - a score's error is ``(D + 2) u a_j`` (a dot product of ``D`` exact
-      products, the scale), so the exponent ``s_j - m`` is off by
-      ``d_j = (D + 2) u (a_j + a_m) + u |s_j - m|``;
-    - a weight's relative error is ``eta_j = expm1(d_j)(1 + e) + e + c``, with
-      ``e`` the fp32 exp's error (4 ulps) and ``c = chunks * (e + 4u)`` the
-      running-max rescales at chunk boundaries;
-    - the sums of ``L`` terms add ``g = (L + 1) u``;
-    - so ``|o32 - o| <= (sum_j p_j (eta_j + g) |v_j| + |o| sum_j p_j (eta_j + g))
-      / (P * low) + u |o|``, with ``P = sum_j p_j`` and ``low`` the least
-      ratio of the computed sum of weights to ``P``.
-
-    Non-finite inputs count as 0 here (NaN and infinities are judged apart).
-
-    Returns:
-        The bound's largest value over every output element (a finite float).
-    """
-    rows, heads, head_dim = q.shape
-    kv_heads = k.shape[0]
-    group = heads // kv_heads
-    end = int(limits.max()) if rows else 0
-    if end == 0:
-        return 0.0
-
-    def finite(x: np.ndarray) -> np.ndarray:
-        x = x.astype(np.float64)
-        return np.where(np.isfinite(x), x, 0.0)
-
-    scale = 1.0 / math.sqrt(head_dim)
-    qd = finite(q).reshape(rows, kv_heads, group, head_dim)
-    kd, vd = finite(k[:, :end]), finite(v[:, :end])
-    attended = (np.arange(end)[None, :] < limits[:, None])[:, None, :]
-    worst = 0.0
-    with np.errstate(all="ignore"):
-        for g in range(kv_heads):
-            s = np.matmul(qd[:, g], kd[g].T) * scale  # (rows, group, end)
-            a = np.matmul(np.abs(qd[:, g]), np.abs(kd[g]).T) * scale
-            s = np.where(attended, s, -np.inf)
-            top = np.argmax(s, axis=-1)[..., None]
-            m = np.take_along_axis(s, top, axis=-1)
-            a_m = np.take_along_axis(a, top, axis=-1)
-            gap = np.where(attended, np.abs(s - m), 0.0)
-            d = (head_dim + 2) * U * (a + a_m) + U * gap
-            d = np.where(attended, d, 0.0)
-            eta = np.expm1(d) * (1 + EXP_ERROR) + EXP_ERROR
-            eta += chunks * (EXP_ERROR + 4 * U)
-            gamma = ((limits + 1) * U)[:, None, None]
-            p = np.where(attended, np.exp(s - m), 0.0)
-            P = p.sum(axis=-1, keepdims=True)
-            weighted = p * (eta + gamma)
-            o = np.matmul(p, vd[g]) / P
-            dn = np.matmul(weighted, np.abs(vd[g]))
-            dp = weighted.sum(axis=-1, keepdims=True)
-            low = np.min(np.where(attended, np.exp(-d), 1.0), axis=-1, keepdims=True)
-            low = low * (1 - EXP_ERROR) * (1 - gamma)
-            low = np.maximum(low, sys.float_info.min)
-            bound = (dn + np.abs(o) * dp) / (P * low) + U * np.abs(o)
-            bound = np.where(np.isfinite(bound), bound, sys.float_info.max)
-            worst = max(worst, float(bound.max()))
-    return min(worst, sys.float_info.max)
-
-
-def _unit_bound(head_dim: int, length: int, chunks: int) -> float:
-    """``fp32_error_bound`` for any inputs with every element in ``[-1, 1]``."""
-    root = math.sqrt(head_dim)  # a_j <= scale * head_dim
-    d = (head_dim + 2) * U * 2 * root + U * 2 * root
-    eta = math.expm1(d) * (1 + EXP_ERROR) + EXP_ERROR + chunks * (EXP_ERROR + 4 * U)
-    gamma = (length + 1) * U
-    low = math.exp(-d) * (1 - EXP_ERROR) * (1 - gamma)
-    # |v| <= 1 and |o| <= 1: both sums are at most P * (eta + gamma).
-    return 2 * (eta + gamma) / low + U
-
-
-def _tolerance(bound: float, where: str) -> Tolerance:
-    # Device and reference are each within E of the exact result, so within
-    # 2E of each other; a rounding to bf16 each adds at most half an ulp,
-    # which is at most E where the 1-ulp rule does not already hold: 4E.
-    atol = min(4 * bound + FLUSH_FLOOR, sys.float_info.max)
-    return Tolerance.bf16_ulps(
-        1,
-        atol=atol,
-        note=(
-            "fp32 scores, softmax and weighted sum, one rounding to bf16: within "
-            "1 bf16 ulp, or within atol = 4E + 2**-126 where E bounds an fp32 "
-            f"evaluation's error in any order ({where}; dot products of head_dim "
-            "exact products, exp within 4 fp32 ulps, sums of length terms, chunk "
-            "rescales; see attention.fp32_error_bound); 4E covers two fp32 "
-            "evaluations and their roundings, 2**-126 flushed subnormals"
-        ),
-    )
 
 
 class _Attention(Operator):
@@ -427,14 +284,14 @@ class _Attention(Operator):
         self, inputs: tuple[np.ndarray, ...], limits: np.ndarray | None
     ) -> Tolerance:
         if not inputs:
-            bound = _unit_bound(self.head_dim, self.max_len, self._chunks(self.max_len))
-            return _tolerance(
+            bound = unit_bound(self.head_dim, self.max_len, self._chunks(self.max_len))
+            return bound_tolerance(
                 bound, "for |q|, |k|, |v| <= 1; pass the inputs for theirs"
             )
         q, k, v = inputs[:3]
         q = q.reshape(-1, self.heads, self.head_dim)
         chunks = self._chunks(int(limits.max()) if limits.size else 0)
-        return _tolerance(
+        return bound_tolerance(
             fp32_error_bound(q, k, v, limits, chunks), "from these inputs"
         )
 
