@@ -1,36 +1,33 @@
 """Matrix products with a `Precision`: ``GEMV`` and ``GEMM``, and their rounding models.
 
-This module owns the two bf16 matmul operators and what they share: each
-precision level's kernel model (`model_product`), the bound it is held to
-(`error_bound`), the device's mmul shape and the core-memory rule for tiles.
-The bfp16 block format lives in :mod:`iron.operators.bfp16`.
+This module owns the two bf16 matmul operators: their declarations, device
+rules (``resolve``, ``check``) and costs. What they share is re-exported
+here: each precision level's kernel model (`model_product`) and the bound it
+is held to (`error_bound`, whose docstring derives it) live in
+``iron.operators._matmul_math``; the device's mmul shape (`mmul_shape`), the
+core-memory rule for tiles (`STACK_BYTES`) and the tile search live in
+``iron.operators._matmul_tiles``. The bfp16 block format lives in
+:mod:`iron.operators.bfp16`.
 
-The levels (``u = 2**-8``, bf16's unit roundoff; ``gamma(n) = n 2**-24 /
-(1 - n 2**-24)``, float32 summation of n terms in any order; ``S = |A|@|B|``):
+The levels:
 
 * ``HIGHEST``: bf16 products are exact in float32 and summed in float32 over
-  all of K, then rounded once: ``|err| <= gamma(K) S + u (|C| + gamma(K) S)``.
+  all of K, then rounded once to bf16.
 * ``HIGH``: the partial sum is rounded to bf16 after each K tile of
   ``tile_k`` (the kernel keeps a bf16 C tile between K tiles, as AMD's
   ``aie_kernels/aie2p/mm.cc`` does with a bf16 C) and the next tile adds
-  onto it in float32. Per tile: ``E' = E + gamma(tile_k + 1) (|P_{j-1}| + E +
-  S_j)``, then ``E = E' + u (|P_j| + E')``, ``P_j`` the exact partial sum and
-  ``S_j`` the tile's share of ``S``; the last rounding is the output's.
+  onto it in float32; the last rounding is the output's.
 * ``MEDIUM``: A and B are first converted to bfp16 blocks of 8 along K, then
-  accumulated as at ``HIGH``. With ``d`` one unit of an element's block (its
-  conversion error is at most ``d``) it adds ``Q = |A|@dB + dA@|B| + dA@dB``
-  and runs the recursion on ``|P| + Q`` and ``S + Q``. NPU1 has no bfp16
-  multiplies: there `resolve` sets ``effective_precision`` to ``HIGH``.
+  accumulated as at ``HIGH``. NPU1 has no bfp16 multiplies: there `resolve`
+  sets ``effective_precision`` to ``HIGH``.
 
-Every level adds ``2**-125 (sum_k |a| + sum_k |b| + 2K + 1)`` for subnormal
-inputs, products, partials and outputs a device may flush, and ``K 2**-52 S``
-for evaluating the bound in float64. A step's ``tolerance(*inputs)`` is twice
-the bound, as it judges a device result against ``reference()``, itself such
-a kernel; without inputs it is AMD IRON's GEMV figure ``relative(0.04,
-1e-3)``, which holds only for unit-scale data without cancellation. The
-bounds assume round-to-nearest-even conversions (AMD IRON builds its matmul
-kernels with ``ROUND_CONV_EVEN``); bfp16's whole block unit also covers a
-truncating conversion.
+A step's ``tolerance(*inputs)`` is twice the level's `error_bound`, as it
+judges a device result against ``reference()``, itself such a kernel;
+without inputs it is AMD IRON's GEMV figure ``relative(0.04, 1e-3)``, which
+holds only for unit-scale data without cancellation. The bounds assume
+round-to-nearest-even conversions (AMD IRON builds its matmul kernels with
+``ROUND_CONV_EVEN``); bfp16's whole block unit also covers a truncating
+conversion.
 """
 
 from __future__ import annotations
@@ -40,137 +37,26 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from ml_dtypes import bfloat16
 
 from iron.core.declare import Divisors, Input, Output, param, tunable
 from iron.core.device import Device
 from iron.core.operator import Cost, DimensionConflictError, Operator, RefusedShapeError
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
-from iron.operators import bfp16
+from iron.operators import _matmul_tiles as _tiles
+from iron.operators._matmul_math import AMD_GEMV, bound_tolerance
+from iron.operators._matmul_math import error_bound as error_bound
+from iron.operators._matmul_math import model_product as model_product
+from iron.operators._matmul_tiles import BF16 as _BF16
+from iron.operators._matmul_tiles import COLUMNS as _COLUMNS
+from iron.operators._matmul_tiles import F32 as _F32
+from iron.operators._matmul_tiles import STACK_BYTES as STACK_BYTES
+from iron.operators._matmul_tiles import VECTOR_WIDTHS as _VECTOR_WIDTHS
+from iron.operators._matmul_tiles import mmul_shape as mmul_shape
 
-__all__ = ["GEMM", "GEMV", "error_bound", "mmul_shape", "model_product"]
+__all__ = ["GEMM", "GEMV", "STACK_BYTES", "error_bound", "mmul_shape", "model_product"]
 
 _LOG = logging.getLogger("iron.operators.matmul")
-
-_U_BF16 = 2.0**-8  # bf16: 8 significant bits, round to nearest
-_U_F32 = 2.0**-24
-_FLUSH = 2.0**-126  # the smallest normal: what flushing a subnormal loses at most
-_BF16 = 2  # bytes
-_F32 = 4
-#: Bytes of core data memory a kernel's stack takes (what tiles may not use).
-STACK_BYTES = 1024
-_COLUMNS = (1, 2, 4, 8)
-# bf16 mmul shapes (m, k, n) per architecture: AIE2 (4, 8, 4); AIE2P (4, 8, 8),
-# or (8, 8, 8) when bf16 runs as bfp16 (mlir-aie aie_kernels/aie2p/mm.cc:
-# "this shape is only possible for bf16 when using bfp16 emulation").
-_MMUL = {"aie2": (4, 8, 4), "aie2p": (4, 8, 8)}
-_MMUL_BFP16 = (8, 8, 8)
-# The GEMV kernel's vector widths, widest first (AMD IRON gemv: mv.cc is built
-# at 64, 32 or 16 lanes and needs its K to be a multiple of, and at least
-# twice, the width).
-_VECTOR_WIDTHS = (64, 32, 16)
-
-_AMD_GEMV = Tolerance.relative(
-    0.04,
-    1e-3,
-    note="AMD IRON's GEMV figure (f32 accumulation, one rounding to bf16); it "
-    "holds only for unit-scale data without cancellation: give the inputs, "
-    "tolerance(a, b), for the derived bound",
-)
-
-
-def mmul_shape(dev: Device, level: Precision) -> tuple[int, int, int]:
-    """The bf16 mmul shape ``(m, k, n)`` a matmul at ``level`` uses on ``dev``."""
-    if level is Precision.MEDIUM and dev.bfp16:
-        return _MMUL_BFP16
-    return _MMUL.get(dev.arch, _MMUL["aie2p"])
-
-
-def _gamma(n: int) -> float:
-    return n * _U_F32 / (1 - n * _U_F32)
-
-
-def model_product(
-    a: np.ndarray, b: np.ndarray, level: Precision, tile_k: int | None
-) -> np.ndarray:
-    """``a @ b`` as a bf16 kernel at ``level`` computes it, rounded to bf16.
-
-    Args:
-        a: ``(..., M, K)`` values (bf16 or float32).
-        b: ``(..., K, N)`` values.
-        level: The precision level the kernel runs at.
-        tile_k: The K tile after which ``HIGH`` and ``MEDIUM`` round the
-            partial sum to bf16 (unused at ``HIGHEST``).
-
-    Returns:
-        The ``(..., M, N)`` bf16 result.
-    """
-    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
-    b = np.asarray(b, dtype=np.float32)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        if level is Precision.MEDIUM:
-            a, b = bfp16.quantize(a, axis=-1), bfp16.quantize(b, axis=-2)
-        if level is Precision.HIGHEST:
-            return np.matmul(a, b).astype(bfloat16)
-        assert tile_k is not None
-        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        acc = np.zeros((*lead, a.shape[-2], b.shape[-1]), np.float32)
-        for start in range(0, a.shape[-1], tile_k):
-            part = np.matmul(
-                a[..., start : start + tile_k], b[..., start : start + tile_k, :]
-            )
-            acc = (acc + part).astype(bfloat16).astype(np.float32)
-        return acc.astype(bfloat16)
-
-
-def error_bound(
-    a: np.ndarray, b: np.ndarray, level: Precision, tile_k: int | None
-) -> np.ndarray:
-    """How far a bf16 kernel at ``level`` may be from the exact ``a @ b``.
-
-    Derived in the module docstring; ``+inf`` where the inputs give no finite
-    bound (an infinity or NaN among them).
-
-    Args:
-        a: ``(..., M, K)`` values.
-        b: ``(..., K, N)`` values.
-        level: The precision level the kernel runs at.
-        tile_k: The K tile ``HIGH`` and ``MEDIUM`` round after.
-
-    Returns:
-        float64 bounds of the result's shape ``(..., M, N)``.
-    """
-    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
-    b = np.asarray(b, dtype=np.float32)
-    k = a.shape[-1]
-    tile = k if level is Precision.HIGHEST or tile_k is None else tile_k
-    with np.errstate(all="ignore"):
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        abs_a, abs_b = np.abs(a64), np.abs(b64)
-        if level is Precision.MEDIUM:
-            da = bfp16.block_unit(a, axis=-1)
-            db = bfp16.block_unit(b, axis=-2)
-        err = partial = quant = total = 0.0
-        for j, start in enumerate(range(0, k, tile)):
-            s = slice(start, start + tile)
-            carried = np.abs(partial) + quant  # bounds |the carried partial sum|
-            share = abs_a[..., s] @ abs_b[..., s, :]
-            partial = partial + a64[..., s] @ b64[..., s, :]
-            if level is Precision.MEDIUM:
-                q = abs_a[..., s] @ db[..., s, :] + da[..., s] @ abs_b[..., s, :]
-                q = q + da[..., s] @ db[..., s, :]
-                quant = quant + q
-                share = share + q
-            total = total + share
-            terms = min(tile, k - start) + (j > 0)
-            summed = err + _gamma(terms) * (carried + err + share)
-            err = summed + _U_BF16 * (np.abs(partial) + quant + summed)
-        sums = abs_a.sum(-1)[..., None] + abs_b.sum(-2)[..., None, :]
-        flush = 2 * _FLUSH * (sums + 2 * k + 1)
-        bound = (err + quant + flush + k * 2.0**-52 * total) * (1 + 2.0**-40)
-    return np.where(np.isfinite(bound), bound, np.inf)
-
 
 _PRECISION = param(
     Precision.HIGHEST, doc="the roundings the product may make beyond its reference's"
@@ -258,50 +144,8 @@ class _MatMul(Operator):
 
     def tolerance(self, *inputs: np.ndarray) -> Tolerance:
         if not inputs:
-            return _AMD_GEMV
-        level = self.level()
-        rounding = (
-            "one bf16 rounding of the f32 sum"
-            if level is Precision.HIGHEST
-            else f"a bf16 rounding of the f32 partial sum every tile_k={self.tile_k}"
-        )
-        blocks = (
-            ", bfp16 blocks of 8 along K for A and B (one block unit each)"
-            if level is Precision.MEDIUM
-            else ""
-        )
-        return Tolerance.bounded(
-            2 * self.error_bound(*inputs),
-            note=f"derived ({level.value}): f32 accumulation gamma(n)*|A|@|B|, "
-            f"{rounding}{blocks}, 2**-125 per flushed subnormal; doubled, as "
-            f"the reference is itself such a kernel (iron/operators/matmul.py)",
-        )
-
-    def _fits(self, need: int, dev: Device, what: str) -> None:
-        budget = dev.core_memory_bytes - STACK_BYTES
-        if need > budget:
-            raise RefusedShapeError(
-                f"{type(self).__name__} on {dev}: {what} need {need} bytes of "
-                f"double-buffered tiles, over the core's {budget} bytes "
-                f"({dev.core_memory_bytes // 1024} KiB less a "
-                f"{STACK_BYTES // 1024} KiB stack)"
-            )
-
-    def _check_columns(self, dev: Device) -> None:
-        if self.num_aie_columns > dev.columns:
-            raise RefusedShapeError(
-                f"{type(self).__name__} on {dev}: num_aie_columns="
-                f"{self.num_aie_columns} exceeds the device's {dev.columns} columns"
-            )
-
-
-def _largest(candidates: Any, ok: Any) -> int | None:
-    return next((c for c in sorted(candidates, reverse=True) if ok(c)), None)
-
-
-def _k_tiles(k: int, width: int) -> list[int]:
-    """GEMV's K tiles for a vector width: multiples of it, at least twice it, dividing K."""
-    return [t for t in range(2 * width, k + 1, width) if k % t == 0]
+            return AMD_GEMV
+        return bound_tolerance(self.error_bound(*inputs), self.level(), self.tile_k)
 
 
 class GEMV(_MatMul):
@@ -391,9 +235,7 @@ class GEMV(_MatMul):
         return super().reference(w, x)
 
     def _need(self, tile_m: int, tile_k: int) -> int:
-        # w and x tiles in bf16 and the output's partial sums in fp32, each
-        # double-buffered.
-        return 2 * (tile_m * tile_k * _BF16 + tile_k * _BF16 + tile_m * _F32)
+        return _tiles.gemv_need(tile_m, tile_k)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         M, K, name = self.M, self.K, f"GEMV on {dev}"
@@ -408,37 +250,26 @@ class GEMV(_MatMul):
                 else f"{name}: K={K} is not a multiple of a vector width (64, 32 "
                 f"or 16) of at least twice it; pad K to a multiple of 16, >= 32"
             )
-        columns = self.num_aie_columns or _largest(
+        columns = self.num_aie_columns or _tiles.largest(
             [c for c in _COLUMNS if c <= dev.columns], lambda c: M % c == 0
         )
-        budget = dev.core_memory_bytes - STACK_BYTES
+        budget = _tiles.core_budget(dev)
         chosen = {
             "effective_precision": self._effective_default(dev),
             "num_aie_columns": columns,
         }
-        # Widest vector first, then the most rows, then the longest K tile.
-        for width in widths:
-            if self.tile_k and (self.tile_k % width or self.tile_k < 2 * width):
-                continue  # a given K tile picks the widths it is a legal tile of
-            ks = [self.tile_k] if self.tile_k else _k_tiles(K, width)
-            for tile_m in [self.tile_m] if self.tile_m else [4, 2, 1]:
-                if M % (columns * tile_m):
-                    continue
-                tile_k = _largest(ks, lambda t, m=tile_m: self._need(m, t) <= budget)
-                if tile_k is not None:
-                    return {
-                        **chosen,
-                        "tile_m": tile_m,
-                        "tile_k": tile_k,
-                        "vector_width": width,
-                    }
+        tiles = _tiles.gemv_tiles(
+            M, K, columns, widths, self.tile_m, self.tile_k, budget
+        )
+        if tiles is not None:
+            return {**chosen, **tiles}
         if self.tile_k or self.tile_m or M % columns:
             # A given tunable is what fails: check() names the rule it breaks.
             width = widths[0]
             return {
                 **chosen,
                 "tile_m": self.tile_m or 1,
-                "tile_k": self.tile_k or _k_tiles(K, width)[0],
+                "tile_k": self.tile_k or _tiles.k_tiles(K, width)[0],
                 "vector_width": width,
             }
         most = (budget - 2 * _F32) // (2 * 2 * _BF16)  # tile_m = 1
@@ -451,7 +282,7 @@ class GEMV(_MatMul):
     def check(self, dev: Device) -> None:
         name, w = f"GEMV on {dev}", self.vector_width
         self._check_precision(dev)
-        self._check_columns(dev)
+        _tiles.check_columns(name, self.num_aie_columns, dev)
         if self.K % w:
             raise RefusedShapeError(
                 f"{name}: K={self.K} is not a multiple of the vector width {w}"
@@ -466,7 +297,8 @@ class GEMV(_MatMul):
                 f"{name}: M={self.M} is not a multiple of tile_m * num_aie_columns "
                 f"= {self.tile_m * self.num_aie_columns}"
             )
-        self._fits(
+        _tiles.check_fits(
+            name,
             self._need(self.tile_m, self.tile_k),
             dev,
             f"tile_m={self.tile_m}, tile_k={self.tile_k} (w and x in bf16, the "
@@ -570,97 +402,42 @@ class GEMM(_MatMul):
         return super().reference(a, b)
 
     def _need(self, tile_m: int, tile_k: int, tile_n: int) -> int:
-        # a and b tiles in bf16 and the c tile in fp32, each double-buffered.
-        return 2 * (
-            tile_m * tile_k * _BF16 + tile_k * tile_n * _BF16 + tile_m * tile_n * _F32
-        )
-
-    def _units(self, dev: Device, level: Precision, names: tuple) -> tuple:
-        """``(2m, k, 2n)`` of the mmul; refuses a field in ``names`` off them."""
-        shape = mmul_shape(dev, level)
-        units = (2 * shape[0], shape[1], 2 * shape[2])
-        whys = ("twice the mmul's m", "the mmul's k", "twice the mmul's n")
-        for name, unit, why, part in zip(names, units, whys, shape):
-            if getattr(self, name) % unit:
-                raise RefusedShapeError(
-                    f"GEMM on {dev}: {name}={getattr(self, name)} is not a multiple "
-                    f"of {unit} ({why}={part}; {dev.arch} bf16 mmul {shape} at "
-                    f"{level.value})"
-                )
-        return units
+        return _tiles.gemm_need(tile_m, tile_k, tile_n)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         level = self.effective_precision or self._effective_default(dev)
-        units = self._units(dev, level, ("M", "K", "N"))
-        columns = self.num_aie_columns or _largest(
+        units = _tiles.mmul_units(dev, level, {"M": self.M, "K": self.K, "N": self.N})
+        columns = self.num_aie_columns or _tiles.largest(
             [c for c in _COLUMNS if c <= dev.columns],
             lambda c: self.N % (c * units[2]) == 0,
         )
-        budget = dev.core_memory_bytes - STACK_BYTES
-
-        def sizes(dim: int, unit: int, given: int | None, top: int) -> list[int]:
-            if given:
-                return [given]
-            return [t for t in range(top, 0, -unit) if t % unit == 0 and dim % t == 0]
-
-        ms = sizes(self.M, units[0], self.tile_m, 64)
-        ns = sizes(self.N // columns, units[2], self.tile_n, 64)
-        ks = sizes(self.K, units[1], self.tile_k, 256)
-        # The largest output tile whose K tile is at least 64 (or all of a
-        # shorter K): fewer HIGH roundings and longer DMA runs; then any.
-        floor = min(64, max(ks, default=0))
-        for least in (floor, 0):
-            for tile_m in ms:
-                for tile_n in ns:
-                    tile_k = _largest(
-                        [t for t in ks if t >= least],
-                        lambda t, m=tile_m, n=tile_n: self._need(m, t, n) <= budget,
-                    )
-                    if tile_k is not None:
-                        return {
-                            "effective_precision": level,
-                            "num_aie_columns": columns,
-                            "tile_m": tile_m,
-                            "tile_k": tile_k,
-                            "tile_n": tile_n,
-                        }
-        # Only given tunables can fail (the mmul's own tiles always fit):
-        # check() names the rule they break.
-        return {
-            "effective_precision": level,
-            "num_aie_columns": columns,
-            "tile_m": ms[-1] if ms else units[0],
-            "tile_k": ks[-1] if ks else units[1],
-            "tile_n": ns[-1] if ns else units[2],
-        }
+        given = (self.tile_m, self.tile_k, self.tile_n)
+        tiles = _tiles.gemm_tiles(
+            self.M, self.K, self.N, units, columns, given, _tiles.core_budget(dev)
+        )
+        return {"effective_precision": level, "num_aie_columns": columns, **tiles}
 
     def check(self, dev: Device) -> None:
         name = f"GEMM on {dev}"
         self._check_precision(dev)
-        self._check_columns(dev)
+        _tiles.check_columns(name, self.num_aie_columns, dev)
         level = self.effective_precision or self.precision
-        self._units(dev, level, ("tile_m", "tile_k", "tile_n"))
+        tiles = {"tile_m": self.tile_m, "tile_k": self.tile_k, "tile_n": self.tile_n}
+        _tiles.mmul_units(dev, level, tiles)
         if self.N % (self.tile_n * self.num_aie_columns):
             raise RefusedShapeError(
                 f"{name}: N={self.N} is not a multiple of tile_n * num_aie_columns "
                 f"= {self.tile_n * self.num_aie_columns}"
             )
-        self._fits(
+        _tiles.check_fits(
+            name,
             self._need(self.tile_m, self.tile_k, self.tile_n),
             dev,
             f"tile_m={self.tile_m}, tile_k={self.tile_k}, tile_n={self.tile_n} "
             f"(a and b in bf16, c in fp32)",
         )
-        stride_max = (1 << dev.dma_stride_bits) - 1
         rows = {"a": self.K, "b": self.K if self.b_transposed else self.N, "c": self.N}
-        for operand, length in rows.items():
-            words = length * _BF16 // dev.dma_granule_bytes
-            if words > stride_max:
-                raise RefusedShapeError(
-                    f"{name}: a row of {operand} is {words} {dev.dma_granule_bytes}-"
-                    f"byte words, over the shim DMA's {dev.dma_stride_bits}-bit "
-                    f"stride ({stride_max})"
-                )
+        _tiles.check_dma_rows(name, dev, rows)
 
     def cost(self, dev: Device) -> Cost:
         """``a``, ``b`` and the result once, plus what the tiling reads again.

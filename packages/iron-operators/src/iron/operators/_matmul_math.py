@@ -1,0 +1,164 @@
+"""The matmul rounding models and the bounds their tolerances are derived from.
+
+Shared arithmetic of ``iron.operators.matmul`` (``GEMV`` and ``GEMM``), which
+re-exports the public names; that module's docstring describes the levels,
+and ``error_bound``'s derives their bounds:
+
+- ``model_product``: a precision level's kernel model, ``a @ b`` as the bf16
+  kernel computes it (float32 sums, bf16 roundings per K tile, bfp16 blocks);
+- ``error_bound``: how far such a kernel may be from the exact product, per
+  element, from the inputs;
+- ``bound_tolerance``: the ``Tolerance`` such a bound gives (twice it);
+- ``AMD_GEMV``: the tolerance without inputs, AMD IRON's GEMV figure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+from iron.core.precision import Precision
+from iron.core.tolerance import Tolerance
+from iron.operators import bfp16
+
+#: bf16 unit roundoff: 8 significant bits, round to nearest.
+U_BF16 = 2.0**-8
+#: float32 unit roundoff.
+U_F32 = 2.0**-24
+#: The smallest normal: what flushing a subnormal loses at most.
+FLUSH = 2.0**-126
+
+AMD_GEMV = Tolerance.relative(
+    0.04,
+    1e-3,
+    note="AMD IRON's GEMV figure (f32 accumulation, one rounding to bf16); it "
+    "holds only for unit-scale data without cancellation: give the inputs, "
+    "tolerance(a, b), for the derived bound",
+)
+
+
+def gamma(n: int) -> float:
+    """The float32 summation factor ``n 2**-24 / (1 - n 2**-24)`` of n terms."""
+    return n * U_F32 / (1 - n * U_F32)
+
+
+def model_product(
+    a: np.ndarray, b: np.ndarray, level: Precision, tile_k: int | None
+) -> np.ndarray:
+    """``a @ b`` as a bf16 kernel at ``level`` computes it, rounded to bf16.
+
+    Args:
+        a: ``(..., M, K)`` values (bf16 or float32).
+        b: ``(..., K, N)`` values.
+        level: The precision level the kernel runs at.
+        tile_k: The K tile after which ``HIGH`` and ``MEDIUM`` round the
+            partial sum to bf16 (unused at ``HIGHEST``).
+
+    Returns:
+        The ``(..., M, N)`` bf16 result.
+    """
+    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
+    b = np.asarray(b, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if level is Precision.MEDIUM:
+            a, b = bfp16.quantize(a, axis=-1), bfp16.quantize(b, axis=-2)
+        if level is Precision.HIGHEST:
+            return np.matmul(a, b).astype(bfloat16)
+        assert tile_k is not None
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        acc = np.zeros((*lead, a.shape[-2], b.shape[-1]), np.float32)
+        for start in range(0, a.shape[-1], tile_k):
+            part = np.matmul(
+                a[..., start : start + tile_k], b[..., start : start + tile_k, :]
+            )
+            acc = (acc + part).astype(bfloat16).astype(np.float32)
+        return acc.astype(bfloat16)
+
+
+def error_bound(
+    a: np.ndarray, b: np.ndarray, level: Precision, tile_k: int | None
+) -> np.ndarray:
+    """How far a bf16 kernel at ``level`` may be from the exact ``a @ b``.
+
+    ``+inf`` where the inputs give no finite bound (an infinity or NaN among
+    them). With ``u = 2**-8``, bf16's unit roundoff; ``gamma(n) = n 2**-24 /
+    (1 - n 2**-24)``, float32 summation of n terms in any order; ``S =
+    |A|@|B|``:
+
+    * ``HIGHEST``: ``|err| <= gamma(K) S + u (|C| + gamma(K) S)``.
+    * ``HIGH``: per K tile, ``E' = E + gamma(tile_k + 1) (|P_{j-1}| + E +
+      S_j)``, then ``E = E' + u (|P_j| + E')``, ``P_j`` the exact partial sum
+      and ``S_j`` the tile's share of ``S``; the last rounding is the
+      output's.
+    * ``MEDIUM``: with ``d`` one unit of an element's bfp16 block (its
+      conversion error is at most ``d``) it adds ``Q = |A|@dB + dA@|B| +
+      dA@dB`` and runs the ``HIGH`` recursion on ``|P| + Q`` and ``S + Q``.
+
+    Every level adds ``2**-125 (sum_k |a| + sum_k |b| + 2K + 1)`` for
+    subnormal inputs, products, partials and outputs a device may flush, and
+    ``K 2**-52 S`` for evaluating the bound in float64.
+
+    Args:
+        a: ``(..., M, K)`` values.
+        b: ``(..., K, N)`` values.
+        level: The precision level the kernel runs at.
+        tile_k: The K tile ``HIGH`` and ``MEDIUM`` round after.
+
+    Returns:
+        float64 bounds of the result's shape ``(..., M, N)``.
+    """
+    a = np.asarray(a, dtype=np.float32)  # no copy when already float32
+    b = np.asarray(b, dtype=np.float32)
+    k = a.shape[-1]
+    tile = k if level is Precision.HIGHEST or tile_k is None else tile_k
+    with np.errstate(all="ignore"):
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        abs_a, abs_b = np.abs(a64), np.abs(b64)
+        if level is Precision.MEDIUM:
+            da = bfp16.block_unit(a, axis=-1)
+            db = bfp16.block_unit(b, axis=-2)
+        err = partial = quant = total = 0.0
+        for j, start in enumerate(range(0, k, tile)):
+            s = slice(start, start + tile)
+            carried = np.abs(partial) + quant  # bounds |the carried partial sum|
+            share = abs_a[..., s] @ abs_b[..., s, :]
+            partial = partial + a64[..., s] @ b64[..., s, :]
+            if level is Precision.MEDIUM:
+                q = abs_a[..., s] @ db[..., s, :] + da[..., s] @ abs_b[..., s, :]
+                q = q + da[..., s] @ db[..., s, :]
+                quant = quant + q
+                share = share + q
+            total = total + share
+            terms = min(tile, k - start) + (j > 0)
+            summed = err + gamma(terms) * (carried + err + share)
+            err = summed + U_BF16 * (np.abs(partial) + quant + summed)
+        sums = abs_a.sum(-1)[..., None] + abs_b.sum(-2)[..., None, :]
+        flush = 2 * FLUSH * (sums + 2 * k + 1)
+        bound = (err + quant + flush + k * 2.0**-52 * total) * (1 + 2.0**-40)
+    return np.where(np.isfinite(bound), bound, np.inf)
+
+
+def bound_tolerance(
+    bound: np.ndarray, level: Precision, tile_k: int | None
+) -> Tolerance:
+    """The tolerance of a result at ``level``: twice ``bound``, with its note.
+
+    Doubled, as a device result is judged against the reference, itself such
+    a kernel.
+    """
+    rounding = (
+        "one bf16 rounding of the f32 sum"
+        if level is Precision.HIGHEST
+        else f"a bf16 rounding of the f32 partial sum every tile_k={tile_k}"
+    )
+    blocks = (
+        ", bfp16 blocks of 8 along K for A and B (one block unit each)"
+        if level is Precision.MEDIUM
+        else ""
+    )
+    return Tolerance.bounded(
+        2 * bound,
+        note=f"derived ({level.value}): f32 accumulation gamma(n)*|A|@|B|, "
+        f"{rounding}{blocks}, 2**-125 per flushed subnormal; doubled, as "
+        f"the reference is itself such a kernel (iron/operators/matmul.py)",
+    )
