@@ -57,7 +57,8 @@ from iron.core.percall import Affine
 from iron.runtime.image import ImageSpec, Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, build_design, emit
-from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
+from iron.runtime.npu.designs._common import arg_memref
+from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder
 
 __all__ = [
     "EMIT",
@@ -353,12 +354,6 @@ def _graph_args(
     )
 
 
-def _arg_type(arg: str, nbytes: int) -> str:
-    if arg in ("words", "program", "feedback"):
-        return memref(nbytes // _WORD, "i32")
-    return memref(nbytes // 2)
-
-
 _DEVICE = re.compile(r"aie\.device\((\w+)\) @main \{")
 
 
@@ -384,7 +379,7 @@ def _full_elf(
     """The full ELF's design: every step a device, and ``@main`` running them."""
     b = Builder()
     b.comment(f"IRON full ELF: {name} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
-    types = {a: _arg_type(a, n) for a, n in zip(args, arg_bytes)}
+    types = {a: arg_memref(a, n) for a, n in zip(args, arg_bytes)}
     with b.region("module"):
         labels = [
             "emit" if s.index == EMIT else f"step{k}" for k, s in enumerate(steps)
@@ -393,7 +388,7 @@ def _full_elf(
             for line in _as_step_device(s.design.text, name):
                 b.line(line.removeprefix("  "))
         with b.device(dev.name, "main"):
-            hints = [(a.replace("@", "_at_").replace(":", "_"), types[a]) for a in args]
+            hints = [(a, types[a]) for a in args]
             with b.runtime_sequence(hints, "sequence") as names:
                 ssa = dict(zip(args, names))
                 for name, s in zip(labels, steps):

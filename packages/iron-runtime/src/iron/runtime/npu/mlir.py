@@ -296,8 +296,11 @@ class Builder:
         block yields their SSA names. [npu_xclbin], [bd_paths].
         """
         # An argument named for a window or a graph buffer ("arena@0",
-        # "input:x") keeps its name with the other characters as "_".
-        names = [self.fresh(re.sub(r"[^A-Za-z0-9_$.]", "_", hint)) for hint, _ in args]
+        # "input:x") keeps its name: "@" as "_at_", other characters as "_".
+        names = [
+            self.fresh(re.sub(r"[^A-Za-z0-9_$.]", "_", hint.replace("@", "_at_")))
+            for hint, _ in args
+        ]
         params = ", ".join(f"{n}: {type_}" for n, (_, type_) in zip(names, args))
         sym = f" @{name}" if name else ""
         with self.region(f"aie.runtime_sequence{sym}({params})"):

@@ -210,6 +210,21 @@ def _sequence_args(
     return args, where
 
 
+#: Element types of the arguments that are not bf16 by default: the run's
+#: scratchpad, and an Emit's program and the scratchpad it feeds.
+ARG_DTYPES = {WORDS: "i32", "program": "i32", "feedback": "i32"}
+_DTYPE_BYTES = {"bf16": _ITEM, "i32": _WORD, "f32": _WORD, "i8": 1}
+
+
+def arg_memref(arg: str, nbytes: int, dtypes: Mapping[str, str] | None = None) -> str:
+    """The memref type of runtime-sequence argument ``arg`` of ``nbytes``.
+
+    bf16 unless ``dtypes`` or ``ARG_DTYPES`` names its element type.
+    """
+    dt = (dtypes or {}).get(arg) or ARG_DTYPES.get(arg, "bf16")
+    return memref(nbytes // _DTYPE_BYTES[dt], dt)
+
+
 def _runtime_sequence(
     b: Builder,
     args: Sequence[tuple[str, int]],
@@ -224,8 +239,7 @@ def _runtime_sequence(
 
     Output transfers (FIFOs named ``<port>_<column>`` for a port in ``outs``)
     issue a completion token; the sequence waits on each column's. An
-    argument is a bf16 memref unless ``dtypes`` names its element type
-    (``words`` is always ``i32``). ``waits`` names the FIFOs to wait on
+    argument's type is ``arg_memref``'s. ``waits`` names the FIFOs to wait on
     instead (their transfers issue the tokens).
 
     ``points`` (a layout's ``waits``, ``(position, fifo)``), when given,
@@ -234,60 +248,37 @@ def _runtime_sequence(
     nothing more (buffer descriptors reused after a wait; see
     :func:`iron.runtime.npu.legality.check`).
     """
-    types_of = {WORDS: "i32", **(dtypes or {})}
-    size = {"bf16": _ITEM, "i32": _WORD, "f32": _WORD, "i8": 1}
-
-    def arg_type(a: str, n: int) -> str:
-        dt = types_of.get(a, "bf16")
-        return memref(n // size[dt], dt)
-
-    arg_types = [(a, arg_type(a, n)) for a, n in args]
-    hints = [
-        (a if a == "arena" else f"{a.replace('@', '_at_').replace(':', '_')}_buf", t)
-        for a, t in arg_types
-    ]
+    types = {a: arg_memref(a, n, dtypes) for a, n in args}
+    hints = [(a if a == "arena" else f"{a}_buf", types[a]) for a, _ in args]
+    # Where each transfer issues a token, and the waits after the first k
+    # transfers (k = len(transfers): at the end).
+    if points:
+        token = [bool(t.token) for t in transfers]
+        waits_at: dict[int, list[str]] = {}
+        for position, fifo in points:
+            waits_at.setdefault(position, []).append(fifo)
+    elif waits:
+        token = [t.fifo in waits for t in transfers]
+        waits_at = {len(transfers): list(waits)}
+    else:
+        token = [t.fifo.rsplit("_", 1)[0] in outs for t in transfers]
+        waits_at = {len(transfers): [f"{p}_{c}" for c in range(columns) for p in outs]}
     with b.runtime_sequence(hints, "sequence") as names:
         ssa = dict(zip([a for a, _ in args], names))
-        types = dict(arg_types)
-        if points:
-            at: dict[int, list[str]] = {}
-            for position, fifo in points:
-                at.setdefault(position, []).append(fifo)
-            for j, t in enumerate([*transfers, None]):
-                for fifo in at.get(j, ()):
-                    b.dma_wait(fifo)
-                if t is not None:
-                    b.dma_memcpy_nd(
-                        ssa[t.buffer],
-                        types[t.buffer],
-                        (0, 0, 0, t.offset),
-                        t.sizes,
-                        t.strides,
-                        metadata=t.fifo,
-                        bd_id=t.bd_id,
-                        issue_token=t.token,
-                    )
-            return
-        for t in transfers:
-            b.dma_memcpy_nd(
-                ssa[t.buffer],
-                types[t.buffer],
-                (0, 0, 0, t.offset),
-                t.sizes,
-                t.strides,
-                metadata=t.fifo,
-                bd_id=t.bd_id,
-                issue_token=(
-                    t.fifo in waits if waits else t.fifo.rsplit("_", 1)[0] in outs
-                ),
-            )
-        if waits:
-            for fifo in waits:
+        for j, t in enumerate([*transfers, None]):
+            for fifo in waits_at.get(j, ()):
                 b.dma_wait(fifo)
-            return
-        for c in range(columns):
-            for p in outs:
-                b.dma_wait(f"{p}_{c}")
+            if t is not None:
+                b.dma_memcpy_nd(
+                    ssa[t.buffer],
+                    types[t.buffer],
+                    (0, 0, 0, t.offset),
+                    t.sizes,
+                    t.strides,
+                    metadata=t.fifo,
+                    bd_id=t.bd_id,
+                    issue_token=token[j],
+                )
 
 
 def _design(

@@ -165,7 +165,6 @@ def build(spec: ImageSpec, dev: Device, *, capacity: int, arena_bytes: int) -> D
             layout.transfers,
             [],
             1,
-            dtypes={"program": "i32", "feedback": "i32"},
             waits=["emit_next"],
         )
     return Design(
