@@ -37,7 +37,7 @@ from iron.operators.movers import Access, Copy, _simplify, _split_inner
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
-from iron.runtime.npu.designs._common import _design, _sequence_args
+from iron.runtime.npu.designs._common import _design, _runtime_sequence, _sequence_args
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = [
@@ -305,26 +305,24 @@ def emit_sequence(
     A transfer item is ``(transfer, issues_token)``; a :class:`Wait` waits
     for the token of its FIFO's channel [npu_xclbin].
     """
-    size = {"i8": 1, "bf16": 2, "i32": 4}[dtype]
-    types = {a: memref(n // size, dtype) for a, n in args}
-    hints = [(a if a == "arena" else f"{a}_buf", types[a]) for a, _ in args]
-    with b.runtime_sequence(hints, "sequence") as names:
-        ssa = dict(zip([a for a, _ in args], names))
-        for item in items:
-            if isinstance(item, Wait):
-                b.dma_wait(item.fifo)
-                continue
+    transfers: list[legality.Transfer] = []
+    points: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, Wait):
+            points.append((len(transfers), item.fifo))
+        else:
             t, token = item
-            b.dma_memcpy_nd(
-                ssa[t.buffer],
-                types[t.buffer],
-                (0, 0, 0, t.offset),
-                t.sizes,
-                t.strides,
-                metadata=t.fifo,
-                bd_id=t.bd_id,
-                issue_token=token,
-            )
+            transfers.append(dataclasses.replace(t, token=token))
+    assert points or not any(t.token for t in transfers), "a token nobody waits on"
+    _runtime_sequence(
+        b,
+        args,
+        transfers,
+        [],
+        1,
+        dtypes=dict.fromkeys((a for a, _ in args), dtype),
+        points=points,
+    )
 
 
 def _forward(
