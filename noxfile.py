@@ -1,10 +1,11 @@
 """Sessions for the IRON monorepo: one per package, cross-package, layering, wheels, lint.
 
 ``nox`` runs the default list below (the same as ``.ci/run``); ``nox -s NAME``
-runs one session. Every session makes a fresh virtualenv with Python 3.11 and
-installs from PyPI with pip; the packages go in editable (hatchling's
-``.pth`` mode, so ``pkgutil.extend_path`` finds every distribution's
-subpackage of ``iron``).
+runs one session. Every session makes a fresh virtualenv with the Python
+that runs nox (one of ``SUPPORTED``; another is an error, as is a missing
+interpreter asked for with ``--force-python``) and installs from PyPI with
+pip; the packages go in editable (hatchling's ``.pth`` mode, so
+``pkgutil.extend_path`` finds every distribution's subpackage of ``iron``).
 
 Sessions:
     core         iron-core's own tests.
@@ -16,6 +17,8 @@ Sessions:
                  tiny model unless -- --checkpoint DIR is given).
     npu          the tests that need a Ryzen AI NPU (XRT, mlir-aie); they skip
                  with a reason elsewhere. Not in the default list.
+    pythons      every package's tests on each of SUPPORTED (all must be
+                 installed). Not in the default list.
     docs         build the user's guide with mkdocs --strict (into site/).
     bench        run the benchmarks, write benchmarks/results.json and
                  BENCHMARKS.md (-- --quick for a CI-sized run).
@@ -28,12 +31,25 @@ Sessions:
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).resolve().parent
-PYTHON = "3.11"
+#: The Python versions IRON supports and its tests run on. Every package's
+#: metadata says the same (requires-python, classifiers; a test keeps them
+#: equal). The sessions run on the interpreter that runs nox.
+SUPPORTED = ("3.11", "3.12", "3.13")
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+if RUNNING not in SUPPORTED:
+    raise SystemExit(
+        f"noxfile.py: nox runs on Python {RUNNING}, and IRON supports "
+        f"{', '.join(SUPPORTED)}: run nox with one of those (python3.11 -m nox)"
+    )
+#: Sessions use the interpreter nox runs on (None), never a pinned version
+#: that a machine may lack.
+PYTHON = None
 CORE = "packages/iron-core"
 OPERATORS = "packages/iron-operators"
 RUNTIME = "packages/iron-runtime"
@@ -43,6 +59,10 @@ LM = "packages/iron-lm"
 ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6")
 
 nox.options.default_venv_backend = "venv"
+# An interpreter that is asked for and missing fails the run instead of
+# skipping the session (nox's default outside CI), so no run passes having
+# run nothing.
+nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
     "core",
     "operators",
@@ -118,7 +138,13 @@ def oracle(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job: stream a Llama decode on the emulated NPU and summarize it."""
     _install_all(session)
-    args = session.posargs or ["--prompt", "The NPU", "--max-new-tokens", "24"]
+    args = session.posargs or [
+        "--prompt",
+        "The NPU",
+        "--max-new-tokens",
+        "24",
+        "--check",
+    ]
     session.run("python", "-m", "iron.lm", "generate", *args)
 
 
@@ -143,6 +169,28 @@ def npu(session: nox.Session) -> None:
             )
 
 
+@nox.session(python=list(SUPPORTED))
+def pythons(session: nox.Session) -> None:
+    """Every package's tests on each supported Python (each must be present).
+
+    Not in the default list (the defaults run on nox's own interpreter): run
+    it where several Pythons are installed, before claiming a new one.
+    """
+    _install_all(session, "[test]")
+    session.install("-e", f"{CORE}[test]", "-e", f"{OPERATORS}[test]")
+    session.install("-e", f"{RUNTIME}[test]")
+    for package in (CORE, OPERATORS, RUNTIME, LM):
+        session.run(
+            "pytest",
+            f"{package}/tests",
+            "-q",
+            "--ignore",
+            f"{LM}/tests/oracle",
+            *session.posargs,
+            env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
+        )
+
+
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site strictly: a broken link or missing docstring fails."""
@@ -163,7 +211,7 @@ def bench(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
     _install_all(session)
-    session.install("pytest", "hypothesis")
+    session.install("pytest", "hypothesis", "nox")
     session.run(
         "pytest",
         "tests",

@@ -116,7 +116,7 @@ def machine() -> dict[str, Any]:
         },
         "commit": _commit(),
         "load_average": _load(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
 

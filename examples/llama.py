@@ -8,17 +8,18 @@ random (seeded), so the text is meaningless; the path is the real one.
 the tokenizer turns them back into text.
 
 The checks: the first greedy token is the argmax of the prompt's last
-logits (``Decoder.logits``); a sampled generation repeats for the same
+logits (``Decoder.logits``); the greedy tokens are the host reference's
+(``Decoder.reference_tokens``); a sampled generation repeats for the same
 seed; and where the device loops the decode step itself (npu2), the host
 loop gives the same tokens. Runs on npu2 unless IRON_DEVICE names another
 (the emulated NPU where no NPU is present). Usage:
-``python examples/llama.py [CHECKPOINT_DIR]``. Prints PASS! when it holds.
+``python examples/llama.py [--checkpoint DIR]``. Prints PASS! when it holds.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def main(directory: str | Path | None = None) -> bool:
         print(greedy.stats.summary())
         last = greedy.logits(ids)[-1]  # the prompt version's scores
         ok = tokens[0] == int(np.argmax(last))
+        # The host reference: every operator's numpy reference, no device.
+        ok &= greedy.reference_tokens(ids, len(tokens)) == tokens
 
         # Sampled: a seeded top-k draw; the same seed gives the same tokens,
         # whether the decode step loops on the device or from the host.
@@ -88,4 +91,10 @@ def main(directory: str | Path | None = None) -> bool:
 
 
 if __name__ == "__main__":
-    raise SystemExit(0 if main(*sys.argv[1:2]) else 1)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="a Hugging Face Llama directory (default: the embedded tiny Llama)",
+    )
+    raise SystemExit(0 if main(parser.parse_args().checkpoint) else 1)

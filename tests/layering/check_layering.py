@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -158,15 +159,7 @@ def declared_imports(pyproject: Path) -> set[str]:
     ``-`` into ``_`` (numpy -> numpy, ml_dtypes -> ml_dtypes).
     """
     text = pyproject.read_text(encoding="utf-8")
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        block = re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.S | re.M)
-        requirements = re.findall(
-            r"[\"']([^\"']+)[\"']", block.group(1) if block else ""
-        )
-    else:
-        requirements = tomllib.loads(text).get("project", {}).get("dependencies", [])
+    requirements = tomllib.loads(text).get("project", {}).get("dependencies", [])
     names = set()
     for requirement in requirements:
         match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)

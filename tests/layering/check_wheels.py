@@ -22,6 +22,7 @@ import configparser
 import re
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -40,13 +41,6 @@ def normalize(name: str) -> str:
 def project_name(package_dir: Path) -> str:
     """The ``[project] name`` of a package directory's pyproject.toml."""
     text = (package_dir / "pyproject.toml").read_text(encoding="utf-8")
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        match = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
-        if match is None:
-            raise ValueError(f"{package_dir}/pyproject.toml has no name") from None
-        return match.group(1)
     return tomllib.loads(text)["project"]["name"]
 
 

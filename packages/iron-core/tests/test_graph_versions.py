@@ -28,6 +28,9 @@ def test_compile_without_the_runtime_names_iron_runtime():
         ScaleThenMul().compile(x=(16,), y=(16,))
     assert isinstance(info.value, MissingDistributionError)
     assert "iron-runtime" in str(info.value)
+    # IRON is not on PyPI (a PyPI project iron-core is another one): the hint
+    # installs from the repository.
+    assert "pip install ./packages/iron-runtime" in str(info.value)
     with pytest.raises(ImportError, match="iron-runtime"):
         ScaleThenMul()(bf16(16), bf16(16))
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from enum import Enum
-
 import pytest
 
 import iron.core.precision as precision_module
@@ -66,19 +62,3 @@ def test_public_docstrings():
         Precision.__doc__ and "torch.set_float32_matmul_precision" in Precision.__doc__
     )
     assert Precision.allows.__doc__
-
-
-def test_fallback_without_strenum(monkeypatch):
-    """On Python 3.10 (no enum.StrEnum) Precision is a (str, Enum) that behaves alike."""
-    monkeypatch.setattr(sys, "version_info", (3, 10, 0, "final", 0))
-    spec = importlib.util.spec_from_file_location(
-        "_precision_py310", precision_module.__file__
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fallback = module.Precision
-    assert fallback is not Precision
-    assert issubclass(fallback, str) and issubclass(fallback, Enum)
-    assert str(fallback.HIGH) == "high" and f"{fallback.HIGH}" == "high"
-    assert fallback("MEDIUM").allows(fallback.HIGHEST)
-    assert not fallback.HIGHEST.allows("high")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from lm_support import write_tiny
@@ -25,18 +27,29 @@ SUMMARY = re.compile(
 )
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"}
+def environment(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "IRON_BACKEND": "emu", "IRON_EMU_POISON": "1", **extra}
     env.pop("IRON_DEVICE", None)
+    return env
+
+
+def run(
+    *args: str, command: str = "generate", **env: str
+) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-m", "iron.lm", "generate", *args],
+        [sys.executable, "-m", "iron.lm", *([command] if command else []), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=environment(**env),
         timeout=120,
     )
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+def words(text: str) -> str:
+    """``text`` with every run of whitespace one space (undoes the wrapping)."""
+    return " ".join(text.split())
 
 
 def test_the_embedded_default_streams_and_summarizes() -> None:
@@ -44,12 +57,74 @@ def test_the_embedded_default_streams_and_summarizes() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("The NPU runs")
     assert len(done.stdout) > len("The NPU runs\n")  # the generated text
-    lines = done.stderr.strip().splitlines()
-    assert tiny.NOTICE in lines[0] and "RANDOM" in lines[0]
-    summary = SUMMARY.search(lines[-1])
-    assert summary, lines[-1]
+    assert words(done.stderr).startswith(tiny.NOTICE)
+    summary = SUMMARY.search(done.stderr)
+    assert summary, done.stderr
     assert int(summary[1]) >= 3 and int(summary[2]) <= 8
     assert summary.group(3, 4) == ("device", "npu2")
+
+
+def test_the_demo_explains_its_speed_its_check_and_what_next() -> None:
+    """What ``nox -s demo`` runs: the speed is the emulator's, an NPU's is
+    modelled, the tokens are checked against the host reference, and the
+    last lines say what to do next. Every line fits 80 columns."""
+    done = run("--max-new-tokens", "6", "--check")
+    assert done.returncode == 0, done.stderr
+    said = words(done.stderr)
+    assert "emulated on this CPU (numpy), not NPU speed" in said
+    modelled = re.search(
+        r"an NPU2 would decode about ([\d,]+) tokens/s \(modelled", said
+    )
+    assert modelled and int(modelled[1].replace(",", "")) > 0, said
+    assert "checked: the 6 tokens equal the host reference's" in said
+    assert said.split("next: ")[1].count("--checkpoint DIR") == 1
+    assert "--help" in said.split("next: ")[1]
+    lines = done.stderr.splitlines()
+    summary = next(i for i, line in enumerate(lines) if SUMMARY.search(line))
+    others = lines[:summary] + lines[summary + 1 :]  # the summary is one record
+    assert all(len(line) <= 80 for line in others), others
+
+
+def test_check_fails_when_the_tokens_differ(monkeypatch, capsys) -> None:
+    """``--check`` is a real comparison: a reference that disagrees fails it."""
+    from iron.lm.generate import Decoder
+
+    def wrong(self, ids, count, *, seed=0):
+        return [0] * count
+
+    monkeypatch.setattr(Decoder, "reference_tokens", wrong)
+    code = main(["generate", "--max-new-tokens", "4", "--check", "--temperature", "9"])
+    assert code == 1
+    assert "--check: token" in capsys.readouterr().err
+
+
+def test_temperature_alone_samples_and_top_k_zero_is_off() -> None:
+    greedy = run("--max-new-tokens", "12")
+    hot = run("--max-new-tokens", "12", "--temperature", "5")
+    off = run("--max-new-tokens", "12", "--temperature", "5", "--top-k", "0")
+    for done in (greedy, hot, off):
+        assert done.returncode == 0, done.stderr
+    assert hot.stdout != greedy.stdout  # it sampled (top-k 1 would not)
+    assert off.stdout == hot.stdout  # 0 is the default: off
+
+
+def test_the_seed_changes_sampling_not_the_embedded_weights() -> None:
+    first, second = (run("--max-new-tokens", "8", "--seed", s) for s in ("0", "5"))
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout  # greedy: the same model either way
+    hot = [
+        run("--max-new-tokens", "8", "--temperature", "5", "--seed", s) for s in "05"
+    ]
+    assert hot[0].stdout != hot[1].stdout
+
+
+def test_npu1_says_why_it_loops_from_the_host() -> None:
+    done = run("--max-new-tokens", "3", "--device", "npu1")
+    assert done.returncode == 0, done.stderr
+    assert "the decode step loops from the host: npu1 runs one xclbin per step" in (
+        words(done.stderr)
+    )
+    assert "loops from the host" not in run("--max-new-tokens", "3").stderr
 
 
 def test_sampling_is_seeded_and_the_host_loop_agrees() -> None:
@@ -120,10 +195,24 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
     [
         (["--max-new-tokens", "0"], "--max-new-tokens is at least 1"),
         (["--max-new-tokens", "many"], "invalid int value"),
-        (["--rows", "0"], "--rows is at least 1"),
-        (["--context", "0"], "--context is at least 1"),
-        (["--top-k", "0"], "--top-k is at least 1"),
+        (["--rows", "0"], "--rows is 8 or 16 on npu2, got 0"),
+        (["--rows", "12"], "--rows is 8 or 16 on npu2, got 12"),
+        (["--rows", "40"], "--rows is 8 or 16 on npu2, got 40"),
+        (["--rows", "24", "--device", "npu1"], "--rows is 8 or 16 on npu1, got 24"),
+        (["--context", "0"], "--context is a multiple of 16 above --rows (16)"),
+        (["--context", "24"], "e.g. 32, 48, ...; got 24"),
+        (["--context", "16"], "--context is a multiple of 16 above --rows (16)"),
+        (
+            ["--context", "8", "--rows", "8"],
+            "--context is a multiple of 16 above --rows (8), e.g. 16",
+        ),
+        (["--top-k", "-1"], "--top-k is 0 (off) or 1..256, got -1"),
+        (["--top-k", "300"], "--top-k is 0 (off) or 1..256, got 300"),
         (["--temperature", "-1"], "--temperature is a number >= 0"),
+        (["--temperature", "nan"], "--temperature is a number >= 0"),
+        (["--seed", "-1"], "--seed is an integer in 0..536870912, got -1"),
+        (["--seed", "3000000000"], "--seed is an integer in 0..536870912"),
+        (["--prompt", "caf\udce9"], "--prompt is not valid UTF-8 text (byte e9"),
         (["--device", "npu9"], "invalid choice"),
     ],
 )
@@ -148,3 +237,160 @@ def test_the_iron_lm_command_is_this_main() -> None:
 
     (script,) = entry_points(group="console_scripts", name="iron-lm")
     assert script.load() is main
+
+
+def test_a_context_the_rule_allows_runs() -> None:
+    """The smallest context above --rows 8 (16) holds a prompt and a token."""
+    done = run(
+        "--context", "16", "--rows", "8", "--max-new-tokens", "2", "--prompt", "a"
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_usage_errors_come_before_anything_is_echoed() -> None:
+    """Out-of-range values are refused before the prompt is shown or a model
+    loads (``--seed -1`` used to reseed the embedded weights and crash)."""
+    for args in (["--seed", "-1"], ["--seed", "2147483647"], ["--rows", "64"]):
+        done = run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stdout == "", args
+        assert tiny.NOTICE not in words(done.stderr)
+
+
+def test_every_option_shows_its_default_and_a_help_line() -> None:
+    from iron.lm.cli import _parser
+
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if a.dest == "command"]
+    generate = commands.choices["generate"]
+    for action in generate._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, action.dest
+        assert "(default: " in action.help, action.dest
+    shown = run("--help")
+    assert shown.returncode == 0
+    assert words(shown.stdout).count("(default: ") == len(generate._actions) - 1
+
+
+def test_version_and_the_bare_command() -> None:
+    version = run("--version", command="")
+    assert version.returncode == 0
+    assert re.fullmatch(
+        r"iron-lm \S+ \(iron-core \S+, iron-operators \S+, iron-runtime \S+\)\n",
+        version.stdout,
+    ), version.stdout
+    bare = run(command="")
+    assert bare.returncode == 0
+    assert bare.stdout.startswith("usage: iron-lm") and "generate" in bare.stdout
+
+
+def test_examples_llama_takes_the_checkpoint_option_its_notice_names() -> None:
+    """The notice says "no --checkpoint given"; examples/llama.py takes one."""
+    assert "no --checkpoint given" in tiny.NOTICE
+    example = Path(__file__).parents[3] / "examples" / "llama.py"
+    if not example.is_file():
+        pytest.skip("examples/ is not beside this package (an sdist)")
+    done = subprocess.run(
+        [sys.executable, str(example), "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--checkpoint DIR" in done.stdout
+
+
+# -- never a traceback (issue: careless use) ------------------------------------
+
+
+def test_a_chat_template_that_raises_is_an_error_message(tmp_path) -> None:
+    directory = write_tiny(tmp_path / "ck")
+    config = directory / "tokenizer_config.json"
+    settings = json.loads(config.read_text())
+    settings["chat_template"] = "{{ messages[0]['content'] | int / 0 }}"
+    config.write_text(json.dumps(settings))
+    done = run("--checkpoint", str(directory), "--chat", "--prompt", "hi")
+    assert done.returncode == 1, done.stderr
+    assert "the chat template failed while rendering: ZeroDivisionError" in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_missing_xrt_is_an_error_message() -> None:
+    done = run("--max-new-tokens", "2", IRON_BACKEND="xrt")
+    assert done.returncode == 1, done.stderr
+    assert "iron-lm: error: the xrt backend cannot run npu2" in done.stderr
+    assert "IRON_BACKEND=emu" in done.stderr
+
+
+def test_output_piped_into_head_ends_quietly() -> None:
+    env = environment()
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} -m iron.lm generate --max-new-tokens 48 | head -c 3; "
+            "status=${PIPESTATUS[0]}; echo; echo status=$status",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    assert done.stdout.startswith("The\n")
+    assert "status=141" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("phase", ["import", "load", "compile", "generate"])
+def test_ctrl_c_in_any_phase_exits_130_quietly(phase, monkeypatch, capsys) -> None:
+    """Ctrl-C (KeyboardInterrupt) while importing, loading, compiling or
+    generating: one line and exit code 130."""
+    from iron.lm.generate import Decoder
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if phase == "import":
+
+        class Interrupting:
+            def find_spec(self, name, path=None, target=None):
+                if name == "iron.lm.generate":
+                    raise KeyboardInterrupt
+                return None
+
+        monkeypatch.delitem(sys.modules, "iron.lm.generate")
+        monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    elif phase == "load":
+        monkeypatch.setattr(Decoder, "from_pretrained", interrupt)
+    elif phase == "compile":
+        monkeypatch.setattr(Decoder, "compile", interrupt)
+    else:
+        monkeypatch.setattr(Decoder, "_record", interrupt)
+    assert main(["generate", "--max-new-tokens", "3"]) == 130
+    assert "iron-lm: error: interrupted" in capsys.readouterr().err
+
+
+def test_a_real_sigint_while_loading_exits_130_quietly() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "iron.lm", "generate", "--max-new-tokens", "200"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    )
+    process.stderr.readline()  # the notice: the model is being written and loaded
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "iron-lm: error: interrupted" in err
+
+
+def test_an_unforeseen_error_is_one_line(monkeypatch, capsys) -> None:
+    from iron.lm.generate import Decoder
+
+    def broken(*args, **kwargs):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(Decoder, "compile", broken)
+    assert main(["generate", "--max-new-tokens", "2"]) == 70
+    err = capsys.readouterr().err
+    assert "iron-lm: error: unexpected KeyError: 'surprise'" in err
+    assert "Traceback" not in err

@@ -34,7 +34,8 @@ def catalog() -> Mapping[str, type]:
     if not found:
         raise MissingDistributionError(
             "no operator catalog is installed (entry-point group "
-            "'iron.operators'); install it: pip install iron-operators"
+            "'iron.operators'); install it from a checkout of IRON's repository: "
+            "pip install ./packages/iron-operators (IRON is not on PyPI yet)"
         )
     return found
 
@@ -49,7 +50,8 @@ def backend() -> Any:
     if not eps:
         raise MissingDistributionError(
             "running on a device needs the runtime, which is not installed "
-            "(entry-point group 'iron.backends'); install it: pip install "
-            "iron-runtime. Without it, graph.reference(...) runs on the host."
+            "(entry-point group 'iron.backends'); install it from a checkout of "
+            "IRON's repository: pip install ./packages/iron-runtime (IRON is not "
+            "on PyPI yet). Without it, graph.reference(...) runs on the host."
         )
     return eps[0].load()()

@@ -6,20 +6,9 @@ reference's, a matmul may make in exchange for speed.
 
 from __future__ import annotations
 
-import sys
-from enum import Enum
+from enum import StrEnum
 
 __all__ = ["Precision"]
-
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # pragma: no cover - Python 3.10 has no enum.StrEnum
-
-    class StrEnum(str, Enum):
-        """A str-valued enum whose ``str()`` is its value (3.11's StrEnum)."""
-
-        def __str__(self) -> str:
-            return str(self.value)
 
 
 class Precision(StrEnum):

@@ -111,7 +111,7 @@ class Decoder:
         context: int | None = None,
         rows: int = 16,
         temperature: float = 0.0,
-        top_k: int = 1,
+        top_k: int | None = None,
         progress: bool = True,
     ) -> Decoder:
         """Load a Hugging Face Llama checkpoint directory.
@@ -366,3 +366,39 @@ class Decoder:
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token
+
+    # -- checking ---------------------------------------------------------------------
+
+    def reference_tokens(
+        self, prompt_ids: Sequence[int], count: int, *, seed: int = 0
+    ) -> list[int]:
+        """The first ``count`` tokens the host reference generates.
+
+        The Llama graph evaluated step by step with each operator's numpy
+        reference (no device, no compiled version): the prompt in chunks of
+        ``rows``, then ``count - 1`` decode steps, each fed the last one's
+        carried values, with the sampling settings the decoder was built with.
+        :meth:`generate` yields the same tokens for the same prompt and seed
+        on any backend whose kernels are exact (the emulated NPU is), so a
+        test, an example or ``iron-lm generate --check`` compares the two.
+        Stop ids are not applied: compare against a generation's prefix.
+        """
+        ids = self._check_ids(prompt_ids)
+        tokens: list[int] = []
+        carry: Any = None
+        with iron.use_device(self.device):
+            for start, chunk, n in self._chunks(ids):
+                _, carry = self.graph.reference(
+                    chunk, token=0, position=start, n=n, seed=seed
+                )
+            for k in range(count):
+                tokens.append(int(carry["token"]))
+                if k == count - 1:
+                    break
+                _, carry = self.graph.reference(
+                    token=int(carry["token"]),
+                    position=int(carry["position"]),
+                    n=1,
+                    seed=int(carry["seed"]),
+                )
+        return tokens

@@ -38,7 +38,7 @@ from iron.operators.matmul import GEMM, GEMV
 from iron.operators.movers import Copy
 from iron.operators.norms import RMSNorm
 from iron.operators.rope import RoPE, rope_table
-from iron.operators.sample import Sample
+from iron.operators.sample import MAX_TOP_K, Sample
 
 __all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
 
@@ -157,7 +157,10 @@ class Llama(iron.Graph):
             ``max_position_embeddings``).
         rows: Tokens in one prompt chunk (the prompt version's input length).
         temperature: Sampling temperature; 0 is greedy.
-        top_k: Candidates a draw is from.
+        top_k: Candidates a draw is from: the ``top_k`` largest logits; None
+            (the default) cuts nothing beyond the device sampler's own limit,
+            the :data:`~iron.operators.sample.MAX_TOP_K` largest (or the whole
+            vocabulary where it is smaller). Greedy decoding ignores it.
         profile: The tunables' profile (``Graph.profile``): by default the
             Llama application's shipped profiles directory
             (``iron/lm/applications/llama/profiles``, one ``<device>.json``
@@ -173,7 +176,7 @@ class Llama(iron.Graph):
         context: int | None = None,
         rows: int = 16,
         temperature: float = 0.0,
-        top_k: int = 1,
+        top_k: int | None = None,
         profile: iron.Profile | str | os.PathLike | None = PROFILES,
     ) -> None:
         context = min(
@@ -187,7 +190,7 @@ class Llama(iron.Graph):
         self.context = context
         self.rows = rows
         self.temperature = temperature
-        self.top_k = top_k
+        self.top_k = min(MAX_TOP_K, config.vocab_size) if top_k is None else top_k
         self.model = Model.declare(config, context)
         if not config.tie_word_embeddings:
             self.lm_head = Linear.declare(config.vocab_size, config.hidden_size)
@@ -206,7 +209,7 @@ class Llama(iron.Graph):
         context: int | None = None,
         rows: int = 16,
         temperature: float = 0.0,
-        top_k: int = 1,
+        top_k: int | None = None,
     ) -> Llama:
         """A Llama graph with the weights of a Hugging Face checkpoint directory.
 

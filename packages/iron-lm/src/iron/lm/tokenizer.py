@@ -239,16 +239,14 @@ class Tokenizer:
 
         Raises:
             ChatTemplateError: No chat template (a base model), or the
-                template's ``raise_exception`` refused the messages.
+                template failed to compile or render (its ``raise_exception``
+                refused the messages, or any other error in it).
         """
         if self.chat_template is None:
             raise ChatTemplateError(
                 "this tokenizer has no chat template (tokenizer_config.json has no "
                 "'chat_template'): use an instruct model for chat, or a plain prompt"
             )
-        import jinja2
-
-        template = _compile(self.chat_template)
         variables = {
             **self._special,
             "messages": [dict(m) for m in messages],
@@ -258,9 +256,11 @@ class Tokenizer:
         }
         variables.update(kwargs)
         try:
-            return template.render(**variables)
-        except jinja2.TemplateError as e:
-            raise ChatTemplateError(f"chat template: {e}") from None
+            return _compile(self.chat_template).render(**variables)
+        except Exception as e:  # the template is the checkpoint's code: any failure
+            raise ChatTemplateError(
+                f"the chat template failed while rendering: {type(e).__name__}: {e}"
+            ) from None
 
     def __repr__(self) -> str:
         return (
