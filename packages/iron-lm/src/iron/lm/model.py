@@ -190,6 +190,8 @@ class Llama(iron.Graph):
         self.context = context
         self.rows = rows
         self.temperature = temperature
+        if temperature == 0:
+            top_k = 1  # greedy: one graph (and one profile entry) whatever is asked
         self.top_k = min(MAX_TOP_K, config.vocab_size) if top_k is None else top_k
         self.model = Model.declare(config, context)
         if not config.tie_word_embeddings:
