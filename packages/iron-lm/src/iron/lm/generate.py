@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ import iron
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
+from iron.lm.text import TextStream
+from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
 from iron.runtime import CarriedLoop, CompiledGraph, backend_name
 
 __all__ = ["Decoder", "Stats"]
@@ -83,6 +85,17 @@ class Decoder:
         checkpoint: The memory-mapped checkpoint the weights are views of,
             whose pages are released as they are uploaded.
         progress: Show a progress bar while uploading.
+        tokenizer: Text to ids and back, for the text-level calls
+            (:meth:`complete`, :meth:`stream`, :meth:`chat`).
+
+    Example:
+        >>> from iron.lm import Decoder
+        >>> decoder = Decoder.from_pretrained(
+        ...     directory, device="npu2", context=64, progress=False
+        ... )
+        >>> ids = decoder.tokenizer.encode("The NPU")
+        >>> len(list(decoder.generate(ids, max_new_tokens=4)))
+        4
     """
 
     def __init__(
@@ -92,8 +105,10 @@ class Decoder:
         device: iron.Device | str | None = None,
         checkpoint: Checkpoint | None = None,
         progress: bool = True,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.graph = graph
+        self.tokenizer = tokenizer
         self.device = iron.core.device.require_device(device)
         self.checkpoint = checkpoint
         self.progress = progress
@@ -117,7 +132,9 @@ class Decoder:
         """Load a Hugging Face Llama checkpoint directory.
 
         Weights stay memory-mapped until uploaded, piece by piece, each
-        piece's pages released once on the device.
+        piece's pages released once on the device. The directory's
+        tokenizer (``tokenizer.json`` and what goes with it) becomes
+        :attr:`tokenizer` when it has one.
 
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
@@ -128,7 +145,15 @@ class Decoder:
             directory, context=context, rows=rows, temperature=temperature, top_k=top_k
         )
         checkpoint = graph.checkpoint
-        return cls(graph, device=device, checkpoint=checkpoint, progress=progress)
+        has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
+        tokenizer = Tokenizer.from_directory(directory) if has_tokenizer else None
+        return cls(
+            graph,
+            device=device,
+            checkpoint=checkpoint,
+            progress=progress,
+            tokenizer=tokenizer,
+        )
 
     @property
     def config(self) -> LlamaConfig:
@@ -366,3 +391,90 @@ class Decoder:
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token
+
+    # -- text -----------------------------------------------------------------------
+
+    def stream(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_new_tokens: int = 32,
+        seed: int = 0,
+        stop: str | Sequence[str] | None = None,
+        device_loop: bool | None = None,
+    ) -> TextStream:
+        """Generate from ``prompt`` and stream the text, piece by piece.
+
+        Args:
+            prompt: Text (encoded with :attr:`tokenizer`, bos added as the
+                model expects) or token ids.
+            max_new_tokens: At most this many tokens (fewer near the context end).
+            seed: The sampling seed, as for :meth:`generate`.
+            stop: Strings that end the text (not included, never yielded).
+            device_loop: As for :meth:`generate`.
+
+        Returns:
+            The pieces; afterwards its ``finish_reason`` says ``"stop"`` (an
+            eos token or a stop string) or ``"length"``, and its
+            ``token_ids`` the tokens generated.
+
+        Raises:
+            RuntimeError: This decoder has no tokenizer.
+            ValueError: As :meth:`generate`, before any token is generated.
+
+        Example:
+            >>> pieces = decoder.stream("The NPU", max_new_tokens=8)
+            >>> text = "".join(pieces)
+            >>> pieces.finish_reason, len(pieces.token_ids)
+            ('length', 8)
+        """
+        tokenizer = self._text_tokenizer()
+        ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        eos = {*self.config.eos_token_ids, *tokenizer.eos_ids}
+        tokens = self.generate(
+            ids,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            stop=sorted(eos),
+            device_loop=device_loop,
+        )
+        return TextStream(
+            tokens, tokenizer, stop=stop, eos_ids=eos, prompt_tokens=len(ids)
+        )
+
+    def complete(self, prompt: str | Sequence[int], **settings: Any) -> str:
+        """The text generated from ``prompt`` (settings as for :meth:`stream`).
+
+        Example:
+            >>> text = decoder.complete("The NPU", max_new_tokens=8)
+            >>> text == decoder.complete("The NPU", max_new_tokens=8)
+            True
+        """
+        return self.stream(prompt, **settings).read()
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], **settings: Any) -> str:
+        """The assistant's reply to ``messages`` (the chat template applied).
+
+        ``messages`` are ``{"role": ..., "content": ...}`` dicts; settings
+        are as for :meth:`stream`.
+
+        Raises:
+            ChatTemplateError: The tokenizer has no chat template (a base
+                model), or the template refused the messages.
+
+        Example:
+            >>> messages = [{"role": "user", "content": "Hello!"}]
+            >>> reply = decoder.chat(messages, max_new_tokens=8)
+            >>> messages.append({"role": "assistant", "content": reply})
+        """
+        text = self._text_tokenizer().apply_chat_template(messages)
+        return self.complete(text, **settings)
+
+    def _text_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise RuntimeError(
+                "this Decoder has no tokenizer (its checkpoint directory has no "
+                f"{TOKENIZER_FILE}): pass tokenizer=Tokenizer.from_directory(DIR) "
+                "to Decoder, or call generate() with token ids"
+            )
+        return self.tokenizer
