@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from iron.lm.serve import command as serve
+
 __all__ = ["main"]
 
 EXIT_USAGE = 2
@@ -58,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         help="loop the decode step from the host even where the device could",
     )
     gen.add_argument("-v", "--verbose", action="store_true", help="log what IRON does")
+    serve.add_parser(commands)
     return parser
 
 
@@ -174,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "generate":
         return generate(args)
+    if args.command == "serve":
+        return serve.run(args)
     return _fail(f"unknown command {args.command}", EXIT_USAGE)  # pragma: no cover
 
 
