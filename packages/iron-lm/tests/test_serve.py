@@ -156,7 +156,6 @@ def test_a_completion_is_the_decoders_text(server, reference):
     assert answer.usage.prompt_tokens == len(ids)
     assert answer.usage.completion_tokens == count == 10
     assert answer.usage.total_tokens == len(ids) + 10
-    assert answer.usage.prompt_tokens_details.cached_tokens == 0
 
 
 def test_a_streamed_completion_ends_with_done(server, reference):
@@ -212,6 +211,26 @@ def test_chat_applies_the_template(server, reference):
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
     assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_a_continued_chat_reuses_the_cache(server, reference):
+    client = server.client()
+    messages = [{"role": "user", "content": "Tell me about the NPU."}]
+    first = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=6)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "And the emulator?"},
+    ]
+    second = client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=6
+    )
+    # at least the first turn's prompt was not prefilled again
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert first.usage.prompt_tokens <= cached < second.usage.prompt_tokens
+    # and the answer is the one a fresh decode gives
+    assert second.choices[0].message.content == reference.chat(
+        messages, max_new_tokens=6
+    )
 
 
 def test_a_stop_string_ends_the_text_and_is_never_streamed(server, reference):

@@ -12,6 +12,7 @@ or from the host with each call's ``Carry`` passed back in elsewhere (npu1)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -47,6 +48,8 @@ class Stats:
         backend: ``emu`` or ``xrt``.
         device: The device description (``npu1``/``npu2``).
         loop: ``device`` (CarriedLoop) or ``host``.
+        cached_tokens: Of the prompt's tokens, how many were already in the
+            KV cache and not prefilled again (``reuse_cache``).
     """
 
     prompt_tokens: int = 0
@@ -56,6 +59,7 @@ class Stats:
     backend: str = ""
     device: str = ""
     loop: str = ""
+    cached_tokens: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -68,8 +72,9 @@ class Stats:
 
     def summary(self) -> str:
         """One line for a terminal."""
+        cached = f" ({self.cached_tokens} cached)" if self.cached_tokens else ""
         return (
-            f"{self.prompt_tokens} prompt tokens, first token in "
+            f"{self.prompt_tokens} prompt tokens{cached}, first token in "
             f"{self.first_token_s * 1e3:.0f} ms, {self.new_tokens} new tokens at "
             f"{self.decode_tokens_per_s:.1f} tokens/s ({self.loop} loop) on "
             f"{self.backend} {self.device}"
@@ -116,6 +121,9 @@ class Decoder:
         self._decode: CompiledGraph | None = None
         self._loop: CarriedLoop | None = None
         self.stats = Stats()
+        # The ids whose keys and values the caches hold at positions 0, 1, ...
+        # (what generate and logits wrote; for reuse_cache).
+        self._cached: list[int] = []
 
     @classmethod
     def from_pretrained(
@@ -236,14 +244,18 @@ class Decoder:
         """
         ids = self._check_ids(token_ids)
         out = np.zeros((len(ids), self.config.vocab_size), np.float32)
+        self._cached = []
         for start, chunk, n in self._chunks(ids):
             logits, _ = self.prompt(chunk, token=0, position=start, n=n)
             out[start : start + n] = np.asarray(logits, np.float32)[:n]
+        self._cached = ids.tolist()
         return out
 
-    def _chunks(self, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray, int]]:
+    def _chunks(
+        self, ids: np.ndarray, first: int = 0
+    ) -> Iterator[tuple[int, np.ndarray, int]]:
         rows = self.graph.rows
-        for start in range(0, len(ids), rows):
+        for start in range(first, len(ids), rows):
             part = ids[start : start + rows]
             chunk = np.zeros(rows, np.int32)
             chunk[: len(part)] = part
@@ -284,6 +296,7 @@ class Decoder:
         seed: int = 0,
         stop: Sequence[int] | None = None,
         device_loop: bool | None = None,
+        reuse_cache: bool = False,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -296,6 +309,14 @@ class Decoder:
                 default the model's eos ids.
             device_loop: Loop on the device (CarriedLoop) or from the host;
                 by default on the device where it runs a full ELF.
+            reuse_cache: Prefill only the ids after the longest prefix the
+                KV cache already holds from this decoder's last
+                :meth:`generate` or :meth:`logits` (a chat continuing, the
+                same system prompt again); ``stats.cached_tokens`` says how
+                many were reused. The tokens are the same as without. Leave
+                it off if anything else ran :attr:`prompt` or :attr:`decode`
+                since: the cache would no longer hold what this decoder
+                recorded.
 
         Raises:
             ValueError: The prompt is empty, longer than the context allows,
@@ -314,13 +335,31 @@ class Decoder:
                 f"{self.device.name} runs no full ELF, so the decode step cannot loop "
                 f"on the device; use device_loop=False"
             )
-        return self._generate(ids, seed, steps, stop_ids, loop)
+        reuse = self._reusable(ids) if reuse_cache else 0
+        return self._generate(ids, seed, steps, stop_ids, loop, reuse)
+
+    def _reusable(self, ids: np.ndarray) -> int:
+        """The ids at the start of ``ids`` the cache holds, leaving the last
+        one to prefill (its logits give the first token)."""
+        same = 0
+        for a, b in zip(self._cached, ids[:-1].tolist()):
+            if a != b:
+                break
+            same += 1
+        return same
 
     def _generate(
-        self, ids: np.ndarray, seed: int, steps: int, stop_ids: set[int], loop: bool
+        self,
+        ids: np.ndarray,
+        seed: int,
+        steps: int,
+        stop_ids: set[int],
+        loop: bool,
+        reuse: int,
     ) -> Iterator[int]:
         self.stats = Stats(
             prompt_tokens=len(ids),
+            cached_tokens=reuse,
             backend=backend_name(),
             device=self.device.name,
             loop="device" if loop else "host",
@@ -329,17 +368,27 @@ class Decoder:
             return
         self._reset()
         started = time.perf_counter()
-        chunks = list(self._chunks(ids))
+        self._cached = self._cached[:reuse]  # positions from reuse on are rewritten
+        chunks = list(self._chunks(ids, reuse))
         carry: Any = None
         for start, chunk, n in chunks[:-1]:
             _, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
         start, chunk, n = chunks[-1]
         if loop:
-            yield from self._device_loop(
-                chunk, start, n, seed, steps, stop_ids, started
-            )
+            tokens = self._device_loop(chunk, start, n, seed, steps, stop_ids, started)
         else:
-            yield from self._host_loop(chunk, start, n, seed, steps, stop_ids, started)
+            tokens = self._host_loop(chunk, start, n, seed, steps, stop_ids, started)
+        # Once a token is out, the prompt is in the cache; once the next is,
+        # so is the one before (the decode step fed it).
+        previous: int | None = None
+        with contextlib.closing(tokens):
+            for token in tokens:
+                if previous is None:
+                    self._cached = ids.tolist()
+                else:
+                    self._cached.append(previous)
+                previous = token
+                yield token
 
     def _record(self, first: int, k: int) -> int:
         return int(self.decode.read(self.graph.generated)[first + k, 0])
@@ -402,6 +451,7 @@ class Decoder:
         seed: int = 0,
         stop: str | Sequence[str] | None = None,
         device_loop: bool | None = None,
+        reuse_cache: bool = False,
     ) -> TextStream:
         """Generate from ``prompt`` and stream the text, piece by piece.
 
@@ -412,6 +462,7 @@ class Decoder:
             seed: The sampling seed, as for :meth:`generate`.
             stop: Strings that end the text (not included, never yielded).
             device_loop: As for :meth:`generate`.
+            reuse_cache: As for :meth:`generate`.
 
         Returns:
             The pieces; afterwards its ``finish_reason`` says ``"stop"`` (an
@@ -437,6 +488,7 @@ class Decoder:
             seed=seed,
             stop=sorted(eos),
             device_loop=device_loop,
+            reuse_cache=reuse_cache,
         )
         return TextStream(
             tokens, tokenizer, stop=stop, eos_ids=eos, prompt_tokens=len(ids)

@@ -165,7 +165,11 @@ class _Server:
 
         def run(job: Job) -> None:
             tokens = decoder.generate(
-                ids, max_new_tokens=steps, seed=req.seed, stop=sorted(eos)
+                ids,
+                max_new_tokens=steps,
+                seed=req.seed,
+                stop=sorted(eos),
+                reuse_cache=True,  # only this thread runs the decoder
             )
 
             def until_cancelled() -> Iterator[int]:
@@ -187,7 +191,8 @@ class _Server:
                 job.put("cancelled")
             else:
                 job.outcome = "done"
-                job.put("done", (stream.finish_reason, len(stream.token_ids)))
+                cached = decoder.stats.cached_tokens
+                job.put("done", (stream.finish_reason, len(stream.token_ids), cached))
 
         return Job(run, asyncio.get_running_loop())
 
@@ -234,11 +239,11 @@ class _Server:
                 if kind == "text":
                     pieces.append(value)
                 elif kind == "done":
-                    finish, completion = value
+                    finish, completion, cached = value
                     text = "".join(pieces)
                     out = envelope(req.endpoint, rid, created, self.model, chunk=False)
                     out["choices"] = [choice(req.endpoint, text, finish, chunk=False)]
-                    out["usage"] = usage(prompt, completion)
+                    out["usage"] = usage(prompt, completion, cached)
                     return JSONResponse(out)
                 elif kind == "error":
                     return _failed(value)
@@ -279,12 +284,12 @@ class _Server:
                 if kind == "text":
                     yield chunk(value, None)
                 elif kind == "done":
-                    finish, completion = value
+                    finish, completion, cached = value
                     yield chunk(None if endpoint == "chat" else "", finish)
                     if req.include_usage:
                         last = envelope(endpoint, rid, created, self.model, chunk=True)
                         last["choices"] = []
-                        last["usage"] = usage(prompt, completion)
+                        last["usage"] = usage(prompt, completion, cached)
                         yield _sse(last)
                     yield "data: [DONE]\n\n"
                     return

@@ -407,13 +407,13 @@ def new_id(endpoint: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    """OpenAI's usage object (no prompt tokens are reused from a cache)."""
+def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:
+    """OpenAI's usage object; ``cached`` prompt tokens came from the KV cache."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
 
 
