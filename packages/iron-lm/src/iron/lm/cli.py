@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from iron.lm import chat
 from iron.lm.serve import command as serve
 
 __all__ = ["main"]
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         help="loop the decode step from the host even where the device could",
     )
     gen.add_argument("-v", "--verbose", action="store_true", help="log what IRON does")
+    chat.add_parser(commands)
     serve.add_parser(commands)
     return parser
 
@@ -177,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "generate":
         return generate(args)
+    if args.command == "chat":
+        return chat.run(args)
     if args.command == "serve":
         return serve.run(args)
     return _fail(f"unknown command {args.command}", EXIT_USAGE)  # pragma: no cover
