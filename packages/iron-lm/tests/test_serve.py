@@ -316,6 +316,33 @@ def test_a_client_killed_mid_stream_stops_its_generation(server, reference):
     assert answer.choices[0].text == expected(reference, "The NPU", 5)[0]
 
 
+def test_a_client_that_gives_up_waiting_stops_its_generation(server):
+    before = server.health()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            f"{server.url}/v1/completions",
+            json={"model": MODEL, "prompt": "The NPU", "max_tokens": 200},
+            timeout=httpx.Timeout(TIMEOUT_S, read=0.5),
+        )
+    deadline = time.monotonic() + TIMEOUT_S
+    while server.health()["cancelled"] == before["cancelled"]:
+        assert time.monotonic() < deadline, "the generation was not cancelled"
+        time.sleep(0.1)
+    assert server.health()["done"] == before["done"]
+
+
+def test_a_chunked_body_over_the_limit_is_413(server):
+    def chunks():
+        for _ in range(40):
+            yield b"x" * 65536  # 2.5 MiB, no Content-Length
+
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=chunks(), timeout=TIMEOUT_S
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+
+
 # -- bad requests --------------------------------------------------------------------
 
 LONG = "the NPU " * 400  # far over the context

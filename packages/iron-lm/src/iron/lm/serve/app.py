@@ -227,15 +227,19 @@ class _Server:
         self, request: HTTPRequest, job: Job, req: Request, prompt: int, rid, created
     ) -> Response:
         pieces: list[str] = []
+        clock = asyncio.get_running_loop().time
+        check = clock() + POLL_S
         try:
             while True:
                 try:
                     kind, value = await asyncio.wait_for(job.out.get(), POLL_S)
                 except asyncio.TimeoutError:
+                    kind, value = "", None
+                if clock() >= check:  # every POLL_S, tokens coming or not
+                    check = clock() + POLL_S
                     if await request.is_disconnected():
                         job.cancel()
                         return Response(status_code=499)
-                    continue
                 if kind == "text":
                     pieces.append(value)
                 elif kind == "done":
@@ -247,7 +251,7 @@ class _Server:
                     return JSONResponse(out)
                 elif kind == "error":
                     return _failed(value)
-                else:  # cancelled: the server is stopping
+                elif kind == "cancelled":  # the server is stopping
                     return _error(_stopping())
         finally:
             job.cancel()  # a no-op once done
