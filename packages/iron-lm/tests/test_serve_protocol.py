@@ -58,6 +58,8 @@ def test_true_is_not_one_and_false_is_not_zero():
     error = refused("best_of", best_of=True)
     assert "'best_of' = True is not supported" in error.message
     refused("max_tokens", max_tokens=True)
+    refused("n", n=True)
+    refused("logprobs", logprobs=0)  # the chosen tokens' log probabilities
     refused("logprobs", endpoint="chat", logprobs=True)
 
 

@@ -42,7 +42,7 @@ _READ = {
 #: Fields OpenAI defines that this server does not support: accepted only at
 #: the value that asks nothing of it (its default), refused by name otherwise.
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False, 0),
+    "logprobs": (None, False),  # completions' 0 still asks for the chosen token's
     "top_logprobs": (None, 0),
     "echo": (None, False),
     "suffix": (None, ""),
@@ -326,7 +326,7 @@ def parse_request(
             code="model_not_found",
         )
     n = body.get("n")
-    if n is not None and n != 1:
+    if n is not None and not (_is_int(n) and n == 1):
         raise _bad(
             "n", f"'n' = {n!r}: this server generates one choice (n=1) per request"
         )
