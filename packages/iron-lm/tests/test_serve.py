@@ -10,6 +10,7 @@ process through ``Decoder``.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -29,6 +30,7 @@ import pytest
 
 from iron.lm import tiny
 from iron.lm.generate import Decoder
+from iron.lm.serve import command
 
 MODEL = "iron-tiny"
 CONTEXT = 256
@@ -491,6 +493,40 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
             httpx.get(f"{server.url}/health", timeout=5)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--port", "70000"), "--port is in [0, 65535], got 70000"),
+        (("--max-queue", "-1"), "--max-queue is at least 0"),
+        (("--top-k", "0"), "--top-k is at least 1"),
+        (("--temperature", "nan"), "--temperature is a number >= 0"),
+        (("--api-key", ""), "--api-key must not be empty"),
+    ],
+)
+def test_bad_settings_are_usage_errors(args, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_the_api_key_can_come_from_the_environment(monkeypatch):
+    def parsed(*args: str):
+        parser = argparse.ArgumentParser()
+        command.add_parser(parser.add_subparsers(dest="command"))
+        return parser.parse_args(["serve", *args])
+
+    monkeypatch.setenv("IRON_LM_API_KEY", "from-env")
+    assert parsed().api_key == "from-env"
+    assert parsed("--api-key", "given").api_key == "given"
+    monkeypatch.delenv("IRON_LM_API_KEY")
+    assert parsed().api_key is None
 
 
 def test_without_the_extra_the_command_says_what_to_install(tmp_path: Path):

@@ -13,6 +13,7 @@ import argparse
 import ipaddress
 import logging
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -25,6 +26,8 @@ logger = logging.getLogger("iron.lm.serve")
 
 EXIT_USAGE = 2
 EXIT_INPUT = 1
+#: The environment variable --api-key defaults to (kept out of the process list).
+API_KEY_VARIABLE = "IRON_LM_API_KEY"
 #: Seconds in-flight requests get to finish after SIGTERM.
 GRACE_S = 30
 
@@ -38,7 +41,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="default: the loopback only")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
-        "--api-key", default=None, help="require 'Authorization: Bearer KEY'"
+        "--api-key",
+        default=os.environ.get(API_KEY_VARIABLE),
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_VARIABLE})",
     )
     serve.add_argument(
         "--model-name", default=None, help="the model id (default: the folder's name)"
