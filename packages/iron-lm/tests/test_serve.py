@@ -478,7 +478,7 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
             json={
                 "model": MODEL,
                 "prompt": "The NPU",
-                "max_tokens": 40,
+                "max_tokens": 150,
                 "stream": True,
             },
             timeout=TIMEOUT_S,
