@@ -257,17 +257,24 @@ def test_usage_errors_come_before_anything_is_echoed() -> None:
         assert tiny.NOTICE not in words(done.stderr)
 
 
-def test_every_option_shows_its_default_and_a_help_line() -> None:
+@pytest.mark.parametrize("command", ["generate", "chat", "serve"])
+def test_every_option_shows_its_default_and_a_help_line(command) -> None:
     from iron.lm.cli import _parser
 
     parser = _parser()
     (commands,) = [a for a in parser._actions if a.dest == "command"]
-    generate = commands.choices["generate"]
-    for action in generate._actions:
+    for action in commands.choices[command]._actions:
         if action.dest == "help":
             continue
         assert action.help, action.dest
-        assert "(default: " in action.help, action.dest
+        assert "(default: " in action.help, (command, action.dest)
+
+
+def test_generate_help_shows_them() -> None:
+    from iron.lm.cli import _parser
+
+    (commands,) = [a for a in _parser()._actions if a.dest == "command"]
+    generate = commands.choices["generate"]
     shown = run("--help")
     assert shown.returncode == 0
     assert words(shown.stdout).count("(default: ") == len(generate._actions) - 1

@@ -1,10 +1,67 @@
 """IRON's Llama decoders: Hugging Face checkpoints on the NPU (or its emulator).
 
-``iron.lm.generate.Decoder.from_pretrained(directory)`` loads a checkpoint
-(``iron.lm.model.Llama`` is its graph); ``Decoder.generate`` streams token
-ids; ``python -m iron.lm generate`` is the command line.
+``Decoder.from_pretrained(directory)`` loads a checkpoint and its tokenizer
+(``Llama`` is its graph, ``LlamaConfig`` its configuration); the decoder
+generates text (``complete``, ``stream``, ``chat``) or token ids
+(``generate``). ``iron-lm generate`` and ``iron-lm serve`` are the command
+line. The names below are imported on first use, so ``import iron.lm`` stays
+light: it loads neither the runtime nor a tokenizer.
+
+Example:
+    >>> from iron.lm import Decoder
+    >>> decoder = Decoder.from_pretrained(
+    ...     directory, device="npu2", context=64, progress=False
+    ... )
+    >>> text = decoder.complete("The NPU", max_new_tokens=8)
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from iron.lm.__about__ import __version__
 
-__all__ = ["__version__"]
+# name -> (module, attribute); the module is imported on first use.
+_LAZY: dict[str, tuple[str, str]] = {
+    "Decoder": ("iron.lm.generate", "Decoder"),
+    "Llama": ("iron.lm.model", "Llama"),
+    "LlamaConfig": ("iron.lm.config", "LlamaConfig"),
+    "Stats": ("iron.lm.generate", "Stats"),
+    "TextStream": ("iron.lm.text", "TextStream"),
+    "Tokenizer": ("iron.lm.tokenizer", "Tokenizer"),
+}
+
+# Written out (not computed) so linters see the TYPE_CHECKING imports below
+# are exports; a test checks it matches _LAZY.
+__all__ = [
+    "Decoder",
+    "Llama",
+    "LlamaConfig",
+    "Stats",
+    "TextStream",
+    "Tokenizer",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'iron.lm' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:
+    from iron.lm.config import LlamaConfig
+    from iron.lm.generate import Decoder, Stats
+    from iron.lm.model import Llama
+    from iron.lm.text import TextStream
+    from iron.lm.tokenizer import Tokenizer

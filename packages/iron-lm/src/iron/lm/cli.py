@@ -1,4 +1,4 @@
-"""``iron-lm`` / ``python -m iron.lm``: generate text from a Llama checkpoint.
+"""``iron-lm`` / ``python -m iron.lm``: generate, chat and serve from a Llama checkpoint.
 
 ``iron-lm generate --checkpoint DIR --prompt "..."`` streams the generated
 text to the terminal, then a summary: prompt tokens, time to first token,
@@ -6,7 +6,10 @@ decode tokens/s, backend and device, whether that speed is an NPU's or the
 emulator's on this CPU, and what the cost model says an NPU would do. With
 no ``--checkpoint`` it runs the embedded tiny Llama (random weights, a small
 packaged tokenizer) and says so. ``--check`` replays the tokens through the
-host reference. ``iron-lm`` alone prints the help.
+host reference. ``iron-lm chat`` talks in the terminal and ``iron-lm serve``
+serves OpenAI's HTTP API (:mod:`iron.lm.chat`, :mod:`iron.lm.serve`); the
+three share their model options (:mod:`iron.lm.options`). ``iron-lm`` alone
+prints the help.
 
 Bad input is an error message and exit code 2 (usage) or 1 (the model, the
 prompt or the machine), never a traceback: Ctrl-C exits 130 and a closed
@@ -18,15 +21,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
-import shutil
 import sys
-import tempfile
-import textwrap
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
+
+from iron.lm import chat
+from iron.lm.options import (
+    UsageError,
+    add_model_options,
+    check_model_options,
+    open_decoder,
+    wrapped,
+)
+from iron.lm.serve import command as serve
 
 __all__ = ["main"]
 
@@ -38,25 +46,12 @@ EXIT_PIPE = 141
 #: An error IRON did not foresee (sysexits' EX_SOFTWARE).
 EXIT_INTERNAL = 70
 
-#: Seeds the CLI takes: a device word holds 30 bits and the draw at position
-#: ``p`` uses ``seed + p``, so half of that range is left for positions.
-SEED_LIMIT = 2**29
-#: Prompt rows come in multiples of this: twice the 4 rows of the bf16
-#: matrix unit (mmul) on both devices, as GEMM requires.
-ROW_MULTIPLE = 8
-#: The context when --context is not given (at most the model's own).
-DEFAULT_CONTEXT = 2048
-
-
-class UsageError(ValueError):
-    """A command-line value is refused before anything is loaded."""
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="iron-lm",
         description="Llama decoders on AMD Ryzen AI NPUs (or the emulated NPU).",
-        epilog="Run 'iron-lm generate --help' for the options of a command.",
+        epilog="Run 'iron-lm COMMAND --help' for the options of a command.",
     )
     parser.add_argument(
         "--version", action="version", version=_versions(), help="print versions"
@@ -70,13 +65,6 @@ def _parser() -> argparse.ArgumentParser:
             "--checkpoint: the embedded tiny Llama (random weights, "
             "meaningless text) on the emulated NPU where no NPU is present."
         ),
-    )
-    gen.add_argument(
-        "--checkpoint",
-        type=Path,
-        metavar="DIR",
-        help="a Hugging Face Llama directory (default: the embedded tiny Llama, "
-        "random weights)",
     )
     gen.add_argument(
         "--prompt",
@@ -96,51 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="generate at most N tokens (default: %(default)s)",
     )
-    gen.add_argument(
-        "--temperature",
-        type=float,
-        default=0.0,
-        metavar="T",
-        help="sampling temperature; 0 is greedy, any T > 0 samples "
-        "(default: %(default)s)",
-    )
-    gen.add_argument(
-        "--top-k",
-        type=int,
-        default=0,
-        metavar="K",
-        help="sample from the K largest logits; 0 is off, which on the device "
-        "means its sampler's limit of the 256 largest (default: %(default)s)",
-    )
-    gen.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help=f"the sampling seed, 0..{SEED_LIMIT} (the embedded model's weights "
-        "do not depend on it) (default: %(default)s)",
-    )
-    gen.add_argument(
-        "--device",
-        choices=("npu1", "npu2"),
-        default=None,
-        help="npu1 (XDNA: Phoenix, Hawk Point) or npu2 (XDNA2: Strix, Krackan) "
-        "(default: IRON_DEVICE, else npu2)",
-    )
-    gen.add_argument(
-        "--context",
-        type=int,
-        default=None,
-        metavar="N",
-        help="positions the KV cache holds: a multiple of 16 above --rows "
-        f"(default: the model's own, at most {DEFAULT_CONTEXT})",
-    )
-    gen.add_argument(
-        "--rows",
-        type=int,
-        default=16,
-        metavar="N",
-        help="prompt tokens run at once: 8 or 16 (default: %(default)s)",
-    )
+    add_model_options(gen)
     gen.add_argument(
         "--host-loop",
         action="store_true",
@@ -153,12 +97,8 @@ def _parser() -> argparse.ArgumentParser:
         help="afterwards, replay the tokens through the host reference (each "
         "operator's numpy reference) and fail if any differs (default: off)",
     )
-    gen.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="log what IRON does (default: off)",
-    )
+    chat.add_parser(commands)
+    serve.add_parser(commands)
     return parser
 
 
@@ -179,31 +119,9 @@ def _fail(message: str, code: int = EXIT_INPUT) -> int:
     return code
 
 
-def _wrapped(text: str, indent: str = "") -> str:
-    """``text`` filled to the terminal's width (80 columns when not a terminal),
-    its first line indented by ``indent`` and the rest by two more spaces."""
-    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
-    return textwrap.fill(
-        text,
-        width=max(width, 40),
-        initial_indent=indent,
-        subsequent_indent=indent + "  " if indent else "",
-    )
-
-
-def _check_args(args: argparse.Namespace) -> None:
-    """Refuse values no device takes, in the flags' own terms."""
+def _check_prompt(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens is at least 1, got {args.max_new_tokens}")
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise UsageError(
-            f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}"
-        )
-    if not 0 <= args.seed <= SEED_LIMIT:
-        raise UsageError(
-            f"--seed is an integer in 0..{SEED_LIMIT}, got {args.seed} (the device "
-            f"adds the position to it in a 30-bit word)"
-        )
     try:
         args.prompt.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -214,88 +132,24 @@ def _check_args(args: argparse.Namespace) -> None:
         ) from None
 
 
-def _check_limits(args: argparse.Namespace, device: str) -> None:
-    """The settings a device's designs limit, checked before any loading."""
-    from iron.core.device import as_device
-    from iron.operators.attention import LANES
-    from iron.operators.sample import MAX_TOP_K
-
-    dev = as_device(device)
-    # The prompt version gathers its rows of the embedding with one shim
-    # buffer descriptor each, from one shim tile, and its GEMMs take rows in
-    # whole pairs of the bf16 matrix unit's 4 rows (both devices).
-    allowed = list(range(ROW_MULTIPLE, dev.shim_bds + 1, ROW_MULTIPLE))
-    if args.rows not in allowed:
-        raise UsageError(
-            f"--rows is {' or '.join(map(str, allowed))} on {device}, got "
-            f"{args.rows} (the prompt's matmuls take rows in multiples of "
-            f"{ROW_MULTIPLE}, and its embedding gather at most {dev.shim_bds}, one "
-            f"per shim buffer descriptor); longer prompts run in several chunks"
-        )
-    if args.context is not None and (args.context % LANES or args.context <= args.rows):
-        smallest = (args.rows // LANES + 1) * LANES
-        raise UsageError(
-            f"--context is a multiple of {LANES} above --rows ({args.rows}), e.g. "
-            f"{smallest}, {smallest + LANES}, ...; got {args.context} (attention "
-            f"streams the KV cache in {LANES}-position vectors, and a prompt chunk "
-            f"needs --rows positions)"
-        )
-    if not 0 <= args.top_k <= MAX_TOP_K:
-        raise UsageError(
-            f"--top-k is 0 (off) or 1..{MAX_TOP_K}, got {args.top_k} (the "
-            f"device's sampler keeps at most the {MAX_TOP_K} largest logits)"
-        )
-
-
-def _device(arg: str | None) -> str:
-    import iron
-
-    current = iron.get_current_device()
-    return arg or (current.name if current else "npu2")
-
-
 def generate(args: argparse.Namespace) -> int:
     """Run ``iron-lm generate``."""
     try:
-        _check_args(args)
-        device = _device(args.device)  # ValueError: IRON_DEVICE names no device
-        _check_limits(args, device)
-    except ValueError as error:
+        _check_prompt(args)
+        device = check_model_options(args)
+    except ValueError as error:  # UsageError, or IRON_DEVICE names no device
         return _fail(str(error), EXIT_USAGE)
-    scratch = None
-    if args.checkpoint is None:
-        from iron.lm import tiny
-
-        print(_wrapped(tiny.NOTICE), file=sys.stderr)
-        scratch = tempfile.TemporaryDirectory(prefix="iron-tiny-")
-        # The weights' seed is fixed: --seed changes sampling, never the model.
-        directory = tiny.write_checkpoint(Path(scratch.name))
-    else:
-        directory = args.checkpoint
-    try:
-        return _generate(args, directory, device)
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
+    with open_decoder(args, device) as decoder:
+        return _generate(args, decoder, device)
 
 
-def _generate(args: argparse.Namespace, directory: Path, device: str) -> int:
+def _generate(args: argparse.Namespace, decoder, device: str) -> int:
     from iron.core.operator import RefusedShapeError
-    from iron.lm.generate import Decoder
     from iron.lm.tokenizer import Tokenizer
 
     try:
-        # The checkpoint first: its errors name the directory and config.
-        decoder = Decoder.from_pretrained(
-            directory,
-            device=device,
-            context=args.context or DEFAULT_CONTEXT,
-            rows=args.rows,
-            temperature=args.temperature,
-            top_k=args.top_k or None,
-            progress=sys.stderr.isatty(),
-        )
-        tokenizer = Tokenizer.from_directory(directory)
+        # No tokenizer.json: from_directory's error names what is missing.
+        tokenizer = decoder.tokenizer or Tokenizer.from_directory(args.checkpoint)
         text = args.prompt
         if args.chat:
             text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
@@ -334,7 +188,7 @@ def _generate(args: argparse.Namespace, directory: Path, device: str) -> int:
                 f"is {expected[first]} (tokens {tokens}, reference {expected})"
             )
         print(
-            _wrapped(
+            wrapped(
                 f"checked: the {len(tokens)} tokens equal the host reference's "
                 f"(each operator's numpy reference, no device)",
                 "  ",
@@ -343,7 +197,7 @@ def _generate(args: argparse.Namespace, directory: Path, device: str) -> int:
         )
     if args.checkpoint is None:
         print(
-            _wrapped(
+            wrapped(
                 "next: a real model with --checkpoint DIR (a Hugging Face Llama "
                 "folder; the guide's Models page lists some); every option with "
                 "'iron-lm generate --help'; the guide in docs/ ('python3 -m nox "
@@ -375,7 +229,7 @@ def _explain(decoder, args: argparse.Namespace) -> list[str]:
         f"speed: {speed}; an {stats.device.upper()} would decode about "
         f"{1 / modelled:,.0f} tokens/s (modelled by IRON's cost model, not measured)"
     )
-    return [_wrapped(line, "  ") for line in lines]
+    return [wrapped(line, "  ") for line in lines]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -389,8 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
+    run = {"generate": generate, "chat": chat.run, "serve": serve.run}[args.command]
     try:
-        return generate(args)
+        return run(args)
     except KeyboardInterrupt:
         print(flush=True, file=sys.stderr)
         return _fail("interrupted", EXIT_INTERRUPTED)

@@ -12,10 +12,11 @@ or from the host with each call's ``Carry`` passed back in elsewhere (npu1)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ import iron
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
+from iron.lm.text import TextStream
+from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
 from iron.runtime import CarriedLoop, CompiledGraph, backend_name
 
 __all__ = ["Decoder", "Stats"]
@@ -45,6 +48,8 @@ class Stats:
         backend: ``emu`` or ``xrt``.
         device: The device description (``npu1``/``npu2``).
         loop: ``device`` (CarriedLoop) or ``host``.
+        cached_tokens: Of the prompt's tokens, how many were already in the
+            KV cache and not prefilled again (``reuse_cache``).
     """
 
     prompt_tokens: int = 0
@@ -54,6 +59,7 @@ class Stats:
     backend: str = ""
     device: str = ""
     loop: str = ""
+    cached_tokens: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -66,8 +72,9 @@ class Stats:
 
     def summary(self) -> str:
         """One line for a terminal."""
+        cached = f" ({self.cached_tokens} cached)" if self.cached_tokens else ""
         return (
-            f"{self.prompt_tokens} prompt tokens, first token in "
+            f"{self.prompt_tokens} prompt tokens{cached}, first token in "
             f"{self.first_token_s * 1e3:.0f} ms, {self.new_tokens} new tokens at "
             f"{self.decode_tokens_per_s:.1f} tokens/s ({self.loop} loop) on "
             f"{self.backend} {self.device}"
@@ -83,6 +90,17 @@ class Decoder:
         checkpoint: The memory-mapped checkpoint the weights are views of,
             whose pages are released as they are uploaded.
         progress: Show a progress bar while uploading.
+        tokenizer: Text to ids and back, for the text-level calls
+            (:meth:`complete`, :meth:`stream`, :meth:`chat`).
+
+    Example:
+        >>> from iron.lm import Decoder
+        >>> decoder = Decoder.from_pretrained(
+        ...     directory, device="npu2", context=64, progress=False
+        ... )
+        >>> ids = decoder.tokenizer.encode("The NPU")
+        >>> len(list(decoder.generate(ids, max_new_tokens=4)))
+        4
     """
 
     def __init__(
@@ -92,8 +110,10 @@ class Decoder:
         device: iron.Device | str | None = None,
         checkpoint: Checkpoint | None = None,
         progress: bool = True,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.graph = graph
+        self.tokenizer = tokenizer
         self.device = iron.core.device.require_device(device)
         self.checkpoint = checkpoint
         self.progress = progress
@@ -101,6 +121,9 @@ class Decoder:
         self._decode: CompiledGraph | None = None
         self._loop: CarriedLoop | None = None
         self.stats = Stats()
+        # The ids whose keys and values the caches hold at positions 0, 1, ...
+        # (what generate and logits wrote; for reuse_cache).
+        self._cached: list[int] = []
 
     @classmethod
     def from_pretrained(
@@ -117,7 +140,9 @@ class Decoder:
         """Load a Hugging Face Llama checkpoint directory.
 
         Weights stay memory-mapped until uploaded, piece by piece, each
-        piece's pages released once on the device.
+        piece's pages released once on the device. The directory's
+        tokenizer (``tokenizer.json`` and what goes with it) becomes
+        :attr:`tokenizer` when it has one.
 
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
@@ -128,7 +153,15 @@ class Decoder:
             directory, context=context, rows=rows, temperature=temperature, top_k=top_k
         )
         checkpoint = graph.checkpoint
-        return cls(graph, device=device, checkpoint=checkpoint, progress=progress)
+        has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
+        tokenizer = Tokenizer.from_directory(directory) if has_tokenizer else None
+        return cls(
+            graph,
+            device=device,
+            checkpoint=checkpoint,
+            progress=progress,
+            tokenizer=tokenizer,
+        )
 
     @property
     def config(self) -> LlamaConfig:
@@ -211,14 +244,18 @@ class Decoder:
         """
         ids = self._check_ids(token_ids)
         out = np.zeros((len(ids), self.config.vocab_size), np.float32)
+        self._cached = []
         for start, chunk, n in self._chunks(ids):
             logits, _ = self.prompt(chunk, token=0, position=start, n=n)
             out[start : start + n] = np.asarray(logits, np.float32)[:n]
+        self._cached = ids.tolist()
         return out
 
-    def _chunks(self, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray, int]]:
+    def _chunks(
+        self, ids: np.ndarray, first: int = 0
+    ) -> Iterator[tuple[int, np.ndarray, int]]:
         rows = self.graph.rows
-        for start in range(0, len(ids), rows):
+        for start in range(first, len(ids), rows):
             part = ids[start : start + rows]
             chunk = np.zeros(rows, np.int32)
             chunk[: len(part)] = part
@@ -259,6 +296,7 @@ class Decoder:
         seed: int = 0,
         stop: Sequence[int] | None = None,
         device_loop: bool | None = None,
+        reuse_cache: bool = False,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -271,6 +309,14 @@ class Decoder:
                 default the model's eos ids.
             device_loop: Loop on the device (CarriedLoop) or from the host;
                 by default on the device where it runs a full ELF.
+            reuse_cache: Prefill only the ids after the longest prefix the
+                KV cache already holds from this decoder's last
+                :meth:`generate` or :meth:`logits` (a chat continuing, the
+                same system prompt again); ``stats.cached_tokens`` says how
+                many were reused. The tokens are the same as without. Leave
+                it off if anything else ran :attr:`prompt` or :attr:`decode`
+                since: the cache would no longer hold what this decoder
+                recorded.
 
         Raises:
             ValueError: The prompt is empty, longer than the context allows,
@@ -289,13 +335,31 @@ class Decoder:
                 f"{self.device.name} runs no full ELF, so the decode step cannot loop "
                 f"on the device; use device_loop=False"
             )
-        return self._generate(ids, seed, steps, stop_ids, loop)
+        reuse = self._reusable(ids) if reuse_cache else 0
+        return self._generate(ids, seed, steps, stop_ids, loop, reuse)
+
+    def _reusable(self, ids: np.ndarray) -> int:
+        """The ids at the start of ``ids`` the cache holds, leaving the last
+        one to prefill (its logits give the first token)."""
+        same = 0
+        for a, b in zip(self._cached, ids[:-1].tolist()):
+            if a != b:
+                break
+            same += 1
+        return same
 
     def _generate(
-        self, ids: np.ndarray, seed: int, steps: int, stop_ids: set[int], loop: bool
+        self,
+        ids: np.ndarray,
+        seed: int,
+        steps: int,
+        stop_ids: set[int],
+        loop: bool,
+        reuse: int,
     ) -> Iterator[int]:
         self.stats = Stats(
             prompt_tokens=len(ids),
+            cached_tokens=reuse,
             backend=backend_name(),
             device=self.device.name,
             loop="device" if loop else "host",
@@ -304,17 +368,27 @@ class Decoder:
             return
         self._reset()
         started = time.perf_counter()
-        chunks = list(self._chunks(ids))
+        self._cached = self._cached[:reuse]  # positions from reuse on are rewritten
+        chunks = list(self._chunks(ids, reuse))
         carry: Any = None
         for start, chunk, n in chunks[:-1]:
             _, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
         start, chunk, n = chunks[-1]
         if loop:
-            yield from self._device_loop(
-                chunk, start, n, seed, steps, stop_ids, started
-            )
+            tokens = self._device_loop(chunk, start, n, seed, steps, stop_ids, started)
         else:
-            yield from self._host_loop(chunk, start, n, seed, steps, stop_ids, started)
+            tokens = self._host_loop(chunk, start, n, seed, steps, stop_ids, started)
+        # Once a token is out, the prompt is in the cache; once the next is,
+        # so is the one before (the decode step fed it).
+        previous: int | None = None
+        with contextlib.closing(tokens):
+            for token in tokens:
+                if previous is None:
+                    self._cached = ids.tolist()
+                else:
+                    self._cached.append(previous)
+                previous = token
+                yield token
 
     def _record(self, first: int, k: int) -> int:
         return int(self.decode.read(self.graph.generated)[first + k, 0])
@@ -402,3 +476,93 @@ class Decoder:
                     seed=int(carry["seed"]),
                 )
         return tokens
+
+    # -- text -----------------------------------------------------------------------
+
+    def stream(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_new_tokens: int = 32,
+        seed: int = 0,
+        stop: str | Sequence[str] | None = None,
+        device_loop: bool | None = None,
+        reuse_cache: bool = False,
+    ) -> TextStream:
+        """Generate from ``prompt`` and stream the text, piece by piece.
+
+        Args:
+            prompt: Text (encoded with :attr:`tokenizer`, bos added as the
+                model expects) or token ids.
+            max_new_tokens: At most this many tokens (fewer near the context end).
+            seed: The sampling seed, as for :meth:`generate`.
+            stop: Strings that end the text (not included, never yielded).
+            device_loop: As for :meth:`generate`.
+            reuse_cache: As for :meth:`generate`.
+
+        Returns:
+            The pieces; afterwards its ``finish_reason`` says ``"stop"`` (an
+            eos token or a stop string) or ``"length"``, and its
+            ``token_ids`` the tokens generated.
+
+        Raises:
+            RuntimeError: This decoder has no tokenizer.
+            ValueError: As :meth:`generate`, before any token is generated.
+
+        Example:
+            >>> pieces = decoder.stream("The NPU", max_new_tokens=8)
+            >>> text = "".join(pieces)
+            >>> pieces.finish_reason, len(pieces.token_ids)
+            ('length', 8)
+        """
+        tokenizer = self._text_tokenizer()
+        ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        eos = {*self.config.eos_token_ids, *tokenizer.eos_ids}
+        tokens = self.generate(
+            ids,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            stop=sorted(eos),
+            device_loop=device_loop,
+            reuse_cache=reuse_cache,
+        )
+        return TextStream(
+            tokens, tokenizer, stop=stop, eos_ids=eos, prompt_tokens=len(ids)
+        )
+
+    def complete(self, prompt: str | Sequence[int], **settings: Any) -> str:
+        """The text generated from ``prompt`` (settings as for :meth:`stream`).
+
+        Example:
+            >>> text = decoder.complete("The NPU", max_new_tokens=8)
+            >>> text == decoder.complete("The NPU", max_new_tokens=8)
+            True
+        """
+        return self.stream(prompt, **settings).read()
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], **settings: Any) -> str:
+        """The assistant's reply to ``messages`` (the chat template applied).
+
+        ``messages`` are ``{"role": ..., "content": ...}`` dicts; settings
+        are as for :meth:`stream`.
+
+        Raises:
+            ChatTemplateError: The tokenizer has no chat template (a base
+                model), or the template refused the messages.
+
+        Example:
+            >>> messages = [{"role": "user", "content": "Hello!"}]
+            >>> reply = decoder.chat(messages, max_new_tokens=8)
+            >>> messages.append({"role": "assistant", "content": reply})
+        """
+        text = self._text_tokenizer().apply_chat_template(messages)
+        return self.complete(text, **settings)
+
+    def _text_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise RuntimeError(
+                "this Decoder has no tokenizer (its checkpoint directory has no "
+                f"{TOKENIZER_FILE}): pass tokenizer=Tokenizer.from_directory(DIR) "
+                "to Decoder, or call generate() with token ids"
+            )
+        return self.tokenizer

@@ -1,0 +1,207 @@
+"""The model options every ``iron-lm`` command that loads a model shares.
+
+``generate``, ``chat`` and ``serve`` take the same flags for the checkpoint,
+the device, the KV cache's context, the prompt chunk's rows and the
+sampling settings: :func:`add_model_options` adds them (each with its
+default in its help), :func:`check_model_options` refuses the values no
+device takes in the flags' own terms before anything is loaded, and
+:func:`open_decoder` loads the checkpoint (the embedded tiny Llama, saying
+its weights are random, when no ``--checkpoint`` is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iron.lm.generate import Decoder
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "ROW_MULTIPLE",
+    "SEED_LIMIT",
+    "UsageError",
+    "add_model_options",
+    "check_model_options",
+    "open_decoder",
+    "wrapped",
+]
+
+#: Seeds the commands take: a device word holds 30 bits and the draw at
+#: position ``p`` uses ``seed + p``, so half of that range is left for positions.
+SEED_LIMIT = 2**29
+#: Prompt rows come in multiples of this: twice the 4 rows of the bf16
+#: matrix unit (mmul) on both devices, as GEMM requires.
+ROW_MULTIPLE = 8
+#: The context when --context is not given (at most the model's own).
+DEFAULT_CONTEXT = 2048
+
+
+class UsageError(ValueError):
+    """A command-line value is refused before anything is loaded."""
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """Add the checkpoint, device, context, rows and sampling flags to ``parser``.
+
+    ``seed=False`` leaves out ``--seed`` (the server takes one per request).
+    """
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="a Hugging Face Llama directory (default: the embedded tiny Llama, "
+        "random weights)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="sampling temperature; 0 is greedy, any T > 0 samples "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        default=0,
+        metavar="K",
+        help="sample from the K largest logits; 0 is off, which on the device "
+        "means its sampler's limit of the 256 largest (default: %(default)s)",
+    )
+    if seed:
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help=f"the sampling seed, 0..{SEED_LIMIT} (the embedded model's "
+            "weights do not depend on it) (default: %(default)s)",
+        )
+    parser.add_argument(
+        "--device",
+        choices=("npu1", "npu2"),
+        default=None,
+        help="npu1 (XDNA: Phoenix, Hawk Point) or npu2 (XDNA2: Strix, Krackan) "
+        "(default: IRON_DEVICE, else npu2)",
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        metavar="N",
+        help="positions the KV cache holds: a multiple of 16 above --rows "
+        f"(default: the model's own, at most {DEFAULT_CONTEXT})",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=16,
+        metavar="N",
+        help="prompt tokens run at once: 8 or 16 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log what IRON does (default: off)",
+    )
+
+
+def check_model_options(args: argparse.Namespace) -> str:
+    """Refuse values no device takes, in the flags' own terms; returns the
+    device's name (``--device``, else ``IRON_DEVICE``, else npu2).
+
+    Raises:
+        UsageError: A flag's value is out of its range (named, with the
+            allowed values and the device fact behind them).
+        ValueError: ``IRON_DEVICE`` names no device.
+    """
+    import iron
+    from iron.core.device import as_device
+    from iron.operators.attention import LANES
+    from iron.operators.sample import MAX_TOP_K
+
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise UsageError(
+            f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}"
+        )
+    seed = getattr(args, "seed", 0)
+    if not 0 <= seed <= SEED_LIMIT:
+        raise UsageError(
+            f"--seed is an integer in 0..{SEED_LIMIT}, got {seed} (the device adds "
+            f"the position to it in a 30-bit word)"
+        )
+    if not 0 <= args.top_k <= MAX_TOP_K:
+        raise UsageError(
+            f"--top-k is 0 (off) or 1..{MAX_TOP_K}, got {args.top_k} (the "
+            f"device's sampler keeps at most the {MAX_TOP_K} largest logits)"
+        )
+    current = iron.get_current_device()
+    device = args.device or (current.name if current else "npu2")
+    dev = as_device(device)
+    # The prompt version gathers its rows of the embedding with one shim
+    # buffer descriptor each, from one shim tile, and its GEMMs take rows in
+    # whole pairs of the bf16 matrix unit's 4 rows (both devices).
+    allowed = list(range(ROW_MULTIPLE, dev.shim_bds + 1, ROW_MULTIPLE))
+    if args.rows not in allowed:
+        raise UsageError(
+            f"--rows is {' or '.join(map(str, allowed))} on {device}, got "
+            f"{args.rows} (the prompt's matmuls take rows in multiples of "
+            f"{ROW_MULTIPLE}, and its embedding gather at most {dev.shim_bds}, one "
+            f"per shim buffer descriptor); longer prompts run in several chunks"
+        )
+    if args.context is not None and (args.context % LANES or args.context <= args.rows):
+        smallest = (args.rows // LANES + 1) * LANES
+        raise UsageError(
+            f"--context is a multiple of {LANES} above --rows ({args.rows}), e.g. "
+            f"{smallest}, {smallest + LANES}, ...; got {args.context} (attention "
+            f"streams the KV cache in {LANES}-position vectors, and a prompt chunk "
+            f"needs --rows positions)"
+        )
+    return device
+
+
+def wrapped(text: str, indent: str = "") -> str:
+    """``text`` filled to the terminal's width (80 columns when not a terminal),
+    its first line indented by ``indent`` and the rest by two more spaces."""
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    return textwrap.fill(
+        text,
+        width=max(width, 40),
+        initial_indent=indent,
+        subsequent_indent=indent + "  " if indent else "",
+    )
+
+
+@contextmanager
+def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
+    """The decoder of ``--checkpoint`` (or of the embedded tiny Llama, written
+    to a temporary folder that lives as long as the context, after a notice
+    that its weights are random), with the flags' settings; not compiled."""
+    from iron.lm import tiny
+    from iron.lm.generate import Decoder
+
+    with tempfile.TemporaryDirectory(prefix="iron-tiny-") as scratch:
+        directory = args.checkpoint
+        if directory is None:
+            print(wrapped(tiny.NOTICE), file=sys.stderr)
+            # The weights' seed is fixed: --seed changes sampling, not the model.
+            directory = tiny.write_checkpoint(Path(scratch))
+        yield Decoder.from_pretrained(
+            directory,
+            device=device,
+            context=args.context or DEFAULT_CONTEXT,
+            rows=args.rows,
+            temperature=args.temperature,
+            top_k=args.top_k or None,
+            progress=sys.stderr.isatty(),
+        )

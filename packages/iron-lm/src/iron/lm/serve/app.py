@@ -1,0 +1,448 @@
+"""The HTTP side: a Starlette app speaking OpenAI's API for one decoder.
+
+Routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``),
+``POST /v1/completions``, ``POST /v1/chat/completions``. Every error is
+OpenAI's error object with its status: 401 (a wrong or missing bearer token
+when the server has an API key), 404 (an unknown model or path), 405, 413 (a
+body over the limit), 400 (anything else wrong with a request, named) and
+503 with ``Retry-After`` (the queue is full). Streams are server-sent events
+of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
+its generation at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from iron.lm.serve.protocol import (
+    APIError,
+    Request,
+    Sampling,
+    choice,
+    envelope,
+    new_id,
+    now,
+    parse_request,
+    usage,
+)
+from iron.lm.serve.worker import Job, QueueFull, Worker
+from iron.lm.text import TextStream
+
+if TYPE_CHECKING:
+    from iron.lm.generate import Decoder
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("iron.lm.serve")
+
+#: How often a waiting non-streamed request checks that its client is there.
+POLL_S = 0.25
+
+
+def _error(error: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+class _Server:
+    """The app's state: the decoder, its worker, the limits."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        *,
+        model: str,
+        sampling: Sampling,
+        api_key: str | None,
+        max_queue: int,
+        max_body_bytes: int,
+    ) -> None:
+        if decoder.tokenizer is None:
+            raise ValueError(
+                "the decoder has no tokenizer; the server needs one to read prompts"
+            )
+        self.decoder = decoder
+        self.tokenizer = decoder.tokenizer
+        self.model = model
+        self.sampling = sampling
+        self.api_key = api_key
+        self.max_queue = max_queue
+        self.max_body_bytes = max_body_bytes
+        self.created = now()
+        self.eos = {*decoder.config.eos_token_ids, *self.tokenizer.eos_ids}
+        self.prompt_limit = decoder.graph.context - decoder.graph.rows
+        self.worker: Worker | None = None
+
+    # -- requests ---------------------------------------------------------------
+
+    def authorize(self, request: HTTPRequest) -> None:
+        if self.api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), self.api_key.encode()
+        ):
+            raise APIError(
+                "a missing or wrong API key: send 'Authorization: Bearer KEY' with "
+                "the key the server was started with (--api-key)",
+                status=401,
+                code="invalid_api_key",
+            )
+
+    async def body(self, request: HTTPRequest) -> Any:
+        too_big = APIError(
+            f"the request body is over the server's limit of {self.max_body_bytes} "
+            "bytes (--max-body-bytes)",
+            status=413,
+            code="request_too_large",
+        )
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit():
+            if int(declared) > self.max_body_bytes:
+                raise too_big
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > self.max_body_bytes:
+                raise too_big
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise APIError(
+                f"the request body is not valid JSON: {e}", code="invalid_json"
+            ) from None
+
+    def prompt_ids(self, req: Request) -> list[int]:
+        if req.messages is not None:
+            try:
+                text = self.tokenizer.apply_chat_template(req.messages)
+            except ValueError as e:  # ChatTemplateError: no template, or refused
+                raise APIError(str(e), param="messages") from None
+            ids = self.tokenizer.encode(text)
+        elif isinstance(req.prompt, str):
+            ids = self.tokenizer.encode(req.prompt)
+        else:
+            ids = list(req.prompt or [])
+            vocab = self.decoder.config.vocab_size
+            bad = [i for i in ids if not 0 <= i < vocab]
+            if bad:
+                raise APIError(
+                    f"token id {bad[0]} is outside this model's vocabulary [0, {vocab})",
+                    param="prompt",
+                )
+        if not ids:
+            raise APIError("the prompt has no tokens", param="prompt")
+        if len(ids) > self.prompt_limit:
+            raise APIError(
+                f"the prompt is {len(ids)} tokens; this model's context of "
+                f"{self.decoder.graph.context} positions allows at most "
+                f"{self.prompt_limit} for a prompt: shorten it",
+                param="messages" if req.messages is not None else "prompt",
+                code="context_length_exceeded",
+            )
+        return ids
+
+    def job(self, req: Request, ids: list[int]) -> Job:
+        """The work of ``req`` on the worker thread, reporting as it goes."""
+        decoder, tokenizer, eos = self.decoder, self.tokenizer, self.eos
+        steps = req.max_tokens or decoder.graph.context
+
+        def run(job: Job) -> None:
+            tokens = decoder.generate(
+                ids,
+                max_new_tokens=steps,
+                seed=req.seed,
+                stop=sorted(eos),
+                reuse_cache=True,  # only this thread runs the decoder
+            )
+
+            def until_cancelled() -> Iterator[int]:
+                with contextlib.closing(tokens):
+                    while not job.cancelled.is_set():
+                        token = next(tokens, None)
+                        if token is None:
+                            return
+                        yield token
+
+            stream = TextStream(
+                until_cancelled(), tokenizer, stop=req.stop, eos_ids=eos
+            )
+            with stream:
+                for piece in stream:
+                    job.put("text", piece)
+            if job.cancelled.is_set():
+                job.outcome = "cancelled"
+                job.put("cancelled")
+            else:
+                job.outcome = "done"
+                cached = decoder.stats.cached_tokens
+                job.put("done", (stream.finish_reason, len(stream.token_ids), cached))
+
+        return Job(run, asyncio.get_running_loop())
+
+    def submit(self, job: Job) -> None:
+        assert self.worker is not None
+        try:
+            self.worker.submit(job)
+        except QueueFull as e:
+            raise APIError(
+                str(e), status=503, code="queue_full", kind="server_error"
+            ) from None
+
+    # -- answers ------------------------------------------------------------------
+
+    async def answer(self, request: HTTPRequest, endpoint: str) -> Response:
+        self.authorize(request)
+        body = await self.body(request)
+        req = parse_request(endpoint, body, model=self.model, sampling=self.sampling)
+        ids = self.prompt_ids(req)
+        job = self.job(req, ids)
+        self.submit(job)
+        rid, created = new_id(endpoint), now()
+        if req.stream:
+            return StreamingResponse(
+                self.events(job, req, len(ids), rid, created),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        return await self.collect(request, job, req, len(ids), rid, created)
+
+    async def collect(
+        self, request: HTTPRequest, job: Job, req: Request, prompt: int, rid, created
+    ) -> Response:
+        pieces: list[str] = []
+        clock = asyncio.get_running_loop().time
+        check = clock() + POLL_S
+        try:
+            while True:
+                try:
+                    kind, value = await asyncio.wait_for(job.out.get(), POLL_S)
+                except TimeoutError:
+                    kind, value = "", None
+                if clock() >= check:  # every POLL_S, tokens coming or not
+                    check = clock() + POLL_S
+                    if await request.is_disconnected():
+                        job.cancel()
+                        return Response(status_code=499)
+                if kind == "text":
+                    pieces.append(value)
+                elif kind == "done":
+                    finish, completion, cached = value
+                    text = "".join(pieces)
+                    out = envelope(req.endpoint, rid, created, self.model, chunk=False)
+                    out["choices"] = [choice(req.endpoint, text, finish, chunk=False)]
+                    out["usage"] = usage(prompt, completion, cached)
+                    return JSONResponse(out)
+                elif kind == "error":
+                    return _failed(value)
+                elif kind == "cancelled":  # the server is stopping
+                    return _error(_stopping())
+        finally:
+            job.cancel()  # a no-op once done
+
+    async def events(
+        self, job: Job, req: Request, prompt: int, rid: str, created: int
+    ) -> AsyncIterator[str]:
+        endpoint = req.endpoint
+
+        def chunk(text: str | None, finish: str | None, **extra: Any) -> str:
+            out = envelope(endpoint, rid, created, self.model, chunk=True)
+            out["choices"] = [choice(endpoint, text, finish, chunk=True)]
+            if req.include_usage:
+                out["usage"] = None
+            out.update(extra)
+            return _sse(out)
+
+        try:
+            if endpoint == "chat":
+                first = envelope(endpoint, rid, created, self.model, chunk=True)
+                first["choices"] = [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ]
+                if req.include_usage:
+                    first["usage"] = None
+                yield _sse(first)
+            while True:
+                kind, value = await job.out.get()
+                if kind == "text":
+                    yield chunk(value, None)
+                elif kind == "done":
+                    finish, completion, cached = value
+                    yield chunk(None if endpoint == "chat" else "", finish)
+                    if req.include_usage:
+                        last = envelope(endpoint, rid, created, self.model, chunk=True)
+                        last["choices"] = []
+                        last["usage"] = usage(prompt, completion, cached)
+                        yield _sse(last)
+                    yield "data: [DONE]\n\n"
+                    return
+                elif kind == "error":
+                    yield _sse(_internal(value).body())
+                    return
+                else:
+                    yield _sse(_stopping().body())
+                    return
+        finally:
+            job.cancel()  # the client went away, or it is done: a no-op then
+
+
+def _internal(error: BaseException) -> APIError:
+    if isinstance(error, ValueError):  # the decoder refused the request
+        return APIError(str(error))
+    return APIError(
+        f"the device failed on this request: {type(error).__name__}: {error}",
+        status=500,
+        kind="server_error",
+    )
+
+
+def _failed(error: BaseException) -> JSONResponse:
+    return _error(_internal(error))
+
+
+def _stopping() -> APIError:
+    return APIError(
+        "the server is shutting down; the request was cancelled",
+        status=503,
+        code="shutting_down",
+        kind="server_error",
+    )
+
+
+def create_app(
+    decoder: Decoder,
+    *,
+    model: str,
+    temperature: float = 0.0,
+    top_k: int = 1,
+    api_key: str | None = None,
+    max_queue: int = 64,
+    max_body_bytes: int = 1 << 20,
+) -> Starlette:
+    """The ASGI app serving ``decoder`` (compiled, with a tokenizer) as ``model``.
+
+    Args:
+        decoder: The model; only the app's worker thread runs it.
+        model: The id clients name (``GET /v1/models`` lists it).
+        temperature: The sampling ``decoder`` was compiled with.
+        top_k: Likewise.
+        api_key: If given, every ``/v1`` request must carry
+            ``Authorization: Bearer <api_key>``.
+        max_queue: Requests that may wait for the device; past it, 503.
+        max_body_bytes: The largest request body; past it, 413.
+
+    Raises:
+        ValueError: ``decoder`` has no tokenizer.
+    """
+    context = decoder.graph.context
+    server = _Server(
+        decoder,
+        model=model,
+        sampling=Sampling(temperature, top_k, seed_limit=2**30 - 1 - context),
+        api_key=api_key,
+        max_queue=max_queue,
+        max_body_bytes=max_body_bytes,
+    )
+
+    async def health(request: HTTPRequest) -> Response:
+        worker = server.worker
+        assert worker is not None
+        return JSONResponse(
+            {
+                "status": "ok",
+                "model": model,
+                "waiting": worker.waiting,
+                "done": worker.done,
+                "cancelled": worker.cancelled,
+            }
+        )
+
+    def model_card() -> dict[str, Any]:
+        return {
+            "id": model,
+            "object": "model",
+            "created": server.created,
+            "owned_by": "iron",
+        }
+
+    async def models(request: HTTPRequest) -> Response:
+        server.authorize(request)
+        return JSONResponse({"object": "list", "data": [model_card()]})
+
+    async def one_model(request: HTTPRequest) -> Response:
+        server.authorize(request)
+        if request.path_params["model"] != model:
+            raise APIError(
+                f"the model {request.path_params['model']!r} does not exist here; "
+                f"this server serves {model!r}",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
+        return JSONResponse(model_card())
+
+    async def completions(request: HTTPRequest) -> Response:
+        return await server.answer(request, "completions")
+
+    async def chat(request: HTTPRequest) -> Response:
+        return await server.answer(request, "chat")
+
+    async def on_api_error(request: HTTPRequest, error: Exception) -> Response:
+        assert isinstance(error, APIError)
+        headers = {"Retry-After": "1"} if error.status == 503 else None
+        return _error(error, headers)
+
+    async def on_http_error(request: HTTPRequest, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        what = {404: f"no such path {request.url.path}", 405: "method not allowed"}
+        message = what.get(error.status_code, str(error.detail))
+        return _error(APIError(message, status=error.status_code), error.headers)
+
+    async def on_crash(request: HTTPRequest, error: Exception) -> Response:
+        logger.exception("a request failed")
+        return _failed(error)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        server.worker = Worker(max_queue)
+        try:
+            yield
+        finally:
+            server.worker.stop()
+
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", one_model, methods=["GET"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ],
+        exception_handlers={
+            APIError: on_api_error,
+            HTTPException: on_http_error,
+            Exception: on_crash,
+        },
+        lifespan=lifespan,
+    )

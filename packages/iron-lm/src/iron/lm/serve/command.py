@@ -1,0 +1,177 @@
+"""``iron-lm serve``: its arguments and its run.
+
+:func:`add_parser` adds the ``serve`` subcommand to the ``iron-lm`` parser;
+:func:`run` loads and compiles the model, then serves it with uvicorn until
+SIGTERM or Ctrl-C (in-flight requests finish, waiting ones are cancelled).
+Starlette and uvicorn come with the ``serve`` extra and are imported only
+here, when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from iron.lm.options import (
+    UsageError,
+    add_model_options,
+    check_model_options,
+    open_decoder,
+)
+
+__all__ = ["add_parser", "run"]
+
+logger = logging.getLogger("iron.lm.serve")
+
+EXIT_USAGE = 2
+EXIT_INPUT = 1
+#: The environment variable --api-key defaults to (kept out of the process list).
+API_KEY_VARIABLE = "IRON_LM_API_KEY"
+#: Seconds in-flight requests get to finish after SIGTERM.
+GRACE_S = 30
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to ``commands`` (an ``add_subparsers()`` result)."""
+    serve = commands.add_parser(
+        "serve", help="serve the model over OpenAI's HTTP API (needs iron-lm[serve])"
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default: %(default)s, the loopback only)",
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="the port (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_VARIABLE),
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_VARIABLE}, "
+        "else none)",
+    )
+    serve.add_argument(
+        "--model-name", default=None, help="the model id (default: the folder's name)"
+    )
+    add_model_options(serve, seed=False)  # a request brings its own seed
+    serve.add_argument(
+        "--max-queue",
+        type=int,
+        default=64,
+        metavar="N",
+        help="requests that may wait; more get 503 (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="the largest request body; larger gets 413 (default: %(default)s)",
+    )
+    return serve
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> int:
+    print(f"iron-lm: error: {message}", file=sys.stderr)
+    return code
+
+
+def _check_server_options(args: argparse.Namespace) -> None:
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port is in [0, 65535], got {args.port}")
+    if args.max_body_bytes < 1:
+        raise UsageError(f"--max-body-bytes is at least 1, got {args.max_body_bytes}")
+    if args.max_queue < 0:
+        raise UsageError(f"--max-queue is at least 0, got {args.max_queue}")
+    if args.api_key is not None and not args.api_key:
+        raise UsageError("--api-key must not be empty")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``iron-lm serve``; returns the exit code."""
+    try:
+        _check_server_options(args)
+        device = check_model_options(args)
+    except ValueError as error:  # UsageError, or IRON_DEVICE names no device
+        return _fail(str(error), EXIT_USAGE)
+    try:
+        import uvicorn
+
+        from iron.lm.serve.app import create_app
+    except ImportError as e:
+        return _fail(
+            f"iron-lm serve needs Starlette and uvicorn ({e}): "
+            "pip install './packages/iron-lm[serve]'"
+        )
+    with open_decoder(args, device) as decoder:
+        if decoder.tokenizer is None:
+            return _fail(
+                f"{str(args.checkpoint)!r} has no tokenizer.json; the server needs "
+                "the checkpoint's tokenizer"
+            )
+        decoder.compile()
+        name = args.model_name or (
+            "iron-tiny" if args.checkpoint is None else args.checkpoint.resolve().name
+        )
+        if not _loopback(args.host):
+            logger.warning(
+                "listening on %s, beyond this machine%s",
+                args.host,
+                ""
+                if args.api_key
+                else "; with no --api-key anyone who reaches it can use it",
+            )
+        app = create_app(
+            decoder,
+            model=name,
+            temperature=decoder.graph.temperature,
+            top_k=decoder.graph.top_k,
+            api_key=args.api_key,
+            max_queue=args.max_queue,
+            max_body_bytes=args.max_body_bytes,
+        )
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info" if args.verbose else "warning",
+            access_log=args.verbose,
+            timeout_graceful_shutdown=GRACE_S,
+        )
+        server = uvicorn.Server(config)
+        print(
+            f"iron-lm: serving {name!r} on http://{args.host}:{args.port}/v1 "
+            f"({decoder.device.name}, context {decoder.graph.context})",
+            file=sys.stderr,
+            flush=True,
+        )
+        # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the
+        # signal again for the handlers it found: these record it, so the
+        # command returns (cleaning up) with 0 instead of dying by it.
+        stopped_by: list[int] = []
+        previous = {
+            sig: signal.signal(sig, lambda number, frame: stopped_by.append(number))
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            server.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if stopped_by:
+            print("iron-lm: stopped", file=sys.stderr)
+        return 0 if server.started else EXIT_INPUT

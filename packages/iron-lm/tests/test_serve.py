@@ -1,0 +1,544 @@
+"""``iron-lm serve`` against OpenAI's own Python client.
+
+Each server is the real command (``python -m iron.lm serve``) in a
+subprocess on 127.0.0.1 at a free port, serving the embedded tiny model on
+the emulated NPU; every test's waits are bounded, and every server is
+stopped (SIGTERM, then SIGKILL) whatever happens. Greedy answers are
+compared token for token (text and count) with the same model run in this
+process through ``Decoder``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from iron.lm import tiny
+from iron.lm.generate import Decoder
+from iron.lm.serve import command
+
+MODEL = "iron-tiny"
+CONTEXT = 256
+ROWS = 16
+START_S = 180  # compiling on a busy emulator
+TIMEOUT_S = 60
+#: Each ends in a different word: the tiny model's random weights tend to
+#: repeat a prompt's last token, so these lead to different answers.
+WORDS = "apple river stone cloud tiger lemon piano rocket glass maple orbit quartz velvet desert harbor jungle"
+PROMPTS = [f"Prompt {i} is about {word}" for i, word in enumerate(WORDS.split())]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``iron-lm serve`` in a subprocess; ``url`` once it answers /health."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "IRON_BACKEND": "emu", "IRON_DEVICE": "npu2"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "iron.lm",
+                "serve",
+                "--port",
+                str(self.port),
+                "--context",
+                str(CONTEXT),
+                "--rows",
+                str(ROWS),
+                *args,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.process.stderr.read()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the server did not answer /health in {START_S} s")
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.url}/health", timeout=10).json()
+
+    def client(self, api_key: str = "none") -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=f"{self.url}/v1", api_key=api_key, timeout=TIMEOUT_S, max_retries=0
+        )
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(TIMEOUT_S)
+        self.process.stderr.close()
+        return self.process.returncode
+
+
+@contextlib.contextmanager
+def serving(*args: str) -> Iterator[Server]:
+    server = Server(*args)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with serving() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Decoder:
+    """The served model, in this process: the server's checkpoint and sizes."""
+    directory = tiny.write_checkpoint(tmp_path_factory.mktemp("tiny"))
+    return Decoder.from_pretrained(
+        directory, device="npu2", context=CONTEXT, rows=ROWS, progress=False
+    ).compile()
+
+
+def expected(reference: Decoder, prompt: str, max_tokens: int) -> tuple[str, int]:
+    stream = reference.stream(prompt, max_new_tokens=max_tokens)
+    return stream.read(), len(stream.token_ids)
+
+
+# -- the endpoints ---------------------------------------------------------------
+
+
+def test_models_and_health(server):
+    models = server.client().models.list()
+    assert [m.id for m in models.data] == [MODEL]
+    assert server.client().models.retrieve(MODEL).id == MODEL
+    health = server.health()
+    assert health["status"] == "ok" and health["model"] == MODEL
+
+
+def test_a_completion_is_the_decoders_text(server, reference):
+    answer = server.client().completions.create(
+        model=MODEL, prompt="The NPU", max_tokens=10
+    )
+    text, count = expected(reference, "The NPU", 10)
+    assert answer.object == "text_completion"
+    assert answer.choices[0].text == text
+    assert answer.choices[0].finish_reason == "length"
+    ids = reference.tokenizer.encode("The NPU")
+    assert answer.usage.prompt_tokens == len(ids)
+    assert answer.usage.completion_tokens == count == 10
+    assert answer.usage.total_tokens == len(ids) + 10
+
+
+def test_a_streamed_completion_ends_with_done(server, reference):
+    chunks = list(
+        server.client().completions.create(
+            model=MODEL,
+            prompt="The NPU",
+            max_tokens=10,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text, count = expected(reference, "The NPU", 10)
+    pieces = [c.choices[0].text for c in chunks if c.choices]
+    assert "".join(pieces) == text
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "length" and set(finishes[:-1]) == {None}
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == count
+    # the raw stream: OpenAI's SSE lines, ending data: [DONE]
+    with httpx.stream(
+        "POST",
+        f"{server.url}/v1/completions",
+        json={"model": MODEL, "prompt": "The NPU", "max_tokens": 3, "stream": True},
+        timeout=TIMEOUT_S,
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines)
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_chat_applies_the_template(server, reference):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello!"},
+    ]
+    answer = server.client().chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8
+    )
+    prompt = reference.tokenizer.apply_chat_template(messages)
+    text, count = expected(reference, prompt, 8)
+    assert answer.object == "chat.completion"
+    assert answer.choices[0].message.role == "assistant"
+    assert answer.choices[0].message.content == text
+    assert answer.usage.prompt_tokens == len(reference.tokenizer.encode(prompt))
+    assert answer.usage.completion_tokens == count
+    chunks = list(
+        server.client().chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=8, stream=True
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_a_continued_chat_reuses_the_cache(server, reference):
+    client = server.client()
+    messages = [{"role": "user", "content": "Tell me about the NPU."}]
+    first = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=6)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "And the emulator?"},
+    ]
+    second = client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=6
+    )
+    # at least the first turn's prompt was not prefilled again
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert first.usage.prompt_tokens <= cached < second.usage.prompt_tokens
+    # and the answer is the one a fresh decode gives
+    assert second.choices[0].message.content == reference.chat(
+        messages, max_new_tokens=6
+    )
+
+
+def test_a_stop_string_ends_the_text_and_is_never_streamed(server, reference):
+    text, _ = expected(reference, "Hello there", 20)
+    stop = text[4:6]
+    answer = server.client().completions.create(
+        model=MODEL, prompt="Hello there", max_tokens=20, stop=[stop]
+    )
+    assert answer.choices[0].text == text[: text.find(stop)]
+    assert answer.choices[0].finish_reason == "stop"
+    chunks = server.client().completions.create(
+        model=MODEL, prompt="Hello there", max_tokens=20, stop=stop, stream=True
+    )
+    streamed = "".join(c.choices[0].text for c in chunks)
+    assert streamed == text[: text.find(stop)]
+
+
+def test_sixteen_concurrent_clients_get_the_sequential_answers(server):
+    client = server.client()
+
+    def ask(i: int, stream: bool) -> str:
+        settings = {"model": MODEL, "prompt": PROMPTS[i], "max_tokens": 12}
+        if not stream:
+            answer = client.completions.create(**settings)
+            assert answer.usage.completion_tokens == 12
+            return answer.choices[0].text
+        chunks = client.completions.create(**settings, stream=True)
+        return "".join(c.choices[0].text for c in chunks)
+
+    sequential = [ask(i, False) for i in range(16)]
+    assert len(set(sequential)) > 8  # the prompts lead to different text
+    answers: dict[int, str] = {}
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            answers[i] = ask(i, stream=i % 2 == 1)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT_S * 2)
+    assert not errors, errors
+    assert [answers.get(i) for i in range(16)] == sequential
+
+
+KILLED_CLIENT = textwrap.dedent(
+    """
+    import sys, openai
+    client = openai.OpenAI(base_url=sys.argv[1], api_key="none", max_retries=0)
+    for chunk in client.completions.create(
+        model="iron-tiny", prompt="The NPU", max_tokens=200, stream=True
+    ):
+        print("chunk", flush=True)
+    """
+)
+
+
+def test_a_client_killed_mid_stream_stops_its_generation(server, reference):
+    before = server.health()
+    client = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLIENT, f"{server.url}/v1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert client.stdout.readline() == "chunk\n"  # it is streaming
+    finally:
+        client.kill()
+        client.wait(TIMEOUT_S)
+        client.stdout.close()
+    deadline = time.monotonic() + TIMEOUT_S
+    while server.health()["cancelled"] == before["cancelled"]:
+        assert time.monotonic() < deadline, "the generation was not cancelled"
+        time.sleep(0.1)
+    assert server.health()["done"] == before["done"]  # it did not run to its end
+    answer = server.client().completions.create(
+        model=MODEL, prompt="The NPU", max_tokens=5
+    )
+    assert answer.choices[0].text == expected(reference, "The NPU", 5)[0]
+
+
+def test_a_client_that_gives_up_waiting_stops_its_generation(server):
+    before = server.health()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            f"{server.url}/v1/completions",
+            json={"model": MODEL, "prompt": "The NPU", "max_tokens": 200},
+            timeout=httpx.Timeout(TIMEOUT_S, read=0.5),
+        )
+    deadline = time.monotonic() + TIMEOUT_S
+    while server.health()["cancelled"] == before["cancelled"]:
+        assert time.monotonic() < deadline, "the generation was not cancelled"
+        time.sleep(0.1)
+    assert server.health()["done"] == before["done"]
+
+
+def test_a_chunked_body_over_the_limit_is_413(server):
+    def chunks():
+        for _ in range(40):
+            yield b"x" * 65536  # 2.5 MiB, no Content-Length
+
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=chunks(), timeout=TIMEOUT_S
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+
+
+# -- bad requests --------------------------------------------------------------------
+
+LONG = "the NPU " * 400  # far over the context
+
+
+@pytest.mark.parametrize(
+    ("settings", "status", "param"),
+    [
+        ({"model": "gpt-4o"}, 404, "model"),
+        ({"prompt": LONG}, 400, "prompt"),
+        ({"max_tokens": 0}, 400, "max_tokens"),
+        ({"temperature": 3}, 400, "temperature"),
+        ({"temperature": 0.7}, 400, "temperature"),  # compiled greedy
+        ({"top_p": 0.5}, 400, "top_p"),
+        ({"n": 2}, 400, "n"),
+        ({"logprobs": 2}, 400, "logprobs"),
+        ({"echo": True}, 400, "echo"),
+        ({"seed": -1}, 400, "seed"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
+        ({"extra_body": {"mirostat": 2}}, 400, "mirostat"),
+        ({"extra_body": {"prompt": [1, 10**9]}}, 400, "prompt"),
+    ],
+    ids=lambda v: json.dumps(v)[:40] if isinstance(v, dict) else str(v),
+)
+def test_a_bad_completion_gets_its_error_object(server, settings, status, param):
+    request = {"model": MODEL, "prompt": "The NPU", "max_tokens": 4, **settings}
+    with pytest.raises(openai.APIStatusError) as caught:
+        server.client().completions.create(**request)
+    error = caught.value
+    assert error.status_code == status
+    body = error.response.json()["error"]
+    assert body["param"] == param
+    assert body["type"] and body["message"]
+    assert error.response.status_code < 500
+
+
+@pytest.mark.parametrize(
+    ("settings", "param"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "robot", "content": "hi"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": LONG}]}, "messages"),
+        ({"logprobs": True}, "logprobs"),
+        ({"top_logprobs": 3, "logprobs": True}, "logprobs"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ],
+    ids=lambda v: json.dumps(v)[:40],
+)
+def test_a_bad_chat_gets_its_error_object(server, settings, param):
+    request = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        **settings,
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        server.client().chat.completions.create(**request)
+    assert caught.value.response.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content", "status", "code"),
+    [
+        ("POST", "/v1/completions", b"{not json", 400, "invalid_json"),
+        ("POST", "/v1/completions", b"[1, 2]", 400, None),
+        ("POST", "/v1/completions", b"x" * (2 << 20), 413, "request_too_large"),
+        ("GET", "/v1/completions", b"", 405, None),
+        ("GET", "/v1/nothing", b"", 404, None),
+    ],
+    ids=["malformed", "not-an-object", "too-large", "method", "path"],
+)
+def test_a_malformed_request_gets_its_error_object(
+    server, method, path, content, status, code
+):
+    response = httpx.request(
+        method, f"{server.url}{path}", content=content, timeout=TIMEOUT_S
+    )
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+    assert server.health()["status"] == "ok"  # and it still serves
+
+
+# -- the API key, the queue's bound, SIGTERM -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[Server]:
+    """A server with an API key and no room to wait."""
+    with serving("--api-key", "sekret", "--max-queue", "0") as s:
+        yield s
+
+
+def test_the_api_key_is_checked(guarded):
+    with pytest.raises(openai.AuthenticationError) as caught:
+        guarded.client("wrong").models.list()
+    assert caught.value.response.json()["error"]["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        guarded.client("wrong").completions.create(
+            model=MODEL, prompt="x", max_tokens=1
+        )
+    assert [m.id for m in guarded.client("sekret").models.list().data] == [MODEL]
+
+
+def test_past_the_queue_bound_is_503_with_retry_after(guarded):
+    client = guarded.client("sekret")
+    stream = client.completions.create(
+        model=MODEL, prompt="The NPU", max_tokens=200, stream=True
+    )
+    try:
+        next(iter(stream))  # it holds the device now
+        response = httpx.post(
+            f"{guarded.url}/v1/completions",
+            json={"model": MODEL, "prompt": "x", "max_tokens": 1},
+            headers={"Authorization": "Bearer sekret"},
+            timeout=TIMEOUT_S,
+        )
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "queue_full"
+    finally:
+        stream.close()
+
+
+def test_sigterm_finishes_what_is_in_flight_and_exits():
+    server = Server()
+    try:
+        with httpx.stream(
+            "POST",
+            f"{server.url}/v1/completions",
+            json={
+                "model": MODEL,
+                "prompt": "The NPU",
+                "max_tokens": 150,
+                "stream": True,
+            },
+            timeout=TIMEOUT_S,
+        ) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")  # streaming
+            server.process.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line]
+        assert rest[-1] == "data: [DONE]"
+        assert server.process.wait(TIMEOUT_S) == 0
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{server.url}/health", timeout=5)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--port", "70000"), "--port is in [0, 65535], got 70000"),
+        (("--max-queue", "-1"), "--max-queue is at least 0"),
+        (("--top-k", "300"), "--top-k is 0 (off) or 1..256, got 300"),
+        (("--rows", "12"), "--rows is 8 or 16 on npu2, got 12"),
+        (("--temperature", "nan"), "--temperature is a number >= 0"),
+        (("--api-key", ""), "--api-key must not be empty"),
+    ],
+)
+def test_bad_settings_are_usage_errors(args, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_the_api_key_can_come_from_the_environment(monkeypatch):
+    def parsed(*args: str):
+        parser = argparse.ArgumentParser()
+        command.add_parser(parser.add_subparsers(dest="command"))
+        return parser.parse_args(["serve", *args])
+
+    monkeypatch.setenv("IRON_LM_API_KEY", "from-env")
+    assert parsed().api_key == "from-env"
+    assert parsed("--api-key", "given").api_key == "given"
+    monkeypatch.delenv("IRON_LM_API_KEY")
+    assert parsed().api_key is None
+
+
+def test_without_the_extra_the_command_says_what_to_install(tmp_path: Path):
+    # a stand-in uvicorn that cannot be imported, first on the path
+    (tmp_path / "uvicorn.py").write_text("raise ImportError('no uvicorn here')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "serve"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 1
+    assert "pip install './packages/iron-lm[serve]'" in done.stderr

@@ -1,0 +1,208 @@
+"""The server's request checks and its worker, without a server.
+
+``parse_request`` accepts what OpenAI's clients send for what this server
+does (fields at their do-nothing values included) and refuses the rest by
+name; the worker runs jobs one at a time in arrival order, refuses past its
+bound and skips a job cancelled while it waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from iron.lm.serve.protocol import APIError, Sampling, parse_request
+from iron.lm.serve.worker import Job, QueueFull, Worker
+
+GREEDY = Sampling()
+SAMPLED = Sampling(temperature=0.8, top_k=8)
+
+
+def parse(endpoint="completions", sampling=GREEDY, **fields):
+    body = {"model": "m", **fields}
+    if endpoint == "completions":
+        body.setdefault("prompt", "hi")
+    else:
+        body.setdefault("messages", [{"role": "user", "content": "hi"}])
+    return parse_request(endpoint, body, model="m", sampling=sampling)
+
+
+def refused(param: str, **fields) -> APIError:
+    with pytest.raises(APIError) as caught:
+        parse(**fields)
+    assert caught.value.param == param, caught.value.message
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_fields_at_their_do_nothing_values_are_accepted():
+    request = parse(
+        n=1,
+        logprobs=None,
+        echo=False,
+        presence_penalty=0,
+        frequency_penalty=0.0,
+        best_of=1,
+        logit_bias={},
+        user="me",
+        suffix=None,
+    )
+    assert request.max_tokens == 16  # OpenAI's default for completions
+    chat = parse("chat", logprobs=False, tools=[], response_format={"type": "text"})
+    assert chat.max_tokens is None  # up to the context
+
+
+def test_true_is_not_one_and_false_is_not_zero():
+    error = refused("best_of", best_of=True)
+    assert "'best_of' = True is not supported" in error.message
+    refused("max_tokens", max_tokens=True)
+    refused("n", n=True)
+    refused("logprobs", logprobs=0)  # the chosen tokens' log probabilities
+    refused("logprobs", endpoint="chat", logprobs=True)
+
+
+def test_an_unknown_field_is_refused_by_name():
+    error = refused("mirostat", mirostat=2)
+    assert error.code == "unknown_parameter"
+    assert "unknown field 'mirostat'" in error.message
+
+
+def test_sampling_must_match_what_was_compiled():
+    # greedy is greedy whatever top_k says
+    assert parse(temperature=0, top_k=40).seed >= 0
+    error = refused("temperature", temperature=0.7)
+    assert "--temperature" in error.message
+    assert parse(sampling=SAMPLED, temperature=0.8, top_k=8)
+    assert parse(sampling=SAMPLED)  # the compiled settings by default
+    refused("top_k", sampling=SAMPLED, top_k=4)
+    refused("top_p", top_p=0.9)
+    assert parse(top_p=1)
+
+
+def test_the_seed_is_given_or_drawn_within_its_limit():
+    assert parse(seed=7).seed == 7
+    limit = Sampling(seed_limit=100)
+    assert all(0 <= parse(sampling=limit).seed <= 100 for _ in range(20))
+    refused("seed", sampling=limit, seed=101)
+    refused("seed", seed=1.5)
+
+
+def test_the_model_must_be_the_served_one():
+    with pytest.raises(APIError) as caught:
+        parse_request(
+            "completions", {"model": "x", "prompt": "hi"}, model="m", sampling=GREEDY
+        )
+    assert (caught.value.status, caught.value.code) == (404, "model_not_found")
+    with pytest.raises(APIError, match="'model' is required"):
+        parse_request("completions", {"prompt": "hi"}, model="m", sampling=GREEDY)
+
+
+def test_prompts_one_at_a_time():
+    assert parse(prompt=["one"]).prompt == "one"
+    assert parse(prompt=[[1, 2, 3]]).prompt == [1, 2, 3]
+    assert parse(prompt=[1, 2]).prompt == [1, 2]
+    error = refused("prompt", prompt=["one", "two"])
+    assert "one by one" in error.message
+    refused("prompt", prompt=3)
+
+
+def test_messages_as_text_parts():
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    request = parse("chat", messages=[{"role": "user", "content": parts}])
+    assert request.messages == [{"role": "user", "content": "ab"}]
+    image = [{"type": "image_url", "image_url": {"url": "x"}}]
+    error = refused(
+        "messages", endpoint="chat", messages=[{"role": "user", "content": image}]
+    )
+    assert "only text content parts" in error.message
+    refused("messages", endpoint="chat", messages=[{"content": "no role"}])
+
+
+def test_max_completion_tokens_is_read_for_chat():
+    assert parse("chat", max_completion_tokens=5, max_tokens=9).max_tokens == 5
+    assert parse("chat", max_tokens=9).max_tokens == 9
+
+
+def test_stream_options_only_with_stream():
+    refused("stream_options", stream_options={"include_usage": True})
+    request = parse(stream=True, stream_options={"include_usage": True})
+    assert request.stream and request.include_usage
+    refused("stream", stream="yes")
+    refused("stream_options", stream=True, stream_options={"include_usage": 1, "x": 2})
+
+
+def test_stop_strings():
+    assert parse(stop="x").stop == ("x",)
+    assert parse(stop=["x", "yz"]).stop == ("x", "yz")
+    refused("stop", stop=[""])
+    refused("stop", stop=["a", "b", "c", "d", "e"])
+
+
+def test_the_error_object_is_openais():
+    body = APIError("bad", param="p", code="c").body()
+    assert body == {
+        "error": {
+            "message": "bad",
+            "type": "invalid_request_error",
+            "param": "p",
+            "code": "c",
+        }
+    }
+
+
+# -- the worker ------------------------------------------------------------------------
+
+
+def test_jobs_run_in_arrival_order_and_past_the_bound_are_refused():
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        worker = Worker(bound=2)
+        release = threading.Event()
+        order: list[int] = []
+
+        def work(i):
+            def run(job):
+                if i == 0:
+                    release.wait(10)
+                order.append(i)
+                job.outcome = "done"
+                job.put("done", i)
+
+            return Job(run, loop)
+
+        jobs = [work(i) for i in range(3)]
+        for job in jobs:
+            worker.submit(job)  # one runs (held), two wait
+        while worker.waiting != 2:
+            await asyncio.sleep(0.01)
+        with pytest.raises(QueueFull, match="--max-queue 2"):
+            worker.submit(work(9))
+        jobs[1].cancel()  # its client left while it waited
+        release.set()
+        results = [await asyncio.wait_for(job.out.get(), 10) for job in jobs]
+        worker.stop()
+        return order, results, worker
+
+    order, results, worker = asyncio.run(scenario())
+    assert order == [0, 2]
+    assert results == [("done", 0), ("cancelled", None), ("done", 2)]
+    assert (worker.done, worker.cancelled) == (2, 1)
+
+
+def test_a_failing_job_reports_its_error():
+    async def scenario():
+        worker = Worker(bound=1)
+
+        def run(job):
+            raise ValueError("refused")
+
+        job = Job(run, asyncio.get_running_loop())
+        worker.submit(job)
+        result = await asyncio.wait_for(job.out.get(), 10)
+        worker.stop()
+        return result
+
+    kind, error = asyncio.run(scenario())
+    assert kind == "error" and isinstance(error, ValueError)
