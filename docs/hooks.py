@@ -65,6 +65,9 @@ MARKER = runnable.MARKER
 SHOW_OUTPUT = ("tutorial/",)
 NAMES_MARKER = "<!-- iron-names -->"
 ROLE = re.compile(r":\w+:`~?(?P<target>[\w.]+)`")
+# An inline code span that is one name (no space, no markup inside):
+# docs/stylesheets/iron.css keeps it on one line in a table cell.
+NAME_SPAN = re.compile(r"<code>(?P<name>[^<\s]+)</code>")
 RENDER = re.compile(r"^::: ([\w.]+)\s*$", re.M)
 # Generous: a page or an example takes seconds on the emulated NPU.
 TIMEOUT_S = 600
@@ -306,10 +309,17 @@ def run_everything() -> list[str]:
 
 
 def on_page_content(html: str, page, config: MkDocsConfig, files) -> str:
+    """Mark code spans that are one name; check a tutorial page shows its outputs."""
+    html = NAME_SPAN.sub(r'<code class="iron-name">\g<name></code>', html)
+    check_outputs_shown(html, page)
+    return html
+
+
+def check_outputs_shown(html: str, page) -> None:
     """Fail the build where a page shown with outputs lacks one in its HTML."""
     outputs = _state["outputs"].get(page.file.src_uri)
     if outputs is None or not page.file.src_uri.startswith(SHOW_OUTPUT):
-        return html
+        return
     text = runnable.visible_text(html)
     for index, output in enumerate(outputs):
         if output.strip() and output.rstrip() not in text:
@@ -317,7 +327,6 @@ def on_page_content(html: str, page, config: MkDocsConfig, files) -> str:
                 f"docs: {page.file.src_uri}: the output of runnable block "
                 f"{index + 1} is not on the rendered page:\n{output}"
             )
-    return html
 
 
 def show_outputs(markdown: str, path: str) -> str:
