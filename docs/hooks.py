@@ -20,9 +20,10 @@
    ``<!-- runnable -->`` line, found and run by ``docs/runnable.py``, as
    ``tests/test_docs.py`` runs them) run as one program per page in a fresh
    interpreter, and every ``examples/*.py`` runs; one that fails stops the
-   build. Each block of a page under ``tutorial/`` that printed is followed
-   on the site by what it printed, captured by this run, so it cannot go
-   stale. ``IRON_DOCS_RUN=0`` skips the runs, and the outputs with them
+   build. Each block that printed, on a page under ``tutorial/`` or on
+   the troubleshooting page (``runnable.SHOWN``), is followed on the site
+   by what it printed, captured by this run, so it cannot go stale.
+   ``IRON_DOCS_RUN=0`` skips the runs, and the outputs with them
    (``mkdocs serve`` never runs them).
 5. The site header shows the version (iron-core's ``__about__.py``, added
    to ``site_name``) and links the repository: mkdocs.yml's ``repo_url``, or
@@ -60,9 +61,6 @@ PACKAGES = {
     "lm": "iron-lm",
 }
 MARKER = runnable.MARKER
-# Pages whose runnable blocks are followed by what they printed (the others'
-# output depends on the machine: an NPU's toolchain, a driver).
-SHOW_OUTPUT = ("tutorial/",)
 NAMES_MARKER = "<!-- iron-names -->"
 ROLE = re.compile(r":\w+:`~?(?P<target>[\w.]+)`")
 # An inline code span that is one name (no space, no markup inside):
@@ -139,7 +137,7 @@ def on_shutdown() -> None:
 
 
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files) -> str:
-    """Fill the ``<!-- iron-names -->`` table; show a tutorial block's output under it."""
+    """Fill the ``<!-- iron-names -->`` table; show each block's output under it."""
     if NAMES_MARKER in markdown:
         markdown = markdown.replace(NAMES_MARKER, names_table(_state["iron"]))
     return show_outputs(markdown, page.file.src_uri)
@@ -309,7 +307,7 @@ def run_everything() -> list[str]:
 
 
 def on_page_content(html: str, page, config: MkDocsConfig, files) -> str:
-    """Mark code spans that are one name; check a tutorial page shows its outputs."""
+    """Mark code spans that are one name; check a page shows its blocks' outputs."""
     html = NAME_SPAN.sub(r'<code class="iron-name">\g<name></code>', html)
     check_outputs_shown(html, page)
     return html
@@ -318,7 +316,7 @@ def on_page_content(html: str, page, config: MkDocsConfig, files) -> str:
 def check_outputs_shown(html: str, page) -> None:
     """Fail the build where a page shown with outputs lacks one in its HTML."""
     outputs = _state["outputs"].get(page.file.src_uri)
-    if outputs is None or not page.file.src_uri.startswith(SHOW_OUTPUT):
+    if outputs is None or not runnable.shown(page.file.src_uri):
         return
     text = runnable.visible_text(html)
     for index, output in enumerate(outputs):
@@ -332,10 +330,10 @@ def check_outputs_shown(html: str, page) -> None:
 def show_outputs(markdown: str, path: str) -> str:
     """``markdown`` of the page at ``path`` with its blocks' captured outputs shown.
 
-    Only pages under ``SHOW_OUTPUT``, and only when the pages ran.
+    Only the pages ``runnable.SHOWN`` names, and only when the pages ran.
     """
     outputs = _state["outputs"].get(path)
-    if outputs is None or not path.startswith(SHOW_OUTPUT):
+    if outputs is None or not runnable.shown(path):
         return markdown
     try:
         return runnable.show_outputs(markdown, outputs)

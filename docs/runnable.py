@@ -8,8 +8,8 @@ standard output splits into what each block printed. ``show_outputs`` then
 writes each block's output in a fenced block right under it.
 
 ``docs/hooks.py`` runs every page this way in ``mkdocs build`` and shows the
-outputs of the pages under ``tutorial/``; ``tests/test_docs.py`` runs them
-too. Neither imports the other (the tests have no mkdocs), so both import
+outputs of the pages ``SHOWN`` names (the tutorial, troubleshooting);
+``tests/test_docs.py`` runs them too. Neither imports the other (the tests have no mkdocs), so both import
 this module, which needs only the standard library.
 
 What a page prints must not change between runs, or the site would change
@@ -36,6 +36,10 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 SEPARATOR = "@@iron-docs-block-{index}@@"
 _SPLIT = re.compile(r"\n?@@iron-docs-block-(\d+)@@\n")
 OUTPUT_TITLE = "Output"
+# The pages (paths under docs/, or folders ending in "/") whose blocks are
+# followed by what they printed; the others print what depends on the
+# machine (an NPU's toolchain, a driver), which the site should not freeze.
+SHOWN = ("tutorial/", "guide/troubleshooting.md")
 # Generous: a page takes seconds on the emulated NPU.
 TIMEOUT_S = 600
 
@@ -196,3 +200,11 @@ def show_outputs(text: str, outputs: tuple[str, ...] | list[str]) -> str:
 def visible_text(html: str) -> str:
     """The text a reader sees in ``html``: tags dropped, entities decoded."""
     return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def shown(path: str) -> bool:
+    """Whether the page at ``path`` (relative to docs/) shows its blocks' output."""
+    return any(
+        path.startswith(entry) if entry.endswith("/") else path == entry
+        for entry in SHOWN
+    )
