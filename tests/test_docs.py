@@ -105,6 +105,14 @@ def test_outputs_split_by_block_and_a_block_that_prints_nothing_shows_nothing():
     )
 
 
+def test_the_build_reads_a_rendered_page_as_a_reader_sees_it():
+    """What docs/hooks.py checks an output against: tags dropped, entities read."""
+    html = (
+        '<div class="highlight"><pre><code>a &lt; b\n<span>c</span></code></pre></div>'
+    )
+    assert runnable.visible_text(html) == "a < b\nc"
+
+
 def test_a_block_never_reached_shows_nothing():
     assert runnable.split_outputs("a\n@@iron-docs-block-0@@\nb\n", 3) == ("a", "", "")
 
