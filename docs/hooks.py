@@ -1,6 +1,6 @@
 """MkDocs hooks for IRON's site: the API sources, docstring coverage, runnable pages.
 
-``mkdocs.yml`` loads this file (``hooks:``). It does four things:
+``mkdocs.yml`` loads this file (``hooks:``). It does five things:
 
 1. The four distributions each ship part of the ``iron`` package (iron-core
    owns ``iron/__init__.py`` and extends ``__path__`` with ``pkgutil``), which
@@ -17,10 +17,17 @@
    a table of the names ``import iron`` gives, read from ``iron._LAZY``,
    each with its docstring's summary and a link to its entry.
 4. On ``mkdocs build``, every page's runnable blocks (those after a
-   ``<!-- runnable -->`` line, as ``tests/test_docs.py`` finds them) run as
-   one program per page in a fresh interpreter, and every ``examples/*.py``
-   runs; one that fails stops the build. ``IRON_DOCS_RUN=0`` skips them
+   ``<!-- runnable -->`` line, found and run by ``docs/runnable.py``, as
+   ``tests/test_docs.py`` runs them) run as one program per page in a fresh
+   interpreter, and every ``examples/*.py`` runs; one that fails stops the
+   build. Each block that printed, on a page under ``tutorial/`` or on
+   the troubleshooting page (``runnable.SHOWN``), is followed on the site
+   by what it printed, captured by this run, so it cannot go stale.
+   ``IRON_DOCS_RUN=0`` skips the runs, and the outputs with them
    (``mkdocs serve`` never runs them).
+5. The site header shows the version (iron-core's ``__about__.py``, added
+   to ``site_name``) and links the repository: mkdocs.yml's ``repo_url``, or
+   where none is set, the clone's ``origin`` remote (docs/header.py).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+# docs/header.py and docs/runnable.py: mkdocs puts this file's folder on sys.path
+import header
+import runnable
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
@@ -50,15 +60,17 @@ PACKAGES = {
     "runtime": "iron-runtime",
     "lm": "iron-lm",
 }
-MARKER = "<!-- runnable -->"
+MARKER = runnable.MARKER
 NAMES_MARKER = "<!-- iron-names -->"
 ROLE = re.compile(r":\w+:`~?(?P<target>[\w.]+)`")
+# An inline code span that is one name (no space, no markup inside):
+# docs/stylesheets/iron.css keeps it on one line in a table cell.
+NAME_SPAN = re.compile(r"<code>(?P<name>[^<\s]+)</code>")
 RENDER = re.compile(r"^::: ([\w.]+)\s*$", re.M)
-FENCE = re.compile(r"^```(\w*)\s*$")
 # Generous: a page or an example takes seconds on the emulated NPU.
 TIMEOUT_S = 600
 
-_state: dict[str, Any] = {"command": "build", "tree": None, "iron": None}
+_state: dict[str, Any] = {"command": "build", "tree": None, "iron": None, "outputs": {}}
 
 
 def _merged_tree() -> Path:
@@ -83,7 +95,7 @@ def on_startup(command: str, dirty: bool) -> None:
 
 @event_priority(100)  # before mkdocstrings reads its handler options
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Point the python handler at the merged ``iron`` tree."""
+    """Point the python handler at the merged ``iron`` tree; the header's facts."""
     previous = _state.get("tree")
     if isinstance(previous, Path):  # mkdocs serve reloads the config
         shutil.rmtree(previous, ignore_errors=True)
@@ -92,6 +104,11 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     plugin = config.plugins["mkdocstrings"]
     python = plugin.config["handlers"].setdefault("python", {})
     python["paths"] = [str(tree)]
+    config.site_name = f"{config.site_name} {header.version()}"
+    if not config.repo_url:
+        config.repo_url = header.repository_url()
+        if config.repo_url is None:
+            log.info("docs: no repo_url and no git remote 'origin': no repository link")
     return config
 
 
@@ -102,6 +119,7 @@ def on_pre_build(config: MkDocsConfig) -> None:
     iron = _load(tree)
     for problem in missing_docstrings(iron) + unrendered_modules(iron):
         log.warning(problem)
+    _state["outputs"] = {}
     if _state["command"] == "build" and os.environ.get("IRON_DOCS_RUN", "1") != "0":
         failures = run_everything()
         if failures:
@@ -119,10 +137,10 @@ def on_shutdown() -> None:
 
 
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files) -> str:
-    """Fill the ``<!-- iron-names -->`` table with what ``import iron`` gives."""
-    if NAMES_MARKER not in markdown:
-        return markdown
-    return markdown.replace(NAMES_MARKER, names_table(_state["iron"]))
+    """Fill the ``<!-- iron-names -->`` table; show each block's output under it."""
+    if NAMES_MARKER in markdown:
+        markdown = markdown.replace(NAMES_MARKER, names_table(_state["iron"]))
+    return show_outputs(markdown, page.file.src_uri)
 
 
 def _load(tree: Path):
@@ -233,39 +251,34 @@ def missing_docstrings(iron) -> list[str]:
 # -- runnable pages and examples ----------------------------------------------------
 
 
-def runnable_blocks(text: str) -> list[str]:
-    """The python blocks after a ``<!-- runnable -->`` line, in order."""
-    blocks: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].strip() == MARKER and i + 1 < len(lines):
-            opening = FENCE.match(lines[i + 1].strip())
-            if not (opening and opening.group(1) == "python"):
-                raise PluginError(
-                    f"docs: {MARKER} must stand right before a ```python fence "
-                    f"(line {i + 2})"
-                )
-            body: list[str] = []
-            i += 2
-            while i < len(lines) and lines[i].strip() != "```":
-                body.append(lines[i])
-                i += 1
-            blocks.append("\n".join(body))
-        i += 1
-    return blocks
-
-
-def _run(name: str, args: list[str], cwd: Path, last: str = "") -> str | None:
+def _environment() -> dict[str, str]:
+    """This process's environment for a page or an example: no bound device, emulated."""
     env = {k: v for k, v in os.environ.items() if k != "IRON_DEVICE"}
     env.setdefault("IRON_BACKEND", "emu")
+    return env
+
+
+def _run_page(page: Path) -> str | None:
+    name = str(page.relative_to(ROOT))
+    try:
+        done = runnable.run_page(page, env=_environment())
+    except runnable.RunnableError as error:
+        return f"{name}: {error}"
+    if done.returncode != 0:
+        return f"{name} (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+    _state["outputs"][page.relative_to(DOCS).as_posix()] = done.outputs
+    return None
+
+
+def _run_example(example: Path) -> str | None:
+    name = str(example.relative_to(ROOT))
     try:
         done = subprocess.run(
-            [sys.executable, *args],
+            [sys.executable, str(example)],
             capture_output=True,
             text=True,
-            env=env,
-            cwd=cwd,
+            env=_environment(),
+            cwd=ROOT,
             check=False,
             timeout=TIMEOUT_S,
         )
@@ -273,25 +286,16 @@ def _run(name: str, args: list[str], cwd: Path, last: str = "") -> str | None:
         return f"{name}: no result after {TIMEOUT_S} s"
     if done.returncode != 0:
         return f"{name} (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
-    if last and not done.stdout.rstrip().endswith(last):
-        return f"{name} did not print {last} last:\n{done.stdout}\n{done.stderr}"
+    if not done.stdout.rstrip().endswith("PASS!"):
+        return f"{name} did not print PASS! last:\n{done.stdout}\n{done.stderr}"
     return None
 
 
-def _run_page(page: Path) -> str | None:
-    program = "\n\n".join(runnable_blocks(page.read_text()))
-    with tempfile.TemporaryDirectory(prefix="iron-docs-page-") as scratch:
-        script = Path(scratch) / "page.py"
-        script.write_text(program)
-        return _run(str(page.relative_to(ROOT)), [str(script)], Path(scratch))
-
-
-def _run_example(example: Path) -> str | None:
-    return _run(str(example.relative_to(ROOT)), [str(example)], ROOT, last="PASS!")
-
-
 def run_everything() -> list[str]:
-    """Run every page's runnable blocks and every example; the failures."""
+    """Run every page's runnable blocks and every example; the failures.
+
+    Each page's block outputs are kept for ``show_outputs``.
+    """
     pages = sorted(p for p in DOCS.rglob("*.md") if MARKER in p.read_text())
     examples = sorted((ROOT / "examples").glob("*.py"))
     jobs = [(_run_page, p) for p in pages] + [(_run_example, e) for e in examples]
@@ -300,3 +304,38 @@ def run_everything() -> list[str]:
         results = list(pool.map(lambda job: job[0](job[1]), jobs))
     log.info("docs: ran %d pages and %d examples", len(pages), len(examples))
     return [r for r in results if r is not None]
+
+
+def on_page_content(html: str, page, config: MkDocsConfig, files) -> str:
+    """Mark code spans that are one name; check a page shows its blocks' outputs."""
+    html = NAME_SPAN.sub(r'<code class="iron-name">\g<name></code>', html)
+    check_outputs_shown(html, page)
+    return html
+
+
+def check_outputs_shown(html: str, page) -> None:
+    """Fail the build where a page shown with outputs lacks one in its HTML."""
+    outputs = _state["outputs"].get(page.file.src_uri)
+    if outputs is None or not runnable.shown(page.file.src_uri):
+        return
+    text = runnable.visible_text(html)
+    for index, output in enumerate(outputs):
+        if output.strip() and output.rstrip() not in text:
+            raise PluginError(
+                f"docs: {page.file.src_uri}: the output of runnable block "
+                f"{index + 1} is not on the rendered page:\n{output}"
+            )
+
+
+def show_outputs(markdown: str, path: str) -> str:
+    """``markdown`` of the page at ``path`` with its blocks' captured outputs shown.
+
+    Only the pages ``runnable.SHOWN`` names, and only when the pages ran.
+    """
+    outputs = _state["outputs"].get(path)
+    if outputs is None or not runnable.shown(path):
+        return markdown
+    try:
+        return runnable.show_outputs(markdown, outputs)
+    except runnable.RunnableError as error:
+        raise PluginError(f"docs: {path}: {error}") from error

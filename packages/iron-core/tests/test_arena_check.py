@@ -7,6 +7,7 @@ another version's resident; report() and arena_svg() describe every buffer.
 from __future__ import annotations
 
 import dataclasses
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -89,3 +90,52 @@ def test_svg_is_valid_xml_with_one_rect_per_arena_buffer():
     tips = {r.find(f"{ns}title").text.split(" ")[0] for r in rects}
     assert tips == {p.name for p in arena}
     assert "lower bound" in root.find(f"{ns}title").text
+
+
+def _visible(svg: str) -> list[str]:
+    """The text a reader sees: every <text> element, not the tooltips."""
+    ns = "{http://www.w3.org/2000/svg}"
+    return [t.text or "" for t in ET.fromstring(svg).iter(f"{ns}text")]
+
+
+def _panel_tips(svg: str, panel: str) -> set[str]:
+    ns = "{http://www.w3.org/2000/svg}"
+    (group,) = [g for g in ET.fromstring(svg).iter(f"{ns}g") if g.get("class") == panel]
+    return {
+        r.find(f"{ns}title").text.split(" ")[0]
+        for r in group.iter(f"{ns}rect")
+        if r.find(f"{ns}title") is not None
+    }
+
+
+def test_svg_sizes_read_in_binary_units_not_raw_bytes():
+    plan = ArenaPlan()
+    plan.add(record(Held([4096], [], [2048, 1024, 2048]), x=(2048,)))
+    svg = arena_svg(plan)
+    shown = " ".join(_visible(svg))
+    assert "KiB" in shown
+    # no count of bytes a reader must divide by 1024 (the tooltips keep them)
+    assert not re.search(r"\b\d{4,} B\b", shown), shown
+    assert "bytes [" in svg  # exact figures in the tooltips
+
+
+def test_svg_zooms_on_transients_too_thin_to_see():
+    # a 1 MiB weight against 128-byte transients: one panel would show a hairline
+    plan = ArenaPlan()
+    plan.add(record(Held([512 * 1024], [], [64, 128, 64]), x=(64,)))
+    svg = arena_svg(plan)
+    transients = {p.name for p in plan.buffers.values() if p.kind == "transient"}
+    assert transients and _panel_tips(svg, "transients") == transients
+    assert transients < _panel_tips(svg, "arena")  # drawn in the whole arena too
+    assert 'class="zoomed"' in svg  # the zoomed bytes outlined in the arena
+    shown = _visible(svg)
+    assert any(t.startswith("transients: ") for t in shown)
+    assert "+0 B" in shown  # the zoomed axis counts from its bottom
+
+
+def test_svg_draws_one_panel_where_transients_show():
+    plan = ArenaPlan()
+    plan.add(record(Held([64], [], [256, 512, 256]), x=(256,)))
+    svg = arena_svg(plan)
+    assert "transients" not in {g for g in re.findall(r'<g class="(\w+)"', svg)}
+    assert 'class="zoomed"' not in svg

@@ -288,3 +288,73 @@ def test_roofline_svg_names_the_slowest_steps_alike_once():
     assert len(named) == 1
     assert named[0].startswith(f"#{slowest.index} {slowest.name} ")
     assert named[0].endswith("(x3)")  # three Crunch steps alike
+
+
+class Lopsided(iron.Graph):
+    """Three short memory-bound steps, then one a thousand times longer."""
+
+    def body(self, x):
+        for _ in range(3):
+            x = Stream.step(x)
+        return Crunch.step(x)
+
+
+def _ticks(svg: str) -> list[str]:
+    root = ET.fromstring(svg)
+    return [t.text for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "end"]
+
+
+def _bar_heights(svg: str) -> list[float]:
+    """Each bar's height in pixels (its parts together)."""
+    root = ET.fromstring(svg)
+    bars = [g for g in root.iter(f"{SVG}g") if g.get("class") == "bar"]
+    return [sum(float(r.get("height")) for r in g.iter(f"{SVG}rect")) for g in bars]
+
+
+def test_roofline_svg_log_scale_shows_the_bars_a_long_step_dwarfs():
+    roofline = iron.roofline(Lopsided().record(x=(512,)))
+    linear = iron.roofline_svg(roofline)
+    log = iron.roofline_svg(roofline, scale="log")
+    # linear: the short steps' bars (1 and 2; step 0 pays the dispatch) are
+    # lost under the long one's
+    assert max(_bar_heights(linear)[1:3]) < 2.0
+    # log: decades on the axis, and each small bar plainly visible
+    ticks = [float(t) for t in _ticks(log)]
+    assert len(ticks) >= 2
+    assert all(b == pytest.approx(10 * a) for a, b in zip(ticks, ticks[1:])), ticks
+    assert min(_bar_heights(log)[1:3]) > 20.0
+    assert "log scale" in log
+    assert log == iron.roofline_svg(roofline, scale="log")  # deterministic
+
+
+def test_roofline_svg_log_axis_spans_at_most_five_decades():
+    roofline = iron.roofline(Lopsided().record(x=(512,)))
+    ticks = [float(t) for t in _ticks(iron.roofline_svg(roofline, scale="log"))]
+    assert 2 <= len(ticks) <= 6
+    assert ticks[-1] / ticks[0] <= 1e5
+
+
+def test_roofline_svg_refuses_an_unknown_scale():
+    roofline = iron.roofline(Costed().record(x=(4096,)))
+    with pytest.raises(
+        ValueError, match=r"scale='symlog' is not one of 'linear' or 'log'"
+    ):
+        iron.roofline_svg(roofline, scale="symlog")
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "shown"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (2560, "2.5 KiB"),
+        (98816, "96.5 KiB"),
+        (2026816, "1.93 MiB"),
+        (2539860032, "2.37 GiB"),
+    ],
+)
+def test_pictures_say_sizes_in_binary_units(nbytes, shown):
+    from iron.core._svg import _size
+
+    assert _size(nbytes) == shown

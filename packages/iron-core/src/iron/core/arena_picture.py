@@ -2,22 +2,30 @@
 
 This module owns :func:`arena_svg`: one version of an
 :class:`~iron.core.arena.ArenaPlan` drawn as buffers over (step, byte offset),
-transients in blues and residents in oranges. It is deterministic: the same
-plan gives the same text. :mod:`iron.core.arena` re-exports it.
+transients in blues and residents in oranges, sizes in KiB and MiB. Where the
+transients are too thin to see against the residents (a model's weights),
+a second panel draws them alone, zoomed. It is deterministic: the same plan
+gives the same text. :mod:`iron.core.arena` re-exports it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from iron.core._svg import _num, _size, _text_width, _unit
+
 if TYPE_CHECKING:
-    from iron.core.arena import ArenaPlan
+    from iron.core.arena import ArenaPlan, Placed
 
 __all__ = ["arena_svg"]
 
 _TRANSIENT_COLOURS = ("#4c78a8", "#72b7b2", "#5fa2ce", "#3a6d9a", "#9ecae9", "#2f8fa8")
 _RESIDENT_COLOURS = ("#f58518", "#e45756", "#ff9d76", "#d6604d")
+# Transients drawn thinner than this (pixels) get a zoomed panel of their own.
+_THIN_PX = 24.0
+_GAP = 56.0  # between the two panels
 
 
 def arena_svg(
@@ -31,8 +39,12 @@ def arena_svg(
 
     Each arena buffer is a rectangle over steps ``[first, last + 1)`` and
     bytes ``[offset, end)`` (offset 0 at the bottom); transients in blues,
-    residents in oranges, each named in a ``<title>`` tooltip and, where it
-    fits, a label. The output is deterministic.
+    residents in oranges, each named in a ``<title>`` tooltip (with its exact
+    bytes) and, where it fits, a label. Sizes read in B, KiB, MiB or GiB.
+    Where the version's transients would be drawn less than 24 pixels tall
+    (a model whose weights dwarf them), the arena is drawn in the left half
+    with the transients' byte range outlined, and the right half draws that
+    range alone. The output is deterministic.
 
     Args:
         arena: The plan.
@@ -48,17 +60,22 @@ def arena_svg(
     placed.sort(key=lambda p: (p.kind != "resident", p.offset, p.first, p.name))
     steps = max((p.last + 1 for p in placed), default=1)
     size = max(arena.size, 1)
-    left, right, top, bottom = 72.0, 16.0, 40.0, 40.0
+    left, right, top, bottom = 72.0, 16.0, 56.0, 40.0
     plot_w = max(width - left - right, 1.0)
     plot_h = max(height - top - bottom, 1.0)
-    xs, ys = plot_w / steps, plot_h / size
 
-    def num(x: float) -> str:
-        return f"{x:.2f}".rstrip("0").rstrip(".")
+    transients = [p for p in placed if p.kind == "transient"]
+    span = (
+        (min(p.offset for p in transients), max(p.end for p in transients))
+        if transients
+        else None
+    )
+    zoom = span is not None and (span[1] - span[0]) / size * plot_h < _THIN_PX
 
     title = (
-        f"{key}: arena {arena.size} B, lower bound {arena.lower_bound_of(key)} B, "
-        f"transients {arena.transient_bytes(key)} B"
+        f"{key}: arena {_size(arena.size)}, transients "
+        f"{_size(arena.transient_bytes(key))} (lower bound "
+        f"{_size(arena.lower_bound_of(key))})"
     )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -66,55 +83,126 @@ def arena_svg(
         f'font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{num(width / 2)}" y="16" text-anchor="middle" '
+        f'<text x="{_num(width / 2)}" y="16" text-anchor="middle" '
         f'font-size="12">{escape(title)}</text>',
-        f'<rect x="{num(left)}" y="{num(top)}" width="{num(plot_w)}" '
-        f'height="{num(plot_h)}" fill="none" stroke="#888"/>',
     ]
+    if not zoom:
+        box = (left, top, plot_w, plot_h)
+        _panel(out, "arena", placed, steps, box, (0, size), None)
+    else:
+        assert span is not None
+        half = (plot_w - _GAP) / 2
+        _panel(out, "arena", placed, steps, (left, top, half, plot_h), (0, size), span)
+        lo, hi = span
+        zoomed = [p for p in placed if p.offset < hi and p.end > lo]
+        box = (left + half + _GAP, top, half, plot_h)
+        _panel(out, "transients", zoomed, steps, box, span, None)
+    out.append(
+        f'<text x="14" y="{_num(top + plot_h / 2)}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {_num(top + plot_h / 2)})">byte offset</text>'
+    )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _panel(
+    out: list[str],
+    name: str,
+    placed: list[Placed],
+    steps: int,
+    box: tuple[float, float, float, float],
+    window: tuple[int, int],
+    outline: tuple[int, int] | None,
+) -> None:
+    """Draw the bytes ``window`` of ``placed`` over steps into ``box``.
+
+    ``name`` is the panel's class and heading ("arena" or "transients");
+    ``outline``, a byte range to outline dashed (the zoomed one).
+    """
+    x0, y0, w, h = box
+    lo, hi = window
+    xs, ys = w / steps, h / max(hi - lo, 1)
+
+    def y_of(offset: int) -> float:
+        return y0 + h - (offset - lo) * ys
+
+    heading = (
+        f"whole arena, {_size(hi)}"
+        if name == "arena"
+        else f"transients: {_size(hi - lo)} from offset {_size(lo)}"
+    )
+    out.append(f'<g class="{name}">')
+    out.append(
+        f'<text x="{_num(x0 + w / 2)}" y="{_num(y0 - 8)}" '
+        f'text-anchor="middle">{escape(heading)}</text>'
+    )
+    out.append(
+        f'<rect x="{_num(x0)}" y="{_num(y0)}" width="{_num(w)}" '
+        f'height="{_num(h)}" fill="none" stroke="#888"/>'
+    )
     colours = {"transient": 0, "resident": 0}
     for p in placed:
         family = _RESIDENT_COLOURS if p.kind == "resident" else _TRANSIENT_COLOURS
         fill = family[colours[p.kind] % len(family)]
         colours[p.kind] += 1
-        x = left + p.first * xs
-        w = (p.last + 1 - p.first) * xs
-        y = top + plot_h - p.end * ys
-        h = max(p.nbytes * ys, 0.5)
+        x = x0 + p.first * xs
+        bw = (p.last + 1 - p.first) * xs
+        y_hi, y_lo = y_of(min(p.end, hi)), y_of(max(p.offset, lo))
+        bh = max(y_lo - y_hi, 0.5)
         tip = (
-            f"{p.name} ({p.kind}): bytes [{p.offset}, {p.end}), "
-            f"steps {p.first}..{p.last}"
+            f"{p.name} ({p.kind}): {_size(p.nbytes)} at {_size(p.offset)}, "
+            f"bytes [{p.offset}, {p.end}), steps {p.first}..{p.last}"
         )
         out.append(
-            f'<rect x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}" '
-            f'fill="{fill}" stroke="white" stroke-width="0.5">'
+            f'<rect x="{_num(x)}" y="{_num(y_hi)}" width="{_num(bw)}" '
+            f'height="{_num(bh)}" fill="{fill}" stroke="white" stroke-width="0.5">'
             f"<title>{escape(tip)}</title></rect>"
         )
-        if w >= 6.5 * len(p.name) + 4 and h >= 12:
+        if bw >= _text_width(p.name) + 4 and bh >= 12:
             out.append(
-                f'<text x="{num(x + w / 2)}" y="{num(y + h / 2 + 3.5)}" '
+                f'<text x="{_num(x + bw / 2)}" y="{_num(y_hi + bh / 2 + 3.5)}" '
                 f'text-anchor="middle" fill="white">{escape(p.name)}</text>'
             )
-    for s in _ticks(steps):
-        x = left + (s + 0.5) * xs
+    if outline is not None:
+        y_hi, y_lo = y_of(outline[1]), y_of(outline[0])
+        pad = max((6.0 - (y_lo - y_hi)) / 2, 0.0)  # a thin range stays visible
         out.append(
-            f'<text x="{num(x)}" y="{num(top + plot_h + 14)}" '
+            f'<rect class="zoomed" x="{_num(x0 - 2)}" y="{_num(y_hi - pad)}" '
+            f'width="{_num(w + 4)}" height="{_num(y_lo - y_hi + 2 * pad)}" '
+            'fill="none" stroke="black" stroke-dasharray="4 2"/>'
+        )
+    for s in _ticks(steps):
+        out.append(
+            f'<text x="{_num(x0 + (s + 0.5) * xs)}" y="{_num(y0 + h + 14)}" '
             f'text-anchor="middle">{s}</text>'
         )
-    for b in (0, arena.size):
-        y = top + plot_h - b * ys
+    out.append(
+        f'<text x="{_num(x0 + w / 2)}" y="{_num(y0 + h + 32)}" '
+        'text-anchor="middle">step</text>'
+    )
+    for b in _byte_ticks(lo, hi, h):  # a zoomed panel counts from its bottom
+        shown = _size(b) if lo == 0 else f"+{_size(b - lo)}"
         out.append(
-            f'<text x="{num(left - 4)}" y="{num(y + 3.5)}" text-anchor="end">{b}</text>'
+            f'<text x="{_num(x0 - 4)}" y="{_num(y_of(b) + 3.5)}" '
+            f'text-anchor="end">{shown}</text>'
         )
-    out.append(
-        f'<text x="{num(left + plot_w / 2)}" y="{num(height - 6)}" '
-        f'text-anchor="middle">step</text>'
-    )
-    out.append(
-        f'<text x="14" y="{num(top + plot_h / 2)}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {num(top + plot_h / 2)})">byte offset</text>'
-    )
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    out.append("</g>")
+
+
+def _byte_ticks(lo: int, hi: int, pixels: float) -> list[int]:
+    """``lo``, ``hi`` and round sizes between, at least 18 pixels apart."""
+    _, scale = _unit(max(hi - lo, 1))
+    raw = (hi - lo) / scale / 4
+    power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw) * scale
+    step = max(int(step), 1)
+    ticks = [lo] + [lo + t for t in range(step, hi - lo, step)] + [hi]
+    per_byte = pixels / max(hi - lo, 1)
+    kept = [lo]
+    for t in ticks[1:-1]:
+        if (t - kept[-1]) * per_byte >= 18 and (hi - t) * per_byte >= 18:
+            kept.append(t)
+    return kept + [hi] if hi != lo else kept
 
 
 def _ticks(steps: int) -> list[int]:

@@ -48,6 +48,31 @@ def _nice(top: float) -> tuple[float, list[float]]:
     return count * step, [i * step for i in range(count + 1)]
 
 
+_DECADES = 5  # a log axis spans at most this many decades
+
+
+def _log_ticks(low: float, high: float) -> tuple[float, float, list[float]]:
+    """Decades around ``[low, high]`` (seconds): the axis bottom, top and ticks.
+
+    At most ``_DECADES`` of them: below that, a step's time is too small to
+    matter next to the top one's, and its bar is cut at the bottom.
+    """
+    top = 10 ** math.ceil(math.log10(high))
+    bottom = max(10 ** math.floor(math.log10(low)), top / 10**_DECADES)
+    if top <= bottom:
+        top = bottom * 10
+    count = round(math.log10(top / bottom))
+    return bottom, top, [bottom * 10**i for i in range(count + 1)]
+
+
+def _tick_us(seconds: float) -> str:
+    """A decade's tick label in microseconds: ``0.1``, ``1``, ``10``, ``1000000``."""
+    us = seconds * 1e6
+    if us >= 1:
+        return f"{us:.0f}"
+    return f"{us:.9f}".rstrip("0")
+
+
 def roofline_svg(
     roofline: Roofline,
     *,
@@ -55,6 +80,7 @@ def roofline_svg(
     width: int = 720,
     height: int = 360,
     label: int = 5,
+    scale: str = "linear",
 ) -> str:
     """Draw a roofline as one bar per step of modelled time, as SVG text.
 
@@ -77,10 +103,22 @@ def roofline_svg(
         width: The picture's width in pixels.
         height: The picture's height in pixels.
         label: How many labels to place over the slowest steps.
+        scale: The time axis: ``"linear"``, or ``"log"`` (decades) where
+            one step dwarfs the rest, as a model's LM head does. A log
+            axis spans at most five decades below its top; a bar rises from
+            its bottom (a step shorter than that shows no bar) and its parts
+            stack in time, so a part's height no longer scales with it.
 
     Returns:
         A standalone SVG document.
+
+    Raises:
+        ValueError: ``scale`` is neither ``"linear"`` nor ``"log"``.
     """
+    if scale not in ("linear", "log"):
+        raise ValueError(
+            f"roofline_svg: scale={scale!r} is not one of 'linear' or 'log'"
+        )
     steps = list(roofline.steps)
     ddr = roofline.device.ddr_bytes_per_s
     mode = "full ELF" if roofline.full_elf else "xclbin per step"
@@ -91,12 +129,22 @@ def roofline_svg(
     left, right, top, bottom = 64.0, 16.0, 84.0, 36.0
     plot_w = max(width - left - right, 1.0)
     plot_h = max(height - top - bottom, 1.0)
-    highest = max([s.seconds for s in steps] + [s.bytes / ddr for s in steps] + [0.0])
-    y_top, ticks = _nice(highest * 1.15)
+    times = [s.seconds for s in steps] + [s.bytes / ddr for s in steps]
+    highest = max(times + [0.0])
+    positive = [s.seconds for s in steps if s.seconds > 0]  # a dash may sit lower
+    log = scale == "log" and bool(positive)
+    if log:
+        y_bottom, y_top, ticks = _log_ticks(min(positive), highest * 1.15)
+    else:
+        y_bottom = 0.0
+        y_top, ticks = _nice(highest * 1.15)
     slot = plot_w / max(len(steps), 1)
     bar_w = slot * 0.8 if slot >= 4 else slot
 
     def y_of(seconds: float) -> float:
+        if log:
+            where = math.log10(max(seconds, y_bottom) / y_bottom)
+            return top + plot_h - where / math.log10(y_top / y_bottom) * plot_h
         return top + plot_h - seconds / y_top * plot_h
 
     out = [
@@ -158,7 +206,7 @@ def roofline_svg(
         )
         out.append(
             f'<text x="{_num(left - 4)}" y="{_num(y + 3.5)}" '
-            f'text-anchor="end">{_us(t) if t else "0"}</text>'
+            f'text-anchor="end">{_tick_us(t) if log else _us(t) if t else "0"}</text>'
         )
     out.append(
         f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(plot_w)}" '
@@ -255,7 +303,8 @@ def roofline_svg(
     mid = top + plot_h / 2
     out.append(
         f'<text x="14" y="{_num(mid)}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_num(mid)})">modelled time (us)</text>'
+        f'transform="rotate(-90 14 {_num(mid)})">'
+        f"modelled time (us{', log scale' if log else ''})</text>"
     )
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -1,0 +1,138 @@
+"""docs/guide/models.md's table of sizes is what IRON plans for each model.
+
+Each row is recomputed from the model's Hugging Face config (the numbers
+below are those of each repository's ``config.json``): its parameters, its
+weights in bf16, its KV cache and the whole arena at the CLI's default
+context (2048), planned for both devices, and the decode step's modelled
+time on each (the cost model, not a measurement). Weights are placeholders
+that cost no memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+import iron
+from iron.lm import tiny
+from iron.lm.config import LlamaConfig
+from iron.lm.model import Llama
+
+CONTEXT = 2048  # iron-lm generate's default: min(the model's, 2048)
+
+# (name on the page, repository, config.json fields that set the sizes)
+MODELS = [
+    (
+        "SmolLM2-135M",
+        "HuggingFaceTB/SmolLM2-135M",
+        dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9,
+             num_key_value_heads=3, head_dim=64, num_hidden_layers=30,
+             vocab_size=49152, tie_word_embeddings=True),
+    ),
+    (
+        "TinyLlama-1.1B-Chat-v1.0",
+        "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        dict(hidden_size=2048, intermediate_size=5632, num_attention_heads=32,
+             num_key_value_heads=4, head_dim=64, num_hidden_layers=22,
+             vocab_size=32000, tie_word_embeddings=False),
+    ),
+    (
+        "Llama-3.2-1B",
+        "meta-llama/Llama-3.2-1B",
+        dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+             num_key_value_heads=8, head_dim=64, num_hidden_layers=16,
+             vocab_size=128256, tie_word_embeddings=True),
+    ),
+    (
+        "Llama-3.2-3B",
+        "meta-llama/Llama-3.2-3B",
+        dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=24,
+             num_key_value_heads=8, head_dim=128, num_hidden_layers=28,
+             vocab_size=128256, tie_word_embeddings=True),
+    ),
+    (
+        "Llama-2-7b-hf",
+        "meta-llama/Llama-2-7b-hf",
+        dict(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
+             num_key_value_heads=32, head_dim=128, num_hidden_layers=32,
+             vocab_size=32000, tie_word_embeddings=False),
+    ),
+    (
+        "Llama-3.1-8B",
+        "meta-llama/Llama-3.1-8B",
+        dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+             num_key_value_heads=8, head_dim=128, num_hidden_layers=32,
+             vocab_size=128256, tie_word_embeddings=False),
+    ),
+]  # fmt: skip
+
+
+def size(nbytes: int) -> str:
+    """``nbytes`` in MiB below 1 GiB, else GiB, three significant digits."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale or unit == "MiB":
+            value = nbytes / scale
+            return f"{value:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def count(params: int) -> str:
+    """A parameter count as the model cards say it: ``135 M``, ``1.24 B``."""
+    if params >= 1e9:
+        return f"{params / 1e9:.3g} B"
+    return f"{params / 1e6:.3g} M"
+
+
+def row(name: str, repo: str, fields: dict) -> str:
+    """The page's table row for one model."""
+    config = LlamaConfig(**fields, max_position_embeddings=CONTEXT)
+    shapes = tiny.state_dict_shapes(config)
+    params = sum(int(np.prod(shape)) for shape in shapes.values())
+    kv = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
+    zero = np.zeros((), bfloat16)
+    arenas, rates = set(), []
+    for device in ("npu1", "npu2"):
+        with iron.use_device(device):
+            model = Llama(config, context=CONTEXT, rows=16, profile=None)
+            model.load_state_dict(
+                {n: iron.param(np.broadcast_to(zero, s)) for n, s in shapes.items()}
+            )
+            arena = iron.ArenaPlan()
+            iron.plan(device, model.record(tokens=((16,), np.int32)), arena=arena)
+            decode = model.record()
+            iron.plan(device, decode, arena=arena)
+            arenas.add(arena.size)
+            rates.append(f"{1 / iron.roofline(decode).seconds:.0f}")
+    assert len(arenas) == 1, f"{name}: the arena differs between devices"
+    return (
+        f"| [{name}](https://huggingface.co/{repo}) | {count(params)} | "
+        f"{size(2 * params)} | {size(kv * 2 * CONTEXT)} | {size(arenas.pop())} | "
+        f"{' / '.join(rates)} |"
+    )
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m[0] for m in MODELS])
+def test_the_models_page_shows_what_iron_plans(root, model):
+    page = (root / "docs" / "guide" / "models.md").read_text()
+    expected = row(*model)
+    assert expected in page, f"docs/guide/models.md: the row should read\n{expected}"
+
+
+def test_the_sizes_read_as_the_model_cards_say():
+    assert count(134_515_008) == "135 M" and count(1_235_814_400) == "1.24 B"
+    assert size(316_652_224) == "302 MiB" and size(2_539_860_032) == "2.37 GiB"
+
+
+def test_the_packaged_llama_3_2_config_is_the_pages():
+    """The one config the repository ships agrees with the page's numbers."""
+    from pathlib import Path
+
+    import iron.lm
+
+    shipped = LlamaConfig.from_json(
+        Path(iron.lm.__file__).parent / "applications/llama/configs/llama-3.2-1b.json"
+    )
+    (fields,) = [f for name, _, f in MODELS if name == "Llama-3.2-1B"]
+    for key, value in fields.items():
+        assert getattr(shipped, key) == value, key
