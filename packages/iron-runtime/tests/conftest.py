@@ -8,12 +8,14 @@ wrong answer, not luck); each test binds a device, npu2 unless it is marked
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import iron
 import iron.runtime
+from iron.runtime.emu import EmuRun
 
 # The test operators live next to the tests (ops.py), not in any package.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,3 +43,18 @@ def dev(request: pytest.FixtureRequest):
     marker = request.node.get_closest_marker("device")
     with iron.use_device(marker.args[0] if marker else "npu2") as device:
         yield device
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """Each emulated run waits for a permit before it executes."""
+    permits = threading.Semaphore(0)
+    original = EmuRun.execute
+
+    def gated(self):
+        assert permits.acquire(timeout=30), "a run waited for a permit too long"
+        original(self)
+
+    monkeypatch.setattr(EmuRun, "execute", gated)
+    yield permits
+    permits.release(1000)  # never leave the device's worker blocked

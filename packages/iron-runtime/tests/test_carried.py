@@ -18,7 +18,7 @@ import pytest
 from ops import Add1, Take, Take2
 
 import iron
-from iron.runtime import CarriedLoop, RunError
+from iron.runtime import CarriedLoop, InUseError, RunError
 from iron.runtime.driver import RunState
 from iron.runtime.emu import EmuRun
 
@@ -147,21 +147,6 @@ def test_a_loop_runs_again_after_a_host_call_of_its_version():
 
 
 # -- runs in flight, early close ----------------------------------------------------------
-
-
-@pytest.fixture
-def gate(monkeypatch):
-    """Each emulated run waits for a permit before it executes."""
-    permits = threading.Semaphore(0)
-    original = EmuRun.execute
-
-    def gated(self):
-        assert permits.acquire(timeout=30), "a run waited for a permit too long"
-        original(self)
-
-    monkeypatch.setattr(EmuRun, "execute", gated)
-    yield permits
-    permits.release(1000)  # never leave the device's worker blocked
 
 
 @pytest.mark.parametrize("depth", [2, 3])
@@ -442,3 +427,179 @@ def test_runs_fed_by_a_failed_run_do_not_run(gate):
     assert "not run" not in str(caught.value)  # the first failure is reported
     states = [r.state() for r in loop._runs]
     assert states.count(RunState.ERROR) >= 2, states  # the failure and the one it fed
+
+
+# -- one use at a time: a loop holds its graph until its steps end -------------------------
+
+
+def _suspended(loop: CarriedLoop, steps: int, stop: int, **values):
+    """``loop.run(steps, **values)`` advanced to just after step ``stop``."""
+    it = loop.run(steps, **values)
+    assert [next(it) for _ in range(stop + 1)] == list(range(stop + 1))
+    return it
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_host_call_while_the_loop_is_suspended_raises_and_the_loop_walks_on(depth):
+    links = _links(seed=100 + depth)
+    graph = Walk(links, steps=40)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=depth)
+    loop.start(token=0, position=0)  # first done, its Emit fed the loop's run
+    with pytest.raises(InUseError, match=r"a call of Walk\(\).*CarriedLoop\(Walk"):
+        looped(token=5, position=30)
+    steps = loop.steps(40)
+    assert [next(steps) for _ in range(6)] == list(range(6))
+    for call in (
+        lambda: looped(token=5, position=30),
+        lambda: graph(token=5, position=30),
+    ):
+        with pytest.raises(InUseError, match="has not finished") as info:
+            call()
+        assert "Nothing was written" in str(info.value)
+    assert list(steps) == list(range(6, 40))
+    want = _walk(links, 0, 41)
+    np.testing.assert_array_equal(_history(looped, graph), want)
+    # over: the graph is free again
+    assert looped(token=want[-1], position=0) == {
+        "token": int(links[want[-1]]),
+        "position": 1,
+    }
+
+
+def test_a_call_from_another_thread_while_a_loop_is_suspended_raises():
+    links = _links(seed=104)
+    graph = Walk(links, steps=30)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=3)
+    steps = _suspended(loop, 30, 4, token=1, position=0)
+    raised: list = []
+
+    def call() -> None:
+        with iron.use_device("npu2"):
+            try:
+                looped(token=2, position=20)
+            except InUseError as error:
+                raised.append(error)
+
+    other = threading.Thread(target=call)
+    other.start()
+    other.join(timeout=30)
+    assert len(raised) == 1  # raised at once: a suspended loop may never resume
+    assert list(steps) == list(range(5, 30))
+    np.testing.assert_array_equal(_history(looped, graph), _walk(links, 1, 31))
+
+
+def test_a_second_loop_over_a_version_in_a_loop_raises_and_the_first_walks_on():
+    links = _links(seed=105)
+    graph = Walk(links, steps=40)
+    looped = graph.compile()
+    first = CarriedLoop(looped, looped, depth=2)
+    made_before = CarriedLoop(looped, looped, depth=3)
+    steps = _suspended(first, 40, 7, token=3, position=0)
+    with pytest.raises(InUseError, match=r"a new CarriedLoop\(Walk\(\)"):
+        CarriedLoop(looped, looped)
+    with pytest.raises(InUseError, match=r"CarriedLoop\(Walk\(\), Walk\(\), depth=3\)"):
+        made_before.start(token=9, position=0)
+    with pytest.raises(InUseError):
+        made_before.run(5, token=9, position=0)
+    with pytest.raises(InUseError, match="compiling a version of Walk"):
+        graph.compile(dummy=(64,), feeds=looped)
+    with pytest.raises(InUseError, match="release of"):
+        graph.release()
+    with pytest.raises(RuntimeError, match="start"):
+        made_before.steps(3)
+    assert list(steps) == list(range(8, 40))
+    np.testing.assert_array_equal(_history(looped, graph), _walk(links, 3, 41))
+    # the first loop is over: the other one runs now
+    assert list(made_before.run(20, token=6, position=0)) == list(range(20))
+    np.testing.assert_array_equal(_history(looped, graph)[:21], _walk(links, 6, 21))
+
+
+def test_a_loop_refuses_its_own_start_and_steps_while_its_steps_are_suspended():
+    links = _links(seed=106)
+    graph = Walk(links, steps=30)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=2)
+    steps = _suspended(loop, 30, 2, token=0, position=0)
+    with pytest.raises(InUseError, match="steps are suspended"):
+        loop.start(token=4, position=0)
+    with pytest.raises(InUseError, match="already under way"):
+        loop.steps(3)
+    assert list(steps) == list(range(3, 30))
+    np.testing.assert_array_equal(_history(looped, graph), _walk(links, 0, 31))
+
+
+def test_a_loop_started_and_left_holds_its_graph_until_closed_or_dropped():
+    links = _links(seed=107)
+    graph = Walk(links, steps=30)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=2)
+    loop.start(token=0, position=0)
+    with pytest.raises(InUseError):
+        looped(token=1, position=5)
+    loop.close()  # nothing in flight after start: frees the graph
+    assert looped(token=1, position=5)["position"] == 6
+    loop.close()  # again: nothing
+    # a closed suspended loop: its runs in flight waited out first
+    steps = _suspended(loop, 30, 3, token=2, position=0)
+    loop.close()
+    assert _all_done(loop)
+    with pytest.raises(StopIteration):
+        next(steps)
+    np.testing.assert_array_equal(_history(looped, graph)[:5], _walk(links, 2, 5))
+    # dropped with its steps never begun, or dropped after start: nothing held
+    loop.run(10, token=2, position=0)
+    assert looped(token=1, position=5)["position"] == 6
+    with pytest.raises(RuntimeError, match=r"start\(\) runs first"):
+        loop.steps(3)  # that start's words may be stale now: start again
+    again = CarriedLoop(looped, looped, depth=3)
+    again.start(token=2, position=0)
+    del again
+    assert looped(token=1, position=5)["position"] == 6
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_failed_loop_once_closed_leaves_its_version_working(depth):
+    """A run fed by a failed run fails; one whose words the host or a good
+    Emit wrote later runs: the failure does not outlive its loop."""
+    links = _links(seed=108 + depth)
+    graph = Walk(links, steps=10)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=depth)
+    for _ in range(2):  # the history has 11 rows: position 11 fails
+        with pytest.raises(RunError, match=r"step 1 Take failed") as caught:
+            for _ in loop.run(15, token=0, position=0):
+                pass
+        assert "not run" not in str(caught.value)
+    # the same loop, another over the same version, and host calls all run
+    assert list(loop.run(6, token=3, position=0)) == list(range(6))
+    np.testing.assert_array_equal(_history(looped, graph)[:7], _walk(links, 3, 7))
+    carry = looped(token=5, position=0)
+    assert carry == {"token": int(links[5]), "position": 1}
+    other = CarriedLoop(looped, looped, depth=depth)
+    assert list(other.run(10, token=7, position=0)) == list(range(10))
+    np.testing.assert_array_equal(_history(looped, graph), _walk(links, 7, 11))
+
+
+def test_ctrl_c_while_start_waits_for_first_leaves_nothing_held(monkeypatch):
+    links = _links(seed=111)
+    graph = Walk(links, steps=20)
+    looped = graph.compile()
+    loop = CarriedLoop(looped, looped, depth=2)
+    original = EmuRun.wait
+    interrupts = [KeyboardInterrupt()]
+
+    def wait(self, timeout=None):
+        if interrupts:
+            raise interrupts.pop()
+        return original(self, timeout)
+
+    monkeypatch.setattr(EmuRun, "wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        loop.start(token=0, position=0)
+    in_flight = (RunState.QUEUED, RunState.RUNNING)
+    assert not any(r.state() in in_flight for r in loop._runs)  # first waited out
+    assert looped(token=3, position=0) == {"token": int(links[3]), "position": 1}
+    assert list(loop.run(20, token=0, position=0)) == list(range(20))
+    np.testing.assert_array_equal(_history(looped, graph), _walk(links, 0, 21))

@@ -8,6 +8,11 @@ chunks, then the decode step loops on the device with
 :class:`~iron.runtime.CarriedLoop` where the device runs a full ELF (npu2),
 or from the host with each call's ``Carry`` passed back in elsewhere (npu1)
 — the same tokens either way for the same seed.
+
+A decoder serves one use at a time: its KV cache, generated-token record
+and device loop are its own. Calls from several threads are serialized; a
+generation in progress (started, not finished or closed) makes any other
+use raise :class:`~iron.runtime.InUseError` naming it, before anything runs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +35,7 @@ from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
 from iron.lm.text import TextStream
 from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
-from iron.runtime import CarriedLoop, CompiledGraph, backend_name
+from iron.runtime import CarriedLoop, CompiledGraph, InUseError, backend_name
 
 __all__ = ["Decoder", "Stats"]
 
@@ -93,6 +99,12 @@ class Decoder:
         tokenizer: Text to ids and back, for the text-level calls
             (:meth:`complete`, :meth:`stream`, :meth:`chat`).
 
+
+    One use at a time: calls from several threads wait for each other, and
+    while a generation is in progress (its first token asked for, not yet
+    exhausted or closed) every other use (``logits``, another
+    ``generate``) raises :class:`~iron.runtime.InUseError` naming it.
+
     Example:
         >>> from iron.lm import Decoder
         >>> decoder = Decoder.from_pretrained(
@@ -124,6 +136,8 @@ class Decoder:
         # The ids whose keys and values the caches hold at positions 0, 1, ...
         # (what generate and logits wrote; for reuse_cache).
         self._cached: list[int] = []
+        self._lock = threading.RLock()  # held while the decoder runs anything
+        self._live: _Generation | None = None  # the generation in progress
 
     @classmethod
     def from_pretrained(
@@ -176,8 +190,12 @@ class Decoder:
         The decode step first, as the prompt's Emit starts it; both before
         the arena is allocated, so it is allocated once at its full size.
         """
-        if self._prompt is not None:
-            return self
+        with self._lock:
+            if self._prompt is None:
+                self._compile()
+        return self
+
+    def _compile(self) -> None:
         with iron.use_device(self.device):
             decode = self.graph.compile()
             prompt = self.graph.compile(
@@ -188,7 +206,6 @@ class Decoder:
         self._upload(prompt)
         if prompt.emit is not None and decode.emit is not None:
             self._loop = CarriedLoop(prompt, decode, depth=2)
-        return self
 
     def _upload(self, version: CompiledGraph) -> None:
         total = sum(h.nbytes for _, h in version.recording.weights.values())
@@ -241,15 +258,51 @@ class Decoder:
 
         Returns:
             float32 of shape ``(len(token_ids), vocab)``.
+
+        Raises:
+            InUseError: A generation is in progress (it would find its KV
+                cache overwritten); nothing ran.
         """
         ids = self._check_ids(token_ids)
         out = np.zeros((len(ids), self.config.vocab_size), np.float32)
-        self._cached = []
-        for start, chunk, n in self._chunks(ids):
-            logits, _ = self.prompt(chunk, token=0, position=start, n=n)
-            out[start : start + n] = np.asarray(logits, np.float32)[:n]
-        self._cached = ids.tolist()
+        with self._lock:
+            self._check_free("Decoder.logits")
+            self._cached = []
+            for start, chunk, n in self._chunks(ids):
+                logits, _ = self.prompt(chunk, token=0, position=start, n=n)
+                out[start : start + n] = np.asarray(logits, np.float32)[:n]
+            self._cached = ids.tolist()
         return out
+
+    # -- one use at a time ----------------------------------------------------------
+
+    def _check_free(self, what: str) -> None:
+        live = self._live
+        if live is not None:
+            raise InUseError(
+                f"{what}: this decoder is in use by {live}, which has not finished; "
+                f"iterate it to the end or close() it first (one use at a time: "
+                f"its KV cache and device loop are this decoder's). Nothing ran."
+            )
+
+    def _one_use(self, generation: _Generation, tokens: Iterator[int]) -> Iterator[int]:
+        """``tokens`` as this decoder's one use: every other use raises until it ends."""
+        with self._lock:
+            self._check_free("Decoder.generate")
+            self._live = generation
+        try:
+            while True:
+                with self._lock:
+                    try:
+                        token = next(tokens)
+                    except StopIteration:
+                        return
+                generation.yielded += 1
+                yield token
+        finally:
+            with self._lock:
+                tokens.close()  # a device loop waits out its steps in flight
+                self._live = None
 
     def _chunks(
         self, ids: np.ndarray, first: int = 0
@@ -323,7 +376,11 @@ class Decoder:
                 or holds an id outside the vocabulary; or ``device_loop`` is
                 asked of a device without a full ELF. Raised by this call,
                 before any token is generated.
+            InUseError: Another generation on this decoder is in progress
+                (raised by this call, or by the first token asked for if it
+                started since).
         """
+        self._check_free("Decoder.generate")
         ids = self._check_ids(prompt_ids)
         stop_ids = set(self.config.eos_token_ids if stop is None else stop)
         room = self.graph.context - len(ids)
@@ -336,7 +393,10 @@ class Decoder:
                 f"on the device; use device_loop=False"
             )
         reuse = self._reusable(ids) if reuse_cache else 0
-        return self._generate(ids, seed, steps, stop_ids, loop, reuse)
+        generation = _Generation(len(ids), "device" if loop else "host")
+        return self._one_use(
+            generation, self._generate(ids, seed, steps, stop_ids, loop, reuse)
+        )
 
     def _reusable(self, ids: np.ndarray) -> int:
         """The ids at the start of ``ids`` the cache holds, leaving the last
@@ -402,25 +462,25 @@ class Decoder:
         self.stats.new_tokens = k + 1
 
     def _device_loop(self, chunk, start, n, seed, steps, stop_ids, started):
-        assert self._loop is not None
+        loop = self._loop
+        assert loop is not None
         position = start + n  # where the first generated token goes
-        self._loop.start(chunk, token=0, position=start, n=n, seed=seed)
-        token = self._record(position, 0)
-        self._timed(0, started, started)
-        first_done = time.perf_counter()
-        yield token
-        if token in stop_ids or steps == 1:
-            return
-        generator = self._loop.steps(steps - 1)
+        loop.start(chunk, token=0, position=start, n=n, seed=seed)
         try:
-            for k in generator:
+            token = self._record(position, 0)
+            self._timed(0, started, started)
+            first_done = time.perf_counter()
+            yield token
+            if token in stop_ids or steps == 1:
+                return
+            for k in loop.steps(steps - 1):
                 token = self._record(position, k + 1)
                 self._timed(k + 1, started, first_done)
                 yield token
                 if token in stop_ids:
                     break
         finally:
-            generator.close()
+            loop.close()  # waits out the steps in flight, frees the graph
 
     def _host_loop(self, chunk, start, n, seed, steps, stop_ids, started):
         _, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
@@ -566,3 +626,20 @@ class Decoder:
                 "to Decoder, or call generate() with token ids"
             )
         return self.tokenizer
+
+
+class _Generation:
+    """A generation in progress, as an error names it."""
+
+    def __init__(self, prompt_tokens: int, loop: str) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.loop = loop
+        self.yielded = 0
+        self.thread = threading.current_thread().name
+
+    def __str__(self) -> str:
+        return (
+            f"the generation on a {self.prompt_tokens}-token prompt ({self.loop} "
+            f"loop, made in thread {self.thread!r}), suspended after "
+            f"{self.yielded} tokens"
+        )

@@ -12,6 +12,7 @@ from iron.runtime.compiled import UPLOAD_PIECE, CompiledGraph
 from iron.runtime.driver import RunError
 from iron.runtime.emu.execute import StepCheckError
 from iron.runtime.select import backend_name, set_backend, set_poison
+from iron.runtime.use import InUseError
 from iron.runtime.xrt import BackendUnavailableError
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "BackendUnavailableError",
     "CarriedLoop",
     "CompiledGraph",
+    "InUseError",
     "RunError",
     "ScratchArena",
     "StepCheckError",

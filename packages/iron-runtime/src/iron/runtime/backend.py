@@ -24,6 +24,7 @@ from iron.core.recording import Recording
 from iron.runtime.arena import ScratchArena
 from iron.runtime.compiled import CompiledGraph
 from iron.runtime.select import open_device
+from iron.runtime.use import GraphUse
 
 __all__ = ["Runtime"]
 
@@ -58,13 +59,36 @@ class Runtime:
     ) -> CompiledGraph:
         """Plan and build one version of ``graph`` from its ``recording``.
 
+        Runs under the graph's lock (``CompiledGraph.use``): a compile waits
+        for the graph's calls in flight, and they for it.
+
         Raises:
             ValueError: ``feeds`` is given for a version that cannot loop,
                 or the version does not fit the graph's arena.
+            InUseError: A loop over the graph has not finished: a new
+                version could grow the arena under its runs in flight.
         """
         description = recording.device
         device = open_device(description)
         arena = _arena(graph, recording, device)
+        use = GraphUse.of(arena)
+        with use.lock:
+            use.check(f"compiling a version of {graph.name}")
+            return self._compile(
+                graph, recording, device, arena, full_elf, check, feeds
+            )
+
+    def _compile(
+        self,
+        graph: Graph,
+        recording: Recording,
+        device: Any,
+        arena: ScratchArena,
+        full_elf: bool | None,
+        check: bool,
+        feeds: CompiledGraph | None,
+    ) -> CompiledGraph:
+        description = recording.device
         planned = plan(description, recording, full_elf, check, arena=arena.plan)
         logger.info("%s", planned.report(graph.name))
         loops = planned.loops and bool(recording.carry)

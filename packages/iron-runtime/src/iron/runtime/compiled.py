@@ -6,10 +6,17 @@ tensors and per-call values before anything is written, uploads weights not
 yet loaded, stages inputs, writes the scratchpad words, runs each command
 (host steps between them), and returns the outputs as numpy arrays cut to
 their bounds, with a ``Carry`` when the graph carries values.
+
+Calls are safe from several threads: every call, load, release, ``read`` and
+``push`` of a graph's versions holds the graph's :class:`GraphUse` lock, so a
+second call waits and then runs on its own inputs; a call while a
+:class:`~iron.runtime.CarriedLoop` holds the graph raises
+:class:`InUseError` before it writes anything (see ``iron.runtime.use``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -27,8 +34,9 @@ from iron.core.recorder import evaluate_carry
 from iron.core.recording import Recording
 from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena
-from iron.runtime.driver import BufferObject, DriverDevice, LoadedImage, Run
+from iron.runtime.driver import BufferObject, DriverDevice, LoadedImage, Run, RunState
 from iron.runtime.image import ImageSpec, build_images
+from iron.runtime.use import GraphUse
 
 __all__ = ["UPLOAD_PIECE", "CompiledGraph", "Loaded"]
 
@@ -64,6 +72,17 @@ class Loaded:
         """Wait for every run given."""
         for run in runs:
             run.wait()
+
+    @staticmethod
+    def wait_out(run: Run) -> None:
+        """Wait for ``run`` if it is in flight, its failure (if any) dropped.
+
+        What an interrupted or failed call leaves behind: the next use of the
+        run finds it idle instead of "already in flight".
+        """
+        if run.state() in (RunState.QUEUED, RunState.RUNNING):
+            with contextlib.suppress(Exception):
+                run.wait()
 
     def release(self) -> None:
         """Unload the images."""
@@ -105,6 +124,8 @@ class CompiledGraph:
         emit: The Emit site when the version loops, else None.
         words: The scratchpad words it reads each call.
         parameters: The per-call values it reads.
+        use: The lock and loop claim shared by the graph's versions: calls
+            from several threads are serialized on it.
     """
 
     def __init__(
@@ -122,6 +143,7 @@ class CompiledGraph:
         self.recording = recording
         self.plan = plan
         self.arena = arena
+        self.use = GraphUse.of(arena)
         self.device = device
         self.emit = emit
         self.check = check
@@ -150,9 +172,12 @@ class CompiledGraph:
     @property
     def callable(self) -> Loaded:
         """The loaded images, made on first use so a host without an NPU can compile."""
-        if self._callable is None:
-            self._callable = Loaded([self.device.load(spec) for spec in self.images])
-        return self._callable
+        with self.use.lock:
+            if self._callable is None:
+                self._callable = Loaded(
+                    [self.device.load(spec) for spec in self.images]
+                )
+            return self._callable
 
     def _io_buffer(self, key: str, nbytes: int) -> BufferObject:
         bo = self._io.get(key)
@@ -196,14 +221,17 @@ class CompiledGraph:
         ``x`` is a handle, a held state or weight, or a buffer name.
         """
         name = self._storage(x)
-        view = _HostViews(self)[name]
+        with self.use.lock:
+            view = _HostViews(self)[name]
         shape = x.shape if isinstance(x, (Handle, State)) else view.shape
         return view.reshape(-1)[: int(np.prod(shape))].reshape(tuple(shape))
 
     def push(self, x: Any) -> None:
         """Send to the device what the host wrote into ``read(x)``'s view."""
-        bo, offset, nbytes = self._where(self._storage(x))
-        bo.to_device(offset, nbytes)
+        name = self._storage(x)
+        with self.use.lock:
+            bo, offset, nbytes = self._where(name)
+            bo.to_device(offset, nbytes)
 
     def upload(
         self,
@@ -217,6 +245,12 @@ class CompiledGraph:
         """
         if piece_bytes <= 0:
             raise ValueError(f"piece_bytes is positive, got {piece_bytes}")
+        with self.use.lock:
+            self._upload(release, piece_bytes)
+
+    def _upload(
+        self, release: Callable[[np.ndarray], None] | None, piece_bytes: int
+    ) -> None:
         for tensor, h in self.recording.weights.values():
             if h.name in self.arena.loaded:
                 continue
@@ -238,18 +272,26 @@ class CompiledGraph:
         piece_bytes: int = UPLOAD_PIECE,
     ) -> CompiledGraph:
         """Load the image and upload its weights now rather than on first call."""
-        self.callable  # noqa: B018 - loads the images
-        self.upload(release, piece_bytes)
+        with self.use.lock:
+            self.callable  # noqa: B018 - loads the images
+            self.upload(release, piece_bytes)
         return self
 
     def release(self) -> None:
-        """Free this version's runs, images and the buffers it holds outside the arena."""
-        if self._callable is not None:
-            self._callable.release()
-        self._callable = None
-        for bo in self._io.values():
-            bo.free()
-        self._io.clear()
+        """Free this version's runs, images and the buffers it holds outside the arena.
+
+        Raises:
+            InUseError: A loop over the graph has not finished (its runs
+                are in flight on these images); nothing is freed.
+        """
+        with self.use.lock:
+            self.use.check(f"release of {self.name}")
+            if self._callable is not None:
+                self._callable.release()
+            self._callable = None
+            for bo in self._io.values():
+                bo.free()
+            self._io.clear()
 
     # -- one call ----------------------------------------------------------------
 
@@ -296,7 +338,8 @@ class CompiledGraph:
     def _stage(self, tensors: Sequence[Any], values: Mapping[str, Any]):
         given = self._given(tensors)
         checked = self._values(values)
-        self.callable  # noqa: B018 - loads the images
+        for run in self.callable.runs:  # loads the images
+            Loaded.wait_out(run)
         self.upload()
         args = self._args()
         for name, array in given.items():
@@ -326,7 +369,18 @@ class CompiledGraph:
             TypeError: An input or per-call value is missing or unknown.
             ValueError: An input's shape or dtype is not this version's.
             IndexError: The values index or bound a view outside it.
+            InUseError: A :class:`~iron.runtime.CarriedLoop` over the graph
+                has not finished; nothing was written.
+
+        Calls from several threads are serialized on the graph's ``use``
+        lock; an interrupted call (Ctrl-C) waits out the run it started
+        before it raises, so the next call finds the version idle.
         """
+        with self.use.lock:
+            self.use.check(f"a call of {self.name}")
+            return self._call(tensors, values)
+
+    def _call(self, tensors: Sequence[Any], values: Mapping[str, Any]) -> Any:
         checked, args = self._stage(tensors, values)
         pad = self._scratchpad(checked)
         loaded = self.callable
@@ -334,9 +388,13 @@ class CompiledGraph:
         for spec, run in zip(self.images, loaded.runs):
             run.set_args(args)
             run.bind_feedback(None)
-            run.scratchpad[:] = pad
-            run.start(idle=self.plan.idle(spec.steps, checked))
-            run.wait()
+            run.write_scratchpad(pad)
+            try:
+                run.start(idle=self.plan.idle(spec.steps, checked))
+                run.wait()
+            except BaseException:
+                Loaded.wait_out(run)
+                raise
             if spec.steps:
                 self._host_steps_after(spec.steps[-1].index + 1, checked)
         views = _HostViews(self)
@@ -355,6 +413,8 @@ class CompiledGraph:
 
         Raises:
             ValueError: A host step runs between its commands.
+            InUseError: A :class:`~iron.runtime.CarriedLoop` over the graph
+                has not finished; nothing was written.
         """
         if self.recording.host:
             raise ValueError(
@@ -366,10 +426,13 @@ class CompiledGraph:
                 f"{self.name} is dispatched per step ({'; '.join(self.plan.reasons)}); "
                 f"call it, which waits on each"
             )
-        checked, args = self._stage(tensors, values)
-        run.set_args(args)
-        run.scratchpad[:] = self._scratchpad(checked)
-        run.start(idle=self.plan.idle(self.images[0].steps, checked))
+        with self.use.lock:
+            self.use.check(f"a start of {self.name}")
+            checked, args = self._stage(tensors, values)
+            Loaded.wait_out(run)
+            run.set_args(args)
+            run.write_scratchpad(self._scratchpad(checked))
+            run.start(idle=self.plan.idle(self.images[0].steps, checked))
 
     def restart(self, run: Run) -> None:
         """Start ``run`` again on the scratchpad its feeder's Emit wrote."""
@@ -382,6 +445,8 @@ class CompiledGraph:
         Raises:
             ValueError: This version has no Emit step, or ``target`` gathers
                 by ids the device made, whose addresses no carried value holds.
+            InUseError: A :class:`~iron.runtime.CarriedLoop` over the graph
+                has not finished (its runs read the program).
         """
         if self.emit is None:
             raise ValueError(f"{self.recording.name}: this version has no Emit step")
@@ -405,8 +470,10 @@ class CompiledGraph:
             target.words,
             [p.name for p in target.parameters],
         )
-        self.images[-1].program = program
-        self.emits_to = target
+        with self.use.lock:
+            self.use.check(f"{self.name}.emit_to({target.name})")
+            self.images[-1].program = program
+            self.emits_to = target
 
     def __repr__(self) -> str:
         packaging = "full ELF" if self.plan.full_elf else "xclbin per step"

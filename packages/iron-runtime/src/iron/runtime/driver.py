@@ -74,6 +74,14 @@ class Run(abc.ABC):
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         """Bind the image's buffer arguments by name (arena, inputs, outputs)."""
 
+    def write_scratchpad(self, words: np.ndarray) -> None:
+        """Write this run's per-call words from the host, for its next start.
+
+        They replace what a feeding run's Emit wrote or was to write: the
+        run no longer waits on a feeder (nor on one that failed).
+        """
+        self.scratchpad[:] = words
+
     @abc.abstractmethod
     def start(self, idle: frozenset[int] = frozenset()) -> None:
         """Queue the run; it returns at once. ``idle`` steps are skipped."""

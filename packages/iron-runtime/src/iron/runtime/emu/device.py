@@ -118,6 +118,12 @@ class EmuRun(Run):
                 raise TypeError(f"argument {key} is not an emulator buffer: {bo!r}")
         self._args = dict(buffers)  # type: ignore[arg-type]
 
+    def write_scratchpad(self, words: np.ndarray) -> None:
+        super().write_scratchpad(words)
+        # the host's words are fresh: a feeder's earlier failure no longer
+        # stands between this run and its next start
+        self._upstream = None
+
     def start(self, idle: frozenset[int] = frozenset()) -> None:
         if self._state in (RunState.QUEUED, RunState.RUNNING):
             raise RunError(f"{self.image.spec.name}: this run is already in flight")
@@ -147,7 +153,10 @@ class EmuRun(Run):
         self._feedback = target
 
     def execute(self) -> None:
-        """Run on the worker thread (the device's command processor)."""
+        """Run on the worker thread (the device's command processor).
+
+        The worker marks the run done once it has let go of it.
+        """
         self._state = RunState.RUNNING
         upstream, self._upstream = self._upstream, None
         try:
@@ -170,14 +179,15 @@ class EmuRun(Run):
                 feedback=feedback,
                 widen=arena.widened if arena is not None else None,
             )
+            if self._feedback is not None and self.image.spec.emit is not None:
+                # its Emit wrote the next run's words afresh
+                self._feedback._upstream = None
             self._state = RunState.COMPLETED
         except BaseException as error:  # reported to whoever waits
             self._error = error
             self._state = RunState.ERROR
             if self._feedback is not None and self._feedback is not self:
                 self._feedback._upstream = error
-        finally:
-            self._done.set()
 
 
 class EmuImage(LoadedImage):
@@ -220,7 +230,16 @@ class EmuDevice(DriverDevice):
             run = self._queue.get()
             if run is None:
                 return
-            run.execute()
+            done = run._done
+            try:
+                run.execute()
+            finally:
+                # Drop the run before whoever waits on it wakes: waiting for
+                # the next run must not keep this one (its buffers, its image,
+                # the weights its recording holds) alive after its owner
+                # drops the last reference.
+                del run
+                done.set()
 
     def submit(self, run: EmuRun) -> None:
         """Queue ``run`` behind the runs already in flight."""
