@@ -273,12 +273,13 @@ def write_gguf(
     *,
     tokenizer: dict[str, Any] | None = None,
     norms: str = "F32",
+    extra: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Write ``state_dict`` (Hugging Face names, float) as a llama GGUF file.
 
     Matrices are stored as ``kind`` (Q4_K/Q6_K need rows of 256: narrower
     ones fall back to Q8_0, as llama.cpp does), 1-D norm weights as
-    ``norms``.
+    ``norms``; ``extra`` tensors (llama.cpp names) are written as F32.
     """
     tok = tokenizer if tokenizer is not None else tiny_bpe()
     w = gguf.GGUFWriter(str(path), "llama")
@@ -321,6 +322,8 @@ def write_gguf(
             t = "Q8_0"
         data, raw = encode(a, t)
         w.add_tensor(gguf_name(hf), data, raw_dtype=raw)
+    for name, a in (extra or {}).items():
+        w.add_tensor(name, np.asarray(a, np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

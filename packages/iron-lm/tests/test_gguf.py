@@ -33,10 +33,11 @@ from lm_support import CONTEXT, ROWS
 
 from iron.lm import tiny
 from iron.lm.checkpoint import CheckpointNotFoundError, save_checkpoint
-from iron.lm.config import LlamaConfig
+from iron.lm.config import LlamaConfig, RopeScaling
 from iron.lm.generate import Decoder
 from iron.lm.gguf import GGUFError, find_gguf, open_gguf, unpermute_rotary
 from iron.lm.tokenizer import Tokenizer
+from iron.operators.rope import rope_inv_freq
 
 #: Rows of 256 so that Q4_K and Q6_K (blocks of 256) hold every matrix.
 CONFIG = LlamaConfig.tiny(
@@ -105,6 +106,50 @@ def test_the_config_comes_from_the_metadata(files) -> None:
     assert not c.tie_word_embeddings and c.bos_token_id == 0 and c.eos_token_ids == (1,)
 
 
+def _llama3_divisors(head_dim, theta, factor, low, high, original) -> np.ndarray:
+    """llama.cpp's rope_freqs.weight (convert_hf_to_gguf.py, LlamaModel's
+    generate_extra_tensors): each frequency's divisor under Llama 3 scaling."""
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2) / head_dim)
+    out = []
+    for f in freqs:
+        wavelength = 2 * np.pi / f
+        if wavelength < original / high:
+            out.append(1.0)
+        elif wavelength > original / low:
+            out.append(factor)
+        else:
+            s = (original / wavelength - low) / (high - low)
+            out.append(1 / ((1 - s) / factor + s))
+    return np.asarray(out, np.float32)
+
+
+def test_llama3_scaling_is_read_from_rope_freqs(tmp_path) -> None:
+    config = replace(CONFIG, rope_theta=500000.0)
+    divisors = _llama3_divisors(64, 500000.0, 32.0, 1.0, 4.0, 8192)
+    path = write_gguf(
+        tmp_path / "l3.gguf",
+        config,
+        state_dict(config),
+        "Q8_0",
+        extra={"rope_freqs.weight": divisors},
+    )
+    with open_gguf(path) as ck:
+        assert ck.config.rope_scaling == RopeScaling(32.0, 1.0, 4.0, 8192)
+        assert "rope_freqs.weight" not in str(ck.names())
+        scaled = rope_inv_freq(64, 500000.0, ck.config.rope_scaling.to_dict())
+    plain = rope_inv_freq(64, 500000.0)
+    np.testing.assert_allclose(plain / scaled, divisors, rtol=1e-5)
+    odd = write_gguf(
+        tmp_path / "odd.gguf",
+        config,
+        state_dict(config),
+        "Q8_0",
+        extra={"rope_freqs.weight": divisors * 1.5},
+    )
+    with pytest.raises(GGUFError, match=r"odd.gguf': tensor 'rope_freqs.weight' holds"):
+        open_gguf(odd)
+
+
 def test_a_directory_holding_one_gguf_is_that_file(files, tmp_path) -> None:
     assert find_gguf(files["F16"]) == files["F16"]
     os.link(files["F16"], tmp_path / "model.gguf")
@@ -155,6 +200,20 @@ def test_hand_packed_k_quants_round_trip(pack, step) -> None:
     # 6-bit rounding of the group's scale.
     assert np.abs(back - w).max() < 2.5 * (w.max() - w.min()) / step
     assert np.corrcoef(back.ravel(), w.ravel())[0, 1] > 0.99
+
+
+def test_weight_is_the_float32_before_bf16_rounding(files) -> None:
+    expected = dequantized_state_dict(CONFIG, state_dict(), "Q6_K")
+    with open_gguf(files["Q6_K"]) as ck:
+        for name in ("model.layers.0.self_attn.k_proj.weight", "lm_head.weight"):
+            got = ck.weight(name)
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, expected[name])
+            np.testing.assert_array_equal(
+                got.astype(ml_dtypes.bfloat16), ck.tree()[name]
+            )
+        with pytest.raises(KeyError, match="has no weight 'nope'"):
+            ck.weight("nope")
 
 
 def test_release_drops_the_pages_of_uploaded_pieces(files) -> None:

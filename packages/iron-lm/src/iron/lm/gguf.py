@@ -52,7 +52,7 @@ import ml_dtypes
 import numpy as np
 
 from iron.lm.checkpoint import CheckpointError, CheckpointNotFoundError
-from iron.lm.config import ConfigError, LlamaConfig, RopeScaling, UnsupportedModelError
+from iron.lm.config import ConfigError, LlamaConfig, RopeScaling
 
 __all__ = [
     "SUPPORTED_TYPES",
@@ -478,6 +478,16 @@ class GGUFCheckpoint:
         out = dequantize(data, GGMLQuantizationType[t.type_name])
         return np.asarray(out, np.float32).reshape(-1, cols)
 
+    def weight(self, name: str) -> np.ndarray:
+        """Weight ``name`` (a Hugging Face name) as float32 in Hugging Face's
+        layout: dequantized exactly, the rotary permutation undone, not yet
+        rounded to bf16. One whole tensor: for inspection and tests."""
+        if name not in self._names:
+            raise KeyError(f"GGUF file {str(self.path)!r} has no weight {name!r}")
+        src, heads = self._names[name]
+        pieces = list(self._pieces(src, heads))
+        return np.concatenate(pieces).reshape(self.tensors[src].shape)
+
     # -- the bf16 weights ---------------------------------------------------------------
 
     def tree(self) -> Mapping[str, np.ndarray]:
@@ -670,6 +680,7 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
         for k in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
     ]
     eos_ids = tuple(dict.fromkeys(i for i in [eos, *extra] if i is not None))
+    scaling = _llama3_scaling(ck, head_dim)
     try:
         return LlamaConfig(
             hidden_size=hidden,
@@ -681,7 +692,7 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
             vocab_size=vocab,
             rms_norm_eps=m.get("llama.attention.layer_norm_rms_epsilon", "float", 1e-5),
             rope_theta=m.get("llama.rope.freq_base", "float", 10000.0),
-            rope_scaling=_llama3_scaling(ck, head_dim),
+            rope_scaling=scaling,
             tie_word_embeddings="output.weight" not in ck.tensors,
             max_position_embeddings=need("llama.context_length"),
             bos_token_id=m.get("tokenizer.ggml.bos_token_id", "int"),
@@ -730,7 +741,7 @@ def _llama3_scaling(ck: GGUFCheckpoint, head_dim: int) -> RopeScaling | None:
         )
         if np.allclose(stored, divisor, rtol=1e-4, atol=0):
             return RopeScaling(factor, low, high, original)
-    raise UnsupportedModelError(
+    raise GGUFError(
         f"{where}: tensor 'rope_freqs.weight' holds rotary divisors that match no "
         "Llama 3 scaling IRON knows (factor 8 or 32, low 1, high 4, original 8192)"
     )
