@@ -443,3 +443,15 @@ def test_the_scratch_file_leaves_nothing_behind(files) -> None:
         ck.tree()
         assert set(os.listdir(files["F16"].parent)) == before  # unlinked at once
     assert json.dumps(sorted(before))  # the directory is as it was
+
+
+def test_no_room_for_the_scratch_file_is_an_error_naming_it(files, monkeypatch) -> None:
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    monkeypatch.setattr("iron.lm.gguf.os.statvfs", lambda fd: Full())
+    with open_gguf(files["Q4_1"]) as ck:
+        with pytest.raises(
+            GGUFError, match=r"tiny-Q4_1.gguf'.* needs \d+ MiB of scratch"
+        ):
+            ck.tree()

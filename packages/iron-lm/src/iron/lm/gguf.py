@@ -219,7 +219,12 @@ class _Walker:
         elif kind == _ARRAY:
             inner = self.u32(f"the item type of {key!r}")
             count = self.u64(f"the item count of {key!r}")
-            if inner not in _VALUE_TYPES or inner == _ARRAY:
+            if inner == _ARRAY:
+                raise self.fail(
+                    f"key {key!r} is an array of arrays, which no Llama key is and "
+                    "IRON does not read"
+                )
+            if inner not in _VALUE_TYPES:
                 raise self.fail(f"key {key!r} is an array of unknown type {inner}")
             width = _VALUE_TYPES[inner][1]
             if inner == _STRING:
@@ -516,6 +521,12 @@ class GGUFCheckpoint:
                     at += piece.size * 2
             scratch.flush()
             mapped = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise GGUFError(
+                f"GGUF file {str(self.path)!r}: writing its bf16 weights to the "
+                f"scratch file failed ({e}); free {total / 2**20:.0f} MiB of disk "
+                "beside it or in the temporary directory"
+            ) from None
         finally:
             scratch.close()  # unlinked: the mapping keeps its pages alive
         self._scratch = mapped
