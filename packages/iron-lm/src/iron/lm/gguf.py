@@ -58,8 +58,10 @@ __all__ = [
     "SUPPORTED_TYPES",
     "GGUFCheckpoint",
     "GGUFError",
+    "GGUFTensor",
     "find_gguf",
     "open_gguf",
+    "tokenizer_parts",
     "unpermute_rotary",
 ]
 
