@@ -274,12 +274,14 @@ def write_gguf(
     tokenizer: dict[str, Any] | None = None,
     norms: str = "F32",
     extra: dict[str, np.ndarray] | None = None,
+    edit: Any = None,
 ) -> Path:
     """Write ``state_dict`` (Hugging Face names, float) as a llama GGUF file.
 
     Matrices are stored as ``kind`` (Q4_K/Q6_K need rows of 256: narrower
     ones fall back to Q8_0, as llama.cpp does), 1-D norm weights as
-    ``norms``; ``extra`` tensors (llama.cpp names) are written as F32.
+    ``norms``; ``extra`` tensors (llama.cpp names) are written as F32;
+    ``edit(writer)``, if given, adds metadata last.
     """
     tok = tokenizer if tokenizer is not None else tiny_bpe()
     w = gguf.GGUFWriter(str(path), "llama")
@@ -322,6 +324,8 @@ def write_gguf(
             t = "Q8_0"
         data, raw = encode(a, t)
         w.add_tensor(gguf_name(hf), data, raw_dtype=raw)
+    if edit is not None:
+        edit(w)
     for name, a in (extra or {}).items():
         w.add_tensor(name, np.asarray(a, np.float32))
     w.write_header_to_file()

@@ -26,6 +26,7 @@ from gguf_support import (
     pack_q4_k,
     pack_q6_k,
     permute,
+    tiny_bpe,
     tiny_spm,
     write_gguf,
 )
@@ -435,6 +436,55 @@ def test_other_architectures_and_experts_are_refused(tmp_path) -> None:
     w.close()
     with pytest.raises(GGUFError, match="'general.architecture' is 'qwen2'; IRON runs"):
         open_gguf(tmp_path / "qwen.gguf")
+
+
+REFUSED = {
+    "experts": (
+        lambda w: w.add_uint32("llama.expert_count", 8),
+        r"key 'llama.expert_count' is 8: a mixture of experts",
+    ),
+    "partial rotary": (
+        lambda w: w.add_uint32("llama.rope.dimension_count", 32),
+        r"key 'llama.rope.dimension_count' is 32, not the head width 64",
+    ),
+    "yarn": (
+        lambda w: w.add_string("llama.rope.scaling.type", "yarn"),
+        r"key 'llama.rope.scaling.type' is 'yarn'",
+    ),
+    "another architecture's key": (
+        lambda w: w.add_string("general.architecture", "mistral3"),
+        r"key 'general.architecture' is 'mistral3'; IRON runs 'llama' only",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_settings_iron_does_not_run_are_refused_by_key(tmp_path, case) -> None:
+    edit, message = REFUSED[case]  # the writer overwrites a key set twice
+    path = write_gguf(tmp_path / "m.gguf", CONFIG, state_dict(), "F32", edit=edit)
+    with pytest.raises(GGUFError, match=message) as error:
+        open_gguf(path)
+    assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "bert"}, r"'tokenizer.ggml.model' is 'bert'; IRON builds 'gpt2'"),
+        ({"pre": "qwen2"}, r"'tokenizer.ggml.pre' is 'qwen2'; IRON splits text as"),
+        (
+            {"bos": 9999},
+            r"'tokenizer.ggml.bos_token_id' is 9999, outside the 512 tokens",
+        ),
+    ],
+)
+def test_tokenizers_iron_does_not_build_are_refused_by_key(
+    tmp_path, change, message
+) -> None:
+    tok = {**tiny_bpe(), **change}
+    path = write_gguf(tmp_path / "m.gguf", CONFIG, state_dict(), tokenizer=tok)
+    with pytest.raises(GGUFError, match=message):
+        Tokenizer.from_gguf(path)
 
 
 def test_the_scratch_file_leaves_nothing_behind(files) -> None:
