@@ -387,6 +387,11 @@ def unsupported_type(data: bytearray) -> None:
     struct.pack_into("<I", data, dims + 8 * n, 13)  # Q5_K
 
 
+def not_utf8(data: bytearray) -> None:
+    at = _string_at(data, "general.architecture")
+    data[at + 12] = 0xFF  # after the type and the length: the value's first byte
+
+
 def bad_magic(data: bytearray) -> None:
     data[0:4] = b"GGML"
 
@@ -406,6 +411,7 @@ CORRUPTIONS = {
     unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_K, which IRON does "
     r"not read; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K",
     bad_magic: r"does not start with the GGUF magic",
+    not_utf8: r"key 'general.architecture' holds text that is not UTF-8",
 }
 
 

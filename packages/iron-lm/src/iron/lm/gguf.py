@@ -387,8 +387,17 @@ class _Metadata:
                     kind, kind.upper().replace("STR", "STRING")
                 ),
             )
-        value = self.fields[key].contents()
+        value = self._contents(key)
         return {"int": int, "float": float, "str": str, "bool": bool}[kind](value)
+
+    def _contents(self, key: str) -> Any:
+        try:
+            return self.fields[key].contents()
+        except UnicodeDecodeError:
+            raise GGUFError(
+                f"GGUF file {str(self.path)!r}: key {key!r} holds text that is not "
+                "UTF-8"
+            ) from None
 
     def array(self, key: str, kind: str) -> list[Any] | None:
         """The array ``key`` of ``kind`` items ("str", "int", "float"), or None."""
@@ -400,7 +409,7 @@ class _Metadata:
         ]
         if types[0] != "ARRAY" or (len(types) > 1 and types[1] not in allowed):
             raise self._wrong(key, f"an array of {kind}")
-        return list(self.fields[key].contents())
+        return list(self._contents(key))
 
 
 # -- the checkpoint -------------------------------------------------------------------------
