@@ -114,7 +114,7 @@ class Decoder:
         top_k: int = 1,
         progress: bool = True,
     ) -> Decoder:
-        """Load a Hugging Face Llama checkpoint directory.
+        """Load a Hugging Face Llama checkpoint directory (or a GGUF file).
 
         Weights stay memory-mapped until uploaded, piece by piece, each
         piece's pages released once on the device.

@@ -528,7 +528,8 @@ class GGUFCheckpoint:
                 shape = self.tensors[src].shape
                 offsets[hf] = (at, shape)
                 for piece in self._pieces(src, heads):
-                    scratch.write(piece.astype(ml_dtypes.bfloat16).tobytes())
+                    rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
+                    scratch.write(rounded.view(np.uint8).data)
                     at += piece.size * 2
             scratch.flush()
             mapped = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
