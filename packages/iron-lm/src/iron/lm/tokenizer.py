@@ -189,14 +189,15 @@ class Tokenizer:
         Built as a ``tokenizers`` tokenizer, so encoding and streaming
         decoding are the same code as for a ``tokenizer.json``; the chat
         template from ``tokenizer.chat_template``. See
-        ``iron.lm.gguf.tokenizer_parts`` for the models it builds.
+        ``iron.lm.gguf_tokenizer.tokenizer_parts`` for the models it builds.
 
         Raises:
             CheckpointNotFoundError: No such file.
             GGUFError: A malformed file or a tokenizer model IRON does not
                 build (named with the file and key).
         """
-        from iron.lm.gguf import open_gguf, tokenizer_parts
+        from iron.lm.gguf import open_gguf
+        from iron.lm.gguf_tokenizer import tokenizer_parts
 
         checkpoint = open_gguf(path)
         try:
