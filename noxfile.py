@@ -56,7 +56,7 @@ RUNTIME = "packages/iron-runtime"
 LM = "packages/iron-lm"
 # torch from the CPU wheel this machine keeps (pip takes it for this exact
 # version); transformers from the registry. Only the oracle session installs them.
-ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6")
+ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6", "gguf", "accelerate")
 
 nox.options.default_venv_backend = "venv"
 # An interpreter that is asked for and missing fails the run instead of

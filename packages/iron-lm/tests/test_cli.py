@@ -401,3 +401,17 @@ def test_an_unforeseen_error_is_one_line(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert "iron-lm: error: unexpected KeyError: 'surprise'" in err
     assert "Traceback" not in err
+
+
+def test_a_missing_optional_package_is_an_error_message(monkeypatch, capsys) -> None:
+    """A GGUF file without the ``gguf`` package: the ImportError's message, exit 1."""
+    from iron.lm.generate import Decoder
+
+    def missing(*args, **kwargs):
+        raise ImportError("reading GGUF files needs gguf: pip install 'iron-lm[gguf]'")
+
+    monkeypatch.setattr(Decoder, "from_pretrained", missing)
+    assert main(["generate", "--checkpoint", "model.gguf"]) == 1
+    err = capsys.readouterr().err
+    assert "iron-lm: error: reading GGUF files needs gguf" in err
+    assert "Traceback" not in err

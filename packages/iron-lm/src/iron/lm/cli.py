@@ -254,9 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout at devnull so the interpreter's final flush is silent.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
-    except (ValueError, OSError, RuntimeError) as error:
+    except (ValueError, OSError, RuntimeError, ImportError) as error:
         # IRON's own errors (checkpoint, config, tokenizer, prompt, backend,
-        # files) subclass these builtins and name the thing and the fix.
+        # files, a missing optional package) subclass these builtins and name
+        # the thing and the fix.
         if args.verbose:
             traceback.print_exc()
         return _fail(str(error))

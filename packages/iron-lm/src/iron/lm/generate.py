@@ -151,7 +151,7 @@ class Decoder:
         top_k: int | None = None,
         progress: bool = True,
     ) -> Decoder:
-        """Load a Hugging Face Llama checkpoint directory.
+        """Load a Hugging Face Llama checkpoint directory (or a GGUF file).
 
         Weights stay memory-mapped until uploaded, piece by piece, each
         piece's pages released once on the device. The directory's

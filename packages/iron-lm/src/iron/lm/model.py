@@ -215,6 +215,9 @@ class Llama(iron.Graph):
     ) -> Llama:
         """A Llama graph with the weights of a Hugging Face checkpoint directory.
 
+        ``directory`` may also be a GGUF file (or a directory holding exactly
+        one ``.gguf`` and no config.json): see ``iron.lm.gguf``.
+
         Reads ``config.json`` and every ``*.safetensors`` shard memory-mapped
         and binds the tensors by their Hugging Face names through
         ``load_state_dict``; nothing is copied until a version uploads them.
@@ -227,8 +230,12 @@ class Llama(iron.Graph):
                 tensors missing, extra or of the wrong shape (all named).
         """
         from iron.lm.checkpoint import open_checkpoint
+        from iron.lm.gguf import find_gguf, open_gguf
 
-        checkpoint = open_checkpoint(directory)
+        # A .gguf file, or a directory holding one and no config.json, is
+        # llama.cpp's format (weights dequantized to bf16 while loading).
+        gguf = find_gguf(directory)
+        checkpoint = open_checkpoint(directory) if gguf is None else open_gguf(gguf)
         graph = cls(
             checkpoint.config,
             context=context,

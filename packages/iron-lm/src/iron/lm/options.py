@@ -59,8 +59,8 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         "--checkpoint",
         type=Path,
         metavar="DIR",
-        help="a Hugging Face Llama directory (default: the embedded tiny Llama, "
-        "random weights)",
+        help="a Hugging Face Llama directory, or a GGUF file (or a directory "
+        "holding one) (default: the embedded tiny Llama, random weights)",
     )
     parser.add_argument(
         "--temperature",

@@ -109,6 +109,9 @@ class Tokenizer:
     def from_directory(cls, directory: str | os.PathLike[str]) -> Tokenizer:
         """Load ``tokenizer.json`` and what the directory says around it.
 
+        ``directory`` may also be a GGUF file, or a directory holding one and
+        no tokenizer.json: then it is ``from_gguf``.
+
         Reads, when present: ``tokenizer_config.json`` (bos/eos tokens,
         ``add_bos_token``, ``chat_template``: a string, or a list of named
         templates of which "default" is taken), ``chat_template.jinja`` (the
@@ -123,6 +126,14 @@ class Tokenizer:
         from tokenizers import Tokenizer as _HFTokenizer
 
         root = Path(directory)
+        if root.suffix.lower() == ".gguf" or (
+            root.is_dir() and not (root / TOKENIZER_FILE).is_file()
+        ):
+            from iron.lm.gguf import find_gguf
+
+            gguf = find_gguf(root)
+            if gguf is not None:
+                return cls.from_gguf(gguf)
         if not root.is_dir():
             raise TokenizerNotFoundError(
                 f"tokenizer directory {str(root)!r} does not exist"
@@ -169,6 +180,38 @@ class Tokenizer:
             add_bos_token=None if add_bos is None else bool(add_bos),
             eos_token_ids=eos_ids,
             special_tokens=specials,
+        )
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        """The tokenizer a GGUF file's metadata describes (``tokenizer.ggml.*``).
+
+        Built as a ``tokenizers`` tokenizer, so encoding and streaming
+        decoding are the same code as for a ``tokenizer.json``; the chat
+        template from ``tokenizer.chat_template``. See
+        ``iron.lm.gguf_tokenizer.tokenizer_parts`` for the models it builds.
+
+        Raises:
+            CheckpointNotFoundError: No such file.
+            GGUFError: A malformed file or a tokenizer model IRON does not
+                build (named with the file and key).
+        """
+        from iron.lm.gguf import open_gguf
+        from iron.lm.gguf_tokenizer import tokenizer_parts
+
+        checkpoint = open_gguf(path)
+        try:
+            parts = tokenizer_parts(checkpoint)
+        finally:
+            checkpoint.close()
+        return cls(
+            parts["tokenizer"],
+            bos_token=parts["bos_token"],
+            eos_token=parts["eos_token"],
+            chat_template=parts["chat_template"],
+            add_bos_token=parts["add_bos_token"],
+            eos_token_ids=parts["eos_token_ids"],
+            special_tokens=parts["special_tokens"],
         )
 
     # -- vocabulary -------------------------------------------------------------

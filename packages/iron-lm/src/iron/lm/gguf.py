@@ -1,0 +1,847 @@
+"""GGUF checkpoints (llama.cpp's one-file format): open, check, dequantize.
+
+``open_gguf(path)`` takes a ``.gguf`` file (or a directory holding exactly
+one) and returns a :class:`GGUFCheckpoint`: the ``LlamaConfig`` read from the
+``llama.*`` metadata, the ``tokenizer.ggml.*`` metadata the tokenizer is
+built from (``iron.lm.gguf_tokenizer``, ``Tokenizer.from_gguf``), and the
+weights at their Hugging Face names as bf16 arrays, which is what the Llama
+graph holds today.
+
+Reading: the file is mapped read-only by the ``gguf`` package's
+``GGUFReader`` (https://github.com/ggml-org/llama.cpp, ``gguf-py``). That
+reader trusts the file (a string array of 2**60 items is a loop of 2**60
+steps), so the header is first walked here with every count and length
+checked against the bytes left in the file, and every tensor's type, shape
+and byte range against its block size, the file's end and the other tensors.
+Any disagreement is a :class:`GGUFError` naming the file and the key or
+tensor; nothing is allocated from a count the file has not proved it holds.
+The format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
+
+Dequantizing: each tensor's blocks are turned into float32 with
+``gguf.quants.dequantize``, a bounded number of rows at a time, rounded to
+bf16 and written to an unlinked scratch file beside the GGUF file (its
+directory, else the system's temporary directory), which is then mapped: the
+graph's weights are views of it, and ``release`` drops their pages once they
+are uploaded, as for a safetensors checkpoint. Host memory therefore stays
+near one piece in flight, never a second float copy of the model; the disk
+holds the bf16 weights while the checkpoint is open.
+
+llama.cpp stores the q and k projections of a Llama with each head's rows
+interleaved for its rotary layout (``LlamaModel.permute`` in llama.cpp's
+``convert_hf_to_gguf.py``); they are put back in Hugging Face's order as
+transformers does when it reads a GGUF file (``reverse_permute_weights`` in
+transformers v4.57 ``src/transformers/modeling_gguf_pytorch_utils.py``, the
+``ReversePermuteAttnQ``/``ReversePermuteAttnK`` operations in later
+versions): row ``h * d + j * d/2 + i`` of head ``h`` (``d`` its width) is
+stored at ``h * d + 2 * i + j``, with the key/value head count for k.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import mmap
+import os
+import struct
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from iron.lm.checkpoint import CheckpointError, CheckpointNotFoundError
+from iron.lm.config import ConfigError, LlamaConfig, RopeScaling
+
+__all__ = [
+    "SUPPORTED_TYPES",
+    "GGUFCheckpoint",
+    "GGUFError",
+    "GGUFTensor",
+    "find_gguf",
+    "open_gguf",
+    "unpermute_rotary",
+]
+
+logger = logging.getLogger("iron.lm")
+
+#: The tensor types IRON reads (dequantized to bf16 while loading).
+SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+
+_MAGIC = b"GGUF"
+_VERSIONS = (2, 3)
+#: ggml's GGML_MAX_DIMS.
+_MAX_DIMS = 4
+#: Output bytes dequantized per piece.
+_PIECE = 8 << 20
+
+# Metadata value types (the format's gguf_type enum): name, fixed size.
+_VALUE_TYPES: dict[int, tuple[str, int]] = {
+    0: ("UINT8", 1),
+    1: ("INT8", 1),
+    2: ("UINT16", 2),
+    3: ("INT16", 2),
+    4: ("UINT32", 4),
+    5: ("INT32", 4),
+    6: ("FLOAT32", 4),
+    7: ("BOOL", 1),
+    8: ("STRING", 0),
+    9: ("ARRAY", 0),
+    10: ("UINT64", 8),
+    11: ("INT64", 8),
+    12: ("FLOAT64", 8),
+}
+_STRING, _ARRAY = 8, 9
+_INTEGER_TYPES = {
+    "UINT8",
+    "INT8",
+    "UINT16",
+    "INT16",
+    "UINT32",
+    "INT32",
+    "UINT64",
+    "INT64",
+}
+_NUMBER_TYPES = _INTEGER_TYPES | {"FLOAT32", "FLOAT64"}
+
+# llama.cpp's tensor names -> Hugging Face's (blk.N. -> model.layers.N.).
+_GLOBAL_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+
+
+class GGUFError(CheckpointError):
+    """A GGUF file that is malformed, lies about its contents, or holds what
+    IRON does not run; the message names the file and the key or tensor."""
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor as the GGUF header describes it.
+
+    Attributes:
+        name: Its llama.cpp name (``blk.0.attn_q.weight``).
+        type_name: Its ggml type (``Q4_K``).
+        shape: numpy order, rows first (the reverse of the file's dims).
+        begin: Absolute byte offset of its data in the file.
+        end: One past its last byte.
+    """
+
+    name: str
+    type_name: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+# -- finding the file -------------------------------------------------------------
+
+
+def find_gguf(path: str | os.PathLike[str]) -> Path | None:
+    """The GGUF file ``path`` names, or None when it names none.
+
+    A path ending in ``.gguf`` is the file; a directory with no
+    ``config.json`` and ``*.gguf`` files must hold exactly one.
+
+    Raises:
+        CheckpointNotFoundError: A ``.gguf`` path that does not exist.
+        GGUFError: A directory holding several ``.gguf`` files.
+    """
+    p = Path(path)
+    if p.suffix.lower() == ".gguf":
+        if not p.is_file():
+            raise CheckpointNotFoundError(f"GGUF file {str(p)!r} does not exist")
+        return p
+    if not p.is_dir() or (p / "config.json").is_file():
+        return None
+    found = sorted(q for q in p.glob("*.gguf") if q.is_file())
+    if len(found) > 1:
+        raise GGUFError(
+            f"directory {str(p)!r} holds {len(found)} GGUF files "
+            f"({', '.join(q.name for q in found)}); pass the one to load"
+        )
+    return found[0] if found else None
+
+
+# -- the header, checked ------------------------------------------------------------
+
+
+class _Walker:
+    """Reads the header from bytes, refusing any length the file cannot hold."""
+
+    def __init__(self, path: Path, data: Any, size: int) -> None:
+        self.path, self.data, self.size, self.at = path, data, size, 0
+
+    def fail(self, what: str) -> GGUFError:
+        return GGUFError(f"GGUF file {str(self.path)!r}: {what}")
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.at + n > self.size:
+            raise self.fail(
+                f"{what} needs {n} bytes at offset {self.at}, past the file's end "
+                f"({self.size} bytes): the file is truncated or its header lies"
+            )
+        out = self.data[self.at : self.at + n]
+        self.at += n
+        return bytes(out)
+
+    def u32(self, what: str) -> int:
+        return struct.unpack("<I", self.take(4, what))[0]
+
+    def u64(self, what: str) -> int:
+        return struct.unpack("<Q", self.take(8, what))[0]
+
+    def string(self, what: str) -> str:
+        n = self.u64(f"the length of {what}")
+        raw = self.take(n, f"{what} ({n} bytes)")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"{what} is not UTF-8 text") from None
+
+    def skip_value(self, kind: int, key: str) -> None:
+        if kind == _STRING:
+            n = self.u64(f"the length of the value of {key!r}")
+            self.take(n, f"the value of {key!r} ({n} bytes)")
+        elif kind == _ARRAY:
+            inner = self.u32(f"the item type of {key!r}")
+            count = self.u64(f"the item count of {key!r}")
+            if inner == _ARRAY:
+                raise self.fail(
+                    f"key {key!r} is an array of arrays, which no Llama key is and "
+                    "IRON does not read"
+                )
+            if inner not in _VALUE_TYPES:
+                raise self.fail(f"key {key!r} is an array of unknown type {inner}")
+            width = _VALUE_TYPES[inner][1]
+            if inner == _STRING:
+                # Each string is at least its 8-byte length: a count the file
+                # cannot hold is refused before the loop, never walked.
+                if count * 8 > self.size - self.at:
+                    raise self.fail(
+                        f"key {key!r} claims {count} strings, more than the "
+                        f"{self.size - self.at} bytes left can hold"
+                    )
+                for _ in range(count):
+                    self.skip_value(_STRING, key)
+            else:
+                self.take(count * width, f"the {count} items of {key!r}")
+        elif kind in _VALUE_TYPES:
+            self.take(_VALUE_TYPES[kind][1], f"the value of {key!r}")
+        else:
+            raise self.fail(f"key {key!r} has unknown value type {kind}")
+
+
+def _walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
+    """Check the header of ``data`` (the mapped file) and return its tensors."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    w = _Walker(path, data, size)
+    if w.take(4, "the magic") != _MAGIC:
+        raise w.fail("it does not start with the GGUF magic 'GGUF': not a GGUF file")
+    version = w.u32("the version")
+    if version not in _VERSIONS:
+        raise w.fail(
+            f"format version {version} (IRON reads versions "
+            f"{', '.join(map(str, _VERSIONS))}; a big-endian file reads as a huge "
+            "version)"
+        )
+    n_tensors = w.u64("the tensor count")
+    n_kv = w.u64("the metadata count")
+    # A key is at least 8 + 0 + 4 + 1 bytes, a tensor 8 + 4 + 8 + 4 + 8.
+    if n_kv * 13 + n_tensors * 32 > size - w.at:
+        raise w.fail(
+            f"the header claims {n_kv} metadata keys and {n_tensors} tensors, more "
+            f"than its {size} bytes can hold"
+        )
+    alignment = 32
+    for i in range(n_kv):
+        key = w.string(f"the name of metadata key {i}")
+        kind = w.u32(f"the type of {key!r}")
+        if key == "general.alignment":
+            if kind != 4:
+                raise w.fail(
+                    f"key 'general.alignment' has type "
+                    f"{_VALUE_TYPES.get(kind, (kind,))[0]}, not UINT32"
+                )
+            alignment = w.u32("the value of 'general.alignment'")
+            if alignment == 0 or alignment & (alignment - 1):
+                raise w.fail(
+                    f"key 'general.alignment' is {alignment}, not a power of two"
+                )
+            continue
+        w.skip_value(kind, key)
+    tensors: list[tuple[str, int, tuple[int, ...], int]] = []
+    names: set[str] = set()
+    for i in range(n_tensors):
+        name = w.string(f"the name of tensor {i}")
+        if name in names:
+            raise w.fail(f"tensor {name!r} is named twice")
+        names.add(name)
+        n_dims = w.u32(f"the dimension count of tensor {name!r}")
+        if not 1 <= n_dims <= _MAX_DIMS:
+            raise w.fail(
+                f"tensor {name!r} has {n_dims} dimensions (ggml allows 1 to {_MAX_DIMS})"
+            )
+        dims = tuple(w.u64(f"the dimensions of tensor {name!r}") for _ in range(n_dims))
+        kind = w.u32(f"the type of tensor {name!r}")
+        offset = w.u64(f"the data offset of tensor {name!r}")
+        tensors.append((name, kind, dims, offset))
+    start = -(-w.at // alignment) * alignment
+    out: list[GGUFTensor] = []
+    for name, kind, dims, offset in tensors:
+        try:
+            qtype = GGMLQuantizationType(kind)
+        except ValueError:
+            raise w.fail(
+                f"tensor {name!r} has unknown ggml type {kind}; IRON reads "
+                f"{', '.join(SUPPORTED_TYPES)}"
+            ) from None
+        if qtype.name not in SUPPORTED_TYPES:
+            raise w.fail(
+                f"tensor {name!r} has type {qtype.name}, which IRON does not read; "
+                f"supported: {', '.join(SUPPORTED_TYPES)}"
+            )
+        block, block_bytes = GGML_QUANT_SIZES[qtype]
+        if any(d == 0 for d in dims):
+            raise w.fail(f"tensor {name!r} has an empty dimension: {list(dims)}")
+        if dims[0] % block:
+            raise w.fail(
+                f"tensor {name!r} is {qtype.name} (blocks of {block}) but its rows "
+                f"have {dims[0]} elements, not a multiple of {block}"
+            )
+        nbytes = math.prod(dims) // block * block_bytes
+        begin = start + offset
+        if begin + nbytes > size:
+            raise w.fail(
+                f"tensor {name!r} ({qtype.name} {list(dims)}, {nbytes} bytes at "
+                f"offset {begin}) ends past the file's end ({size} bytes): the file is "
+                "truncated or its header lies"
+            )
+        out.append(
+            GGUFTensor(name, qtype.name, tuple(reversed(dims)), begin, begin + nbytes)
+        )
+    ordered = sorted(out, key=lambda t: t.begin)
+    for a, b in zip(ordered, ordered[1:]):
+        if b.begin < a.end:
+            raise w.fail(
+                f"tensors {a.name!r} (bytes {a.begin}-{a.end}) and {b.name!r} "
+                f"(bytes {b.begin}-{b.end}) overlap"
+            )
+    return out
+
+
+# -- metadata, typed ---------------------------------------------------------------------
+
+
+class _Metadata:
+    """The reader's fields with typed access; a wrong type is an error naming the key."""
+
+    def __init__(self, path: Path, fields: Mapping[str, Any]) -> None:
+        self.path = path
+        self.fields = fields
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.fields
+
+    def _types(self, key: str) -> list[str]:
+        return [t.name for t in self.fields[key].types]
+
+    def _wrong(self, key: str, wanted: str) -> GGUFError:
+        shown = "[" + ", ".join(self._types(key)) + "]"
+        return GGUFError(
+            f"GGUF file {str(self.path)!r}: key {key!r} has type {shown}, not {wanted}"
+        )
+
+    def get(self, key: str, kind: str, default: Any = None) -> Any:
+        """The value of ``key`` as ``kind`` ("int", "float", "str", "bool"), or
+        ``default`` when absent."""
+        if key not in self.fields:
+            return default
+        types = self._types(key)
+        allowed = {
+            "int": _INTEGER_TYPES,
+            "float": _NUMBER_TYPES,
+            "str": {"STRING"},
+            "bool": {"BOOL"},
+        }[kind]
+        if len(types) != 1 or types[0] not in allowed:
+            raise self._wrong(
+                key,
+                {"int": "an integer", "float": "a number"}.get(
+                    kind, kind.upper().replace("STR", "STRING")
+                ),
+            )
+        value = self._contents(key)
+        return {"int": int, "float": float, "str": str, "bool": bool}[kind](value)
+
+    def _contents(self, key: str) -> Any:
+        try:
+            return self.fields[key].contents()
+        except UnicodeDecodeError:
+            raise GGUFError(
+                f"GGUF file {str(self.path)!r}: key {key!r} holds text that is not "
+                "UTF-8"
+            ) from None
+
+    def array(self, key: str, kind: str) -> list[Any] | None:
+        """The array ``key`` of ``kind`` items ("str", "int", "float"), or None."""
+        if key not in self.fields:
+            return None
+        types = self._types(key)
+        allowed = {"str": {"STRING"}, "int": _INTEGER_TYPES, "float": _NUMBER_TYPES}[
+            kind
+        ]
+        if types[0] != "ARRAY" or (len(types) > 1 and types[1] not in allowed):
+            raise self._wrong(key, f"an array of {kind}")
+        return list(self._contents(key))
+
+
+# -- the checkpoint -------------------------------------------------------------------------
+
+
+class GGUFCheckpoint:
+    """An opened GGUF file: its config, tokenizer metadata and bf16 weights.
+
+    Attributes:
+        path: The GGUF file.
+        directory: The directory holding it.
+        files: ``(path,)``.
+        config: The ``LlamaConfig`` from its metadata.
+        tensors: Each tensor as the header describes it, by llama.cpp name.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from gguf import GGUFReader
+
+        self.path = path
+        self.directory = path.parent
+        self.files: tuple[Path, ...] = (path,)
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            infos = _walk_header(path, mapped, size)
+        finally:
+            if isinstance(mapped, mmap.mmap):
+                mapped.close()
+        self.tensors: dict[str, GGUFTensor] = {t.name: t for t in infos}
+        try:
+            self._reader = GGUFReader(path)
+        except Exception as e:  # the header was checked; anything left is named
+            raise GGUFError(
+                f"GGUF file {str(path)!r} cannot be read by the gguf package: {e}"
+            ) from None
+        self.metadata = _Metadata(path, self._reader.fields)
+        self.config = _config(self)
+        self._names = _hf_names(self)
+        self._scratch: mmap.mmap | None = None
+        self._views: dict[str, np.ndarray] = {}
+
+    # -- what is there ----------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Every weight's Hugging Face name."""
+        return list(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @property
+    def nbytes(self) -> int:
+        """The tensor bytes in the file (as stored, quantized)."""
+        return sum(t.end - t.begin for t in self.tensors.values())
+
+    def raw(self, name: str) -> np.ndarray:
+        """The stored bytes of llama.cpp tensor ``name``, (rows, bytes per row)."""
+        t = self.tensors[name]
+        rows = math.prod(t.shape[:-1])
+        flat = np.asarray(self._reader.data[t.begin : t.end])
+        return flat.reshape(rows, -1)
+
+    def dequantized(self, name: str, rows: slice = slice(None)) -> np.ndarray:
+        """Rows of llama.cpp tensor ``name`` as float32, as stored (permuted)."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        t = self.tensors[name]
+        data = self.raw(name)[rows]
+        cols = t.shape[-1]
+        if t.type_name == "F32":
+            return data.view("<f4").reshape(-1, cols)
+        if t.type_name == "F16":
+            return data.view("<f2").astype(np.float32).reshape(-1, cols)
+        if t.type_name == "BF16":
+            return data.view(ml_dtypes.bfloat16).astype(np.float32).reshape(-1, cols)
+        out = dequantize(data, GGMLQuantizationType[t.type_name])
+        return np.asarray(out, np.float32).reshape(-1, cols)
+
+    def weight(self, name: str) -> np.ndarray:
+        """Weight ``name`` (a Hugging Face name) as float32 in Hugging Face's
+        layout: dequantized exactly, the rotary permutation undone, not yet
+        rounded to bf16. One whole tensor: for inspection and tests."""
+        if name not in self._names:
+            raise KeyError(f"GGUF file {str(self.path)!r} has no weight {name!r}")
+        src, heads = self._names[name]
+        pieces = list(self._pieces(src, heads))
+        return np.concatenate(pieces).reshape(self.tensors[src].shape)
+
+    # -- the bf16 weights ---------------------------------------------------------------
+
+    def tree(self) -> Mapping[str, np.ndarray]:
+        """Every weight by Hugging Face name, bf16, in Hugging Face's layout.
+
+        The first call dequantizes the file into the scratch file (see the
+        module docstring) piece by piece; the arrays are views of its mapping.
+        """
+        if self._scratch is None:
+            self._dequantize_all()
+        return dict(self._views)
+
+    def _dequantize_all(self) -> None:
+        total = sum(
+            math.prod(self.tensors[src].shape) * 2 for src, _ in self._names.values()
+        )
+        scratch = _scratch_file(self.directory, total, self.path)
+        try:
+            offsets: dict[str, tuple[int, tuple[int, ...]]] = {}
+            at = 0
+            for hf, (src, heads) in self._names.items():
+                shape = self.tensors[src].shape
+                offsets[hf] = (at, shape)
+                for piece in self._pieces(src, heads):
+                    rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
+                    scratch.write(rounded.view(np.uint8).data)
+                    at += piece.size * 2
+            scratch.flush()
+            mapped = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise GGUFError(
+                f"GGUF file {str(self.path)!r}: writing its bf16 weights to the "
+                f"scratch file failed ({e}); free {total / 2**20:.0f} MiB of disk "
+                "beside it or in the temporary directory"
+            ) from None
+        finally:
+            scratch.close()  # unlinked: the mapping keeps its pages alive
+        self._scratch = mapped
+        for hf, (begin, shape) in offsets.items():
+            count = math.prod(shape)
+            view = np.frombuffer(mapped, ml_dtypes.bfloat16, count, begin)
+            self._views[hf] = view.reshape(shape)
+
+    def _pieces(self, name: str, heads: int | None) -> Iterator[np.ndarray]:
+        """Float32 pieces of a tensor in Hugging Face's row order."""
+        t = self.tensors[name]
+        rows = math.prod(t.shape[:-1])
+        cols = t.shape[-1]
+        unit = rows // heads if heads else 1  # a q/k piece holds whole heads
+        step = max(unit, _PIECE // (4 * cols) // unit * unit)
+        for start in range(0, rows, step):
+            piece = self.dequantized(name, slice(start, min(rows, start + step)))
+            if heads:
+                piece = unpermute_rotary(piece, len(piece) // unit)
+            yield piece
+
+    def release(self, piece: np.ndarray | str) -> int:
+        """Drop the scratch pages behind ``piece`` once it has been uploaded.
+
+        Returns:
+            The number of bytes advised away (0 when ``piece`` is not a view
+            of this checkpoint's weights or the platform has no madvise).
+        """
+        if isinstance(piece, str):
+            piece = self._views[piece]
+        mapped = self._scratch
+        if mapped is None or not isinstance(piece, np.ndarray) or piece.size == 0:
+            return 0
+        advise = getattr(mapped, "madvise", None)
+        flag = getattr(mmap, "MADV_DONTNEED", None)
+        base = np.frombuffer(mapped, np.uint8).ctypes.data
+        lo = piece.ctypes.data - base
+        hi = lo + piece.nbytes
+        if advise is None or flag is None or lo < 0 or hi > len(mapped):
+            return 0
+        if not piece.flags.c_contiguous:
+            return 0
+        page = mmap.PAGESIZE
+        start, stop = lo // page * page, min(-(-hi // page) * page, len(mapped))
+        if stop <= start:
+            return 0
+        advise(flag, start, stop - start)
+        return stop - start
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Unmap the scratch weights and the file (views keep what they use)."""
+        self._views.clear()
+        if self._scratch is not None:
+            try:
+                self._scratch.close()
+            except BufferError:
+                pass  # views are alive; the mapping goes with them
+            self._scratch = None
+
+    def __enter__(self) -> GGUFCheckpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kinds = sorted({t.type_name for t in self.tensors.values()})
+        return (
+            f"GGUFCheckpoint({str(self.path)!r}, {len(self.tensors)} tensors "
+            f"({', '.join(kinds)}), {self.nbytes / 2**20:.1f} MiB)"
+        )
+
+
+def open_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
+    """Open a GGUF file (or a directory holding exactly one), checked.
+
+    Raises:
+        CheckpointNotFoundError: No such file, or a directory without one.
+        GGUFError: A malformed file, an unsupported tensor type, or a model
+            IRON does not run (each named with the file and key or tensor).
+        ImportError: The ``gguf`` package is not installed
+            (``pip install iron-lm[gguf]``).
+    """
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "reading GGUF files needs the 'gguf' package: pip install 'iron-lm[gguf]'"
+        ) from None
+    found = find_gguf(path)
+    if found is None:
+        raise CheckpointNotFoundError(
+            f"{str(path)!r} is neither a .gguf file nor a directory holding one"
+        )
+    checkpoint = GGUFCheckpoint(found)
+    logger.info("opened %r", checkpoint)
+    return checkpoint
+
+
+# -- the config -------------------------------------------------------------------------
+
+
+def _config(ck: GGUFCheckpoint) -> LlamaConfig:
+    m = ck.metadata
+    where = f"GGUF file {str(ck.path)!r}"
+    arch = m.get("general.architecture", "str")
+    if arch != "llama":
+        raise GGUFError(
+            f"{where}: key 'general.architecture' is {arch!r}; IRON runs 'llama' only"
+        )
+
+    def need(key: str, kind: str = "int") -> Any:
+        value = m.get(key, kind)
+        if value is None:
+            raise GGUFError(f"{where}: metadata key {key!r} is missing")
+        return value
+
+    for key in ("llama.expert_count", "llama.expert_used_count"):
+        if m.get(key, "int", 0):
+            raise GGUFError(
+                f"{where}: key {key!r} is {m.get(key, 'int')}: a mixture of experts, "
+                "which IRON's Llama does not run"
+            )
+    hidden = need("llama.embedding_length")
+    heads = need("llama.attention.head_count")
+    kv_heads = m.get("llama.attention.head_count_kv", "int", heads)
+    head_dim = m.get("llama.attention.key_length", "int")
+    value_dim = m.get("llama.attention.value_length", "int", head_dim)
+    if head_dim is None:
+        if heads <= 0 or hidden % heads:
+            raise GGUFError(
+                f"{where}: 'llama.embedding_length' ({hidden}) is not divisible by "
+                f"'llama.attention.head_count' ({heads})"
+            )
+        head_dim = hidden // heads
+    if value_dim != head_dim:
+        raise GGUFError(
+            f"{where}: key 'llama.attention.value_length' is {value_dim}, not the key "
+            f"length {head_dim}: IRON's Llama needs equal widths"
+        )
+    rotary = m.get("llama.rope.dimension_count", "int", head_dim)
+    if rotary != head_dim:
+        raise GGUFError(
+            f"{where}: key 'llama.rope.dimension_count' is {rotary}, not the head "
+            f"width {head_dim}: IRON's Llama rotates whole heads only"
+        )
+    scaling_type = m.get("llama.rope.scaling.type", "str", "none")
+    if scaling_type not in ("none", ""):
+        raise GGUFError(
+            f"{where}: key 'llama.rope.scaling.type' is {scaling_type!r}; IRON's Llama "
+            "supports no scaling or Llama 3's (a 'rope_freqs.weight' tensor)"
+        )
+    embed = ck.tensors.get("token_embd.weight")
+    if embed is None:
+        raise GGUFError(f"{where}: tensor 'token_embd.weight' is missing")
+    vocab = m.get("llama.vocab_size", "int", embed.shape[0])
+    eos = m.get("tokenizer.ggml.eos_token_id", "int")
+    extra = [
+        m.get(k, "int")
+        for k in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+    ]
+    eos_ids = tuple(dict.fromkeys(i for i in [eos, *extra] if i is not None))
+    scaling = _llama3_scaling(ck, head_dim)
+    try:
+        return LlamaConfig(
+            hidden_size=hidden,
+            intermediate_size=need("llama.feed_forward_length"),
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            num_hidden_layers=need("llama.block_count"),
+            vocab_size=vocab,
+            rms_norm_eps=m.get("llama.attention.layer_norm_rms_epsilon", "float", 1e-5),
+            rope_theta=m.get("llama.rope.freq_base", "float", 10000.0),
+            rope_scaling=scaling,
+            tie_word_embeddings="output.weight" not in ck.tensors,
+            max_position_embeddings=need("llama.context_length"),
+            bos_token_id=m.get("tokenizer.ggml.bos_token_id", "int"),
+            eos_token_id=(eos_ids[0] if len(eos_ids) == 1 else eos_ids) or None,
+            dtype="bfloat16",
+        )
+    except ConfigError as e:
+        raise GGUFError(f"{where}: {e}") from None
+
+
+#: Llama 3's rotary scalings as Meta published them (factor, low, high,
+#: original context): Llama 3.1 and 3.2 (1B, 3B) configs on the Hugging Face Hub.
+_LLAMA3_SCALINGS = ((8.0, 1.0, 4.0, 8192), (32.0, 1.0, 4.0, 8192))
+
+
+def _llama3_scaling(ck: GGUFCheckpoint, head_dim: int) -> RopeScaling | None:
+    """Llama 3's scaling, recognised from llama.cpp's ``rope_freqs.weight``.
+
+    llama.cpp writes the per-frequency divisors of Llama 3's rotary scaling
+    as a tensor, not the config's four numbers; they are matched against the
+    scalings Meta published and refused by name when none fits.
+    """
+    t = ck.tensors.get("rope_freqs.weight")
+    if t is None:
+        return None
+    where = f"GGUF file {str(ck.path)!r}"
+    if t.shape != (head_dim // 2,):
+        raise GGUFError(
+            f"{where}: tensor 'rope_freqs.weight' has shape {list(t.shape)}, not "
+            f"[{head_dim // 2}]"
+        )
+    stored = ck.dequantized("rope_freqs.weight").reshape(-1).astype(np.float64)
+    theta = ck.metadata.get("llama.rope.freq_base", "float", 10000.0)
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelength = 2 * np.pi / inv
+    for factor, low, high, original in _LLAMA3_SCALINGS:
+        smooth = (original / wavelength - low) / (high - low)
+        divisor = np.where(
+            wavelength < original / high,
+            1.0,
+            np.where(
+                wavelength > original / low,
+                factor,
+                1.0 / ((1 - smooth) / factor + smooth),
+            ),
+        )
+        if np.allclose(stored, divisor, rtol=1e-4, atol=0):
+            return RopeScaling(factor, low, high, original)
+    raise GGUFError(
+        f"{where}: tensor 'rope_freqs.weight' holds rotary divisors that match no "
+        "Llama 3 scaling IRON knows (factor 8 or 32, low 1, high 4, original 8192)"
+    )
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def _hf_names(ck: GGUFCheckpoint) -> dict[str, tuple[str, int | None]]:
+    """Hugging Face name -> (llama.cpp name, heads to un-permute by or None)."""
+    c = ck.config
+    out: dict[str, tuple[str, int | None]] = {}
+    unknown = []
+    for name in ck.tensors:
+        if name == "rope_freqs.weight":
+            continue  # read into the config's rope scaling
+        if name in _GLOBAL_NAMES:
+            out[_GLOBAL_NAMES[name]] = (name, None)
+            continue
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+            hf = _LAYER_NAMES.get(parts[2])
+            if hf is not None:
+                heads = {
+                    "attn_q.weight": c.num_attention_heads,
+                    "attn_k.weight": c.num_key_value_heads,
+                }.get(parts[2])
+                out[f"model.layers.{int(parts[1])}.{hf}"] = (name, heads)
+                continue
+        unknown.append(name)
+    if unknown:
+        raise GGUFError(
+            f"GGUF file {str(ck.path)!r} holds tensors IRON's Llama does not use: "
+            + ", ".join(repr(n) for n in unknown[:8])
+            + (" ..." if len(unknown) > 8 else "")
+        )
+    return out
+
+
+def unpermute_rotary(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's rotary permutation of a q or k projection's rows.
+
+    ``weight`` is (heads * head_dim, in) as llama.cpp stores it; the result is
+    Hugging Face's order (see the module docstring), as transformers'
+    ``reverse_permute_weights`` computes it.
+    """
+    rows = weight.shape[0]
+    if heads <= 0 or rows % (2 * heads):
+        raise ValueError(
+            f"a rotary projection of {rows} rows does not split into {heads} heads "
+            "of an even width"
+        )
+    half = rows // heads // 2
+    return (
+        weight.reshape(heads, half, 2, *weight.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weight.shape)
+    )
+
+
+def _scratch_file(directory: Path, nbytes: int, source: Path) -> Any:
+    """An unlinked file for ``nbytes`` of bf16 weights: beside the GGUF file,
+    else in the system's temporary directory."""
+    for where in (directory, None):
+        try:
+            f = tempfile.TemporaryFile(dir=where, prefix=".iron-gguf-")
+        except OSError:
+            continue
+        try:
+            free = os.statvfs(f.fileno()).f_bavail * os.statvfs(f.fileno()).f_frsize
+        except (OSError, AttributeError):
+            free = nbytes
+        if free >= nbytes:
+            return f
+        f.close()
+    raise GGUFError(
+        f"GGUF file {str(source)!r}: dequantizing its weights to bf16 needs "
+        f"{nbytes / 2**20:.0f} MiB of scratch disk beside it or in the temporary "
+        "directory, and neither has that much free"
+    )
