@@ -46,6 +46,9 @@ class FakeRunner:
 
 
 def test_peano_command_is_the_pinned_flags(tc, tmp_path):
+    """mlir-aie v1.4.1's own Peano flags (makefile-common PEANOWRAP2_FLAGS):
+    the five warning flags and NO_ADF_FLAGS, without which every aie_api
+    kernel fails on ``'adf.h' file not found`` (issue 15, failure 1)."""
     src, out = Path("/k/relu_bf16.cc"), Path("/b/relu_bf16.o")
     assert build.peano_command(tc, NPU1, src, out) == [
         "/opt/llvm-aie/bin/clang++",
@@ -55,6 +58,9 @@ def test_peano_command_is_the_pinned_flags(tc, tmp_path):
         "-Wno-parentheses",
         "-Wno-attributes",
         "-Wno-macro-redefined",
+        "-Wno-empty-body",
+        "-Wno-missing-template-arg-list-after-template-kw",
+        "-D__AIE_API_AIE_ADF_HPP__",
         "-DNDEBUG",
         "-I",
         "/opt/mlir_aie/include",

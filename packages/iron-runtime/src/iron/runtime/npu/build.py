@@ -12,10 +12,18 @@ naming the tool and where it comes from.
 
 Flags (the pinned release, :data:`~iron.runtime.npu.mlir.MLIR_AIE_RELEASE`):
 
-* Peano, as mlir-aie's ``programming_examples/makefile-common``
-  ``PEANOWRAP2_FLAGS`` / ``PEANOWRAP2P_FLAGS``: ``-O2 -std=c++20
-  --target=<arch>-none-unknown-elf -Wno-parentheses -Wno-attributes
-  -Wno-macro-redefined -DNDEBUG -I <mlir-aie include>`` (its aie_api).
+* Peano, as mlir-aie v1.4.1 compiles its own kernels
+  (``programming_examples/makefile-common`` ``PEANOWRAP2_FLAGS`` /
+  ``PEANOWRAP2P_FLAGS``, and ``python/utils/compile/utils.py``):
+  ``-O2 -std=c++20 --target=<arch>-none-unknown-elf`` then its
+  ``WARNING_FLAGS`` (``-Wno-parentheses -Wno-attributes -Wno-macro-redefined
+  -Wno-empty-body -Wno-missing-template-arg-list-after-template-kw``), its
+  ``NO_ADF_FLAGS`` (``-D__AIE_API_AIE_ADF_HPP__``), ``-DNDEBUG -I <mlir-aie
+  include>`` (its aie_api). The define matters: v1.4.1 ships the stock
+  ``Xilinx/aie_api``, whose ``aie.hpp`` includes ``aie_adf.hpp`` (and so
+  ``<adf.h>``, which Peano lacks) when ``__AIENGINE__`` is defined, and
+  Peano defines it (``Xilinx/llvm-aie`` ``clang/lib/Basic/Targets/AIE.cpp``);
+  mlir-aie commit ``210e8db`` added the guard define for this reason.
 * aiecc, ``"get"`` spelling (aiecc from 2026-07-21, PR #3364, so v1.4.x):
   ``--get-xclbin --xclbin-name=F --get-npu-insts --npu-insts-name=F`` or
   ``--get-full-elf --full-elf-name=F``, ``--peano=DIR``, ``--tmpdir=DIR``
@@ -68,7 +76,17 @@ STYLES = ("get", "generate")
 #: Runs one command in a directory; raises BuildError when it fails.
 Runner = Callable[[Sequence[str], Path], None]
 
-_WARNINGS = ("-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined")
+#: mlir-aie v1.4.1 ``programming_examples/makefile-common`` ``WARNING_FLAGS``.
+_WARNINGS = (
+    "-Wno-parentheses",
+    "-Wno-attributes",
+    "-Wno-macro-redefined",
+    "-Wno-empty-body",
+    "-Wno-missing-template-arg-list-after-template-kw",
+)
+#: mlir-aie v1.4.1 ``makefile-common`` ``NO_ADF_FLAGS``: keeps the stock
+#: aie_api from including ``<adf.h>`` under Peano (module docstring).
+_NO_ADF = ("-D__AIE_API_AIE_ADF_HPP__",)
 _XCLBIN, _INSTS, _ELF = "final.xclbin", "insts.bin", "aie.elf"
 
 
@@ -226,6 +244,7 @@ def peano_command(tc: Toolchain, dev: Device, source: Path, output: Path) -> lis
         "-std=c++20",
         f"--target={dev.arch}-none-unknown-elf",
         *_WARNINGS,
+        *_NO_ADF,
         "-DNDEBUG",
         "-I",
         str(tc.aie_include),
