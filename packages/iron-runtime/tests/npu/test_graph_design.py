@@ -347,7 +347,6 @@ def test_a_looping_version_ends_in_an_emit_device(tmp_path):
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 failure 2: group_id on an ELF kernel")
 def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
     log: list = []
     monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log))

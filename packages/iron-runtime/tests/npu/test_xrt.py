@@ -325,8 +325,8 @@ def test_a_bo_is_made_once_and_shared_by_later_runs(log, tmp_path):
     assert ("wait", 1500) in log
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 failure 2: group_id on an ELF kernel")
 def test_full_elf_on_npu2(log, tmp_path):
+    """Issue 15, failure 2: an ELF kernel's data BOs are ext.bo's, no group_id."""
     built = _built(tmp_path, ReLU(size=2048), NPU2)
     device = xrt.XrtDevice(NPU2)
     image = device.load(built)
@@ -337,7 +337,11 @@ def test_full_elf_on_npu2(log, tmp_path):
     run.set_args(bufs)
     run.start()
     assert [c[1] for c in _ops(log, "set_arg")] == [0, 1]  # data from argument 0
-    assert [c[3] for c in log if c[0] == "bo"] == [100, 101]
+    assert _ops(log, "bo") == []  # no group_id asked of the ELF's kernel
+    assert _ops(log, "ext_bo") == [("ext_bo", 4096), ("ext_bo", 4096)]
+    run.wait()
+    bufs["out"].from_device()
+    assert (bufs["out"].host() == 7).all()
 
 
 def test_full_elf_needs_xrt_2_23(monkeypatch, tmp_path):

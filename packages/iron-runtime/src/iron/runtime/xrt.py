@@ -10,7 +10,8 @@ section 8, read from XRT's ``src/python/pybind11/src/pyxrt.cpp``):
   (NPU1); ``elf(path)``, ``hw_context(device, elf)``,
   ``ext.kernel(hw_context, "main:sequence")`` for a full ELF (NPU2, >= 2.23);
 * ``bo(device, size, flags, group)`` with ``bo.flags.cacheable`` /
-  ``host_only`` and ``kernel.group_id(i)``; ``bo.write``, ``bo.read``,
+  ``host_only`` and ``kernel.group_id(i)`` for an xclbin kernel;
+  ``ext.bo(device, size)`` for a full ELF's kernel; ``bo.write``, ``bo.read``,
   ``bo.sync(xclBOSyncDirection.*, size, offset)``;
 * ``run(kernel)``, ``run.set_arg(i, bo | int)``, ``start``, ``wait``, ``state``.
 
@@ -18,13 +19,20 @@ Calling convention of an aiecc xclbin (mlir-aie ``runtime_lib/test_lib/
 xrt_test_wrapper.h``; notes section 8): argument 0 the opcode 3, 1 the
 instruction BO (cacheable, ``group_id(1)``, the words synced to the device),
 2 the instruction count in 32-bit words, then the data BOs (host_only) from
-argument 3 in runtime-sequence order. A full ELF's data BOs start at 0.
+argument 3 in runtime-sequence order. A full ELF's data BOs start at 0, and
+are made with ``ext.bo(device, size)``, as mlir-aie's own ELF host code does
+(``test/npu-xrt/reconfigure_loadpdi/test.cpp``: ``xrt::ext::bo{device,
+size}``): ``group_id`` on an ELF-backed kernel reads an empty list inside XRT
+(``src/runtime_src/core/common/api/xrt_kernel.cpp`` ``kernel_impl::group_id``
+takes ``ipctxs.front()``, which only the xclbin constructor fills), so it is
+never called there.
 
 Buffer objects keep their own host array (as the emulator's do) and move
 bytes only on ``to_device``/``from_device``; the XRT BO behind one is made
 when a run first binds it, with the group id of the kernel argument it binds
-to (aiecc's NPU kernels put every data argument in the host bank), and the
-bytes staged before then are written at that moment.
+to (aiecc's NPU kernels put every data argument in the host bank; no group
+for a full ELF's kernel), and the bytes staged before then are written at
+that moment.
 
 :func:`open_device` (what backend selection calls) opens the NPU where
 nothing is missing, with :func:`build_image` as its image builder: a planned
@@ -215,11 +223,14 @@ class XrtBuffer(BufferObject):
             raise RunError(f"buffer {self.name} was freed")
         return self._host
 
-    def bind(self, group: int) -> Any:
-        """The XRT BO, made now in ``group`` (with the staged bytes) if new."""
+    def bind(self, group: int | None) -> Any:
+        """The XRT BO, made now in ``group`` (with the staged bytes) if new.
+
+        ``group`` None: for a full ELF's kernel (``ext.bo``, no group id).
+        """
         if self.bo is None:
             x = self.device.pyxrt
-            self.bo = x.bo(self.device.handle, self.nbytes, x.bo.host_only, group)
+            self.bo = self.device.data_bo(self.nbytes, group)
             self.group = group
             self.bo.write(self._host, 0)
             self.bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, self.nbytes, 0)
@@ -306,21 +317,18 @@ class XrtRun(Run):
         self._windows = []
         for k, name in enumerate(image.args):
             arg = first + k
-            run.set_arg(arg, self._bo(name, image.kernel.group_id(arg)))
+            run.set_arg(arg, self._bo(name, image.group(arg)))
         run.start()
         self._run = run
         self._state = RunState.QUEUED
 
-    def _words_bo(self, group: int) -> Any:
+    def _words_bo(self, group: int | None) -> Any:
         """This run's scratchpad BO (made on first use)."""
         if self._words is None:
-            x = self.image.device.pyxrt
-            self._words = x.bo(
-                self.image.device.handle, self.image.words_bytes, x.bo.host_only, group
-            )
+            self._words = self.image.device.data_bo(self.image.words_bytes, group)
         return self._words
 
-    def _bo(self, name: str, group: int) -> Any:
+    def _bo(self, name: str, group: int | None) -> Any:
         """The XRT BO argument ``name`` takes this start."""
         image, x = self.image, self.image.device.pyxrt
         if name in self._args:
@@ -417,6 +425,7 @@ class XrtImage(LoadedImage):
         self.instructions: Any = None
         self.instruction_words = 0
         self._program: Any = None
+        self.elf = built is not None and built.elf is not None
         if built is None:  # an image whose one step the host does
             self.name = graph.name
             self.args: tuple[str, ...] = ()
@@ -456,7 +465,17 @@ class XrtImage(LoadedImage):
             x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, words.nbytes, 0
         )
 
-    def program_bo(self, group: int) -> Any:
+    def group(self, arg: int) -> int | None:
+        """The memory group of kernel argument ``arg``: None for a full ELF.
+
+        XRT's ``group_id`` on an ELF-backed kernel is undefined (module
+        docstring); the ELF's data BOs are ``ext.bo`` s with no group.
+        """
+        if self.elf:
+            return None
+        return self.kernel.group_id(arg)
+
+    def program_bo(self, group: int | None) -> Any:
         """The Emit program's BO, holding what ``emit_to`` composed now."""
         from iron.runtime.npu.designs.emit import PROGRAM_WORDS
 
@@ -474,7 +493,7 @@ class XrtImage(LoadedImage):
         data = np.zeros(PROGRAM_WORDS, np.int32)
         data[: program.size] = program
         if self._program is None:
-            self._program = x.bo(self.device.handle, data.nbytes, x.bo.host_only, group)
+            self._program = self.device.data_bo(data.nbytes, group)
         self._program.write(data.view(np.uint8), 0)
         self._program.sync(
             x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, data.nbytes, 0
@@ -522,6 +541,13 @@ class XrtDevice(DriverDevice):
 
     def alloc(self, nbytes: int, name: str) -> XrtBuffer:
         return XrtBuffer(self, nbytes, name)
+
+    def data_bo(self, nbytes: int, group: int | None) -> Any:
+        """A data BO: host-only in ``group`` (xclbin kernels), else ``ext.bo``."""
+        x = self.pyxrt
+        if group is None:
+            return x.ext.bo(self.handle, nbytes)
+        return x.bo(self.handle, nbytes, x.bo.host_only, group)
 
     def load(self, image: Any) -> XrtImage:
         """Load a built design (or what the image builder turns into one).
