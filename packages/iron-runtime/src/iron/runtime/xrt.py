@@ -49,10 +49,25 @@ on one hardware context are taken to execute in the order started, so a
 fed run reads its words after its feeder wrote them. A fed run with
 ``arena@<i>`` windows waits for its feeder before it starts: the host binds
 a window from the words the Emit wrote (so such loops run one run at a time).
+
+Hardware contexts are a bounded pool per device (:data:`HW_CONTEXT_LIMITS`):
+the amdxdna driver allows 6 at once on NPU1 (``amd/xdna-driver``
+``src/driver/amdxdna/npu1_regs.c``, ``hwctx_limit``), and mlir-aie sizes its
+own context cache 6 (npu1) and 32 (npu2) because "if you exceed these sizes,
+you will fail to be able to create a new context"
+(``python/utils/hostruntime/xrtruntime/hostruntime.py``). An NPU1 version has
+one image per step (dozens for a Llama), so an image opens its context when
+it is loaded or started and the least recently used image whose runs have
+finished gives its context back when the pool is full. A bounded pool rather
+than one xclbin holding every step's kernel: per-step builds and their cache
+stay as they are, and it needs no aiecc feature (appending kernels to one
+xclbin) that no upstream test runs at this scale; the price is reopening
+contexts when a version cycles through more images than the pool holds.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.util
 import os
@@ -75,6 +90,7 @@ from iron.runtime.driver import (
 )
 
 __all__ = [
+    "HW_CONTEXT_LIMITS",
     "NPU_OPCODE",
     "BackendUnavailableError",
     "XrtBuffer",
@@ -92,6 +108,9 @@ __all__ = [
 NPU_OPCODE = 3
 #: Kernel argument of the instruction BO, and of the first data BO (xclbin flow).
 INSTR_ARG, FIRST_DATA_ARG = 1, 3
+#: Hardware contexts IRON keeps open per device (module docstring): the
+#: driver's NPU1 limit, and mlir-aie's context cache size on NPU2.
+HW_CONTEXT_LIMITS: dict[str, int] = {"npu1": 6, "npu2": 32}
 
 
 class BackendUnavailableError(RuntimeError):
@@ -273,6 +292,7 @@ class XrtRun(Run):
         self._feedback: XrtRun | None = None  # the run this run's Emit feeds
         self._fed = False  # a feeder's Emit writes this run's words BO
         self._feeder: XrtRun | None = None
+        self._error: RunError | None = None  # how the run ended, if it failed
 
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         for key, bo in buffers.items():
@@ -296,16 +316,18 @@ class XrtRun(Run):
                 f"set_args with every one of {', '.join(image.args)}"
             )
         x = image.device.pyxrt
-        run = x.run(image.kernel)
+        kernel = image.device.activate(image, self)
+        run = x.run(kernel) if kernel is not None else None
         first = 0
-        if image.instructions is not None:
+        if run is not None and image.instructions is not None:
             run.set_arg(0, NPU_OPCODE)
             run.set_arg(INSTR_ARG, image.instructions)
             run.set_arg(2, image.instruction_words)
             first = FIRST_DATA_ARG
         for gather in image.gathers:  # the host's steps, before the run
             gather.run(self._args, self.scratchpad)
-        if image.kernel is None:  # the host did the image's one step
+        if run is None:  # the host did the image's one step
+            image.finished(self)
             self._state = RunState.COMPLETED
             self._run = None
             return
@@ -369,6 +391,8 @@ class XrtRun(Run):
 
     def wait(self, timeout: float | None = None) -> None:
         if self._run is None:
+            if self._error is not None:
+                raise self._error
             return
         x = self.image.device.pyxrt
         if timeout is None:
@@ -377,6 +401,14 @@ class XrtRun(Run):
             self._run.wait(int(timeout * 1000))
         state = self._run.state()
         states = x.ert_cmd_state
+        in_flight = (states.ERT_CMD_STATE_QUEUED, states.ERT_CMD_STATE_SUBMITTED)
+        if timeout is not None and state in in_flight:
+            raise TimeoutError(
+                f"{self.image.name}: the run did not finish in {timeout} s"
+            )
+        # Finished: drop the XRT run (it holds the kernel, and so the context).
+        self._run = None
+        self.image.finished(self)
         if state == states.ERT_CMD_STATE_COMPLETED:
             self._state = RunState.COMPLETED
             target = self._feedback
@@ -390,13 +422,9 @@ class XrtRun(Run):
                 words = raw.reshape(-1)[: target.scratchpad.size * 4].view(np.int32)
                 target.scratchpad[: words.size] = words
             return
-        in_flight = (states.ERT_CMD_STATE_QUEUED, states.ERT_CMD_STATE_SUBMITTED)
-        if timeout is not None and state in in_flight:
-            raise TimeoutError(
-                f"{self.image.name}: the run did not finish in {timeout} s"
-            )
         self._state = RunState.ERROR
-        raise RunError(f"{self.image.name}: the NPU run ended in state {state}")
+        self._error = RunError(f"{self.image.name}: the NPU run ended in state {state}")
+        raise self._error
 
     def state(self) -> RunState:
         return self._state
@@ -425,23 +453,33 @@ class XrtImage(LoadedImage):
         self.instructions: Any = None
         self.instruction_words = 0
         self._program: Any = None
+        self._in_flight: set[XrtRun] = set()
         self.elf = built is not None and built.elf is not None
         if built is None:  # an image whose one step the host does
             self.name = graph.name
             self.args: tuple[str, ...] = ()
             self.words_bytes = 4
             self.kernel = self.context = None
+            self._built = None
             return
         sizes = dict(zip(built.design.args, built.design.arg_bytes))
         self.words_bytes = sizes.get("words", sizes.get("feedback", 4))
         self.name = f"{built.design.operator} ({built.key[:12]})"
         self.args = tuple(built.design.args)
-        if built.elf is not None:
-            if not hasattr(x, "elf") or not hasattr(x, "ext"):
-                raise BackendUnavailableError(
-                    f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.23 "
-                    f"(pyxrt.elf, pyxrt.ext.kernel), which this pyxrt lacks"
-                )
+        self.kernel = self.context = None
+        self._built = built
+        self._uuid: Any = None  # the registered xclbin's (NPU1)
+        if self.elf and (not hasattr(x, "elf") or not hasattr(x, "ext")):
+            raise BackendUnavailableError(
+                f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.23 "
+                f"(pyxrt.elf, pyxrt.ext.kernel), which this pyxrt lacks"
+            )
+        device.activate(self)
+
+    def open(self) -> Any:
+        """Make this image's hardware context and kernel (the pool's call)."""
+        x, device, built = self.device.pyxrt, self.device, self._built
+        if self.elf:
             try:
                 self.context = x.hw_context(device.handle, x.elf(str(built.elf)))
             except TypeError as e:  # XRT before 2.23: no hw_context(device, elf)
@@ -450,20 +488,40 @@ class XrtImage(LoadedImage):
                     f"hardware context from an ELF ({e}); it needs XRT >= 2.23"
                 ) from e
             self.kernel = x.ext.kernel(self.context, built.kernel)
-            return
-        xclbin = x.xclbin(str(built.xclbin))
-        device.handle.register_xclbin(xclbin)
-        self.context = x.hw_context(device.handle, xclbin.get_uuid())
+            return self.kernel
+        if self._uuid is None:
+            xclbin = x.xclbin(str(built.xclbin))
+            device.handle.register_xclbin(xclbin)
+            self._uuid = xclbin.get_uuid()
+        self.context = x.hw_context(device.handle, self._uuid)
         self.kernel = x.kernel(self.context, built.kernel)
-        words = np.fromfile(built.insts, dtype=np.uint32)
-        self.instruction_words = int(words.size)
-        self.instructions = x.bo(
-            device.handle, words.nbytes, x.bo.cacheable, self.kernel.group_id(INSTR_ARG)
-        )
-        self.instructions.write(words.view(np.uint8), 0)
-        self.instructions.sync(
-            x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, words.nbytes, 0
-        )
+        if self.instructions is None:  # a device BO: it outlives the context
+            words = np.fromfile(built.insts, dtype=np.uint32)
+            self.instruction_words = int(words.size)
+            self.instructions = x.bo(
+                device.handle,
+                words.nbytes,
+                x.bo.cacheable,
+                self.kernel.group_id(INSTR_ARG),
+            )
+            self.instructions.write(words.view(np.uint8), 0)
+            self.instructions.sync(
+                x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, words.nbytes, 0
+            )
+        return self.kernel
+
+    def close(self) -> None:
+        """Give the hardware context back, once this image's runs finish."""
+        for run in list(self._in_flight):
+            try:
+                run.wait()
+            except RunError:
+                pass  # kept in the run: its owner's wait raises it
+        self.kernel = self.context = None
+
+    def finished(self, run: XrtRun) -> None:
+        """``run`` no longer holds this image's context."""
+        self._in_flight.discard(run)
 
     def group(self, arg: int) -> int | None:
         """The memory group of kernel argument ``arg``: None for a full ELF.
@@ -504,6 +562,7 @@ class XrtImage(LoadedImage):
         return XrtRun(self)
 
     def release(self) -> None:
+        self.device.deactivate(self)
         self.released = True
         self.instructions = self.kernel = self.context = None
 
@@ -518,6 +577,8 @@ class XrtDevice(DriverDevice):
         image_builder: Builds what :meth:`load` is given into a
             :class:`~iron.runtime.npu.build.Built`, or ``(built, graph)`` as
             :func:`build_image` does; the default takes Built designs only.
+        context_limit: Hardware contexts open at once (default
+            :data:`HW_CONTEXT_LIMITS` of the device).
 
     Raises:
         BackendUnavailableError: pyxrt cannot be imported.
@@ -531,16 +592,79 @@ class XrtDevice(DriverDevice):
         index: int = 0,
         pyxrt: ModuleType | None = None,
         image_builder: Callable[[Any], Any] | None = None,
+        context_limit: int | None = None,
     ) -> None:
         self.description = description
         self.name = description.name
         self.pyxrt = pyxrt if pyxrt is not None else _import_pyxrt()
         self.handle = self.pyxrt.device(index)
         self._build = image_builder
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.context_limit = (
+            HW_CONTEXT_LIMITS.get(description.name, HW_CONTEXT_LIMITS["npu1"])
+            if context_limit is None
+            else int(context_limit)
+        )
+        if self.context_limit < 1:
+            raise ValueError(
+                f"context_limit={context_limit}: an NPU needs at least one "
+                f"hardware context"
+            )
+        self._open: collections.OrderedDict[int, XrtImage] = (
+            collections.OrderedDict()
+        )  # images holding a context, least recently used first
 
     def alloc(self, nbytes: int, name: str) -> XrtBuffer:
         return XrtBuffer(self, nbytes, name)
+
+    def activate(self, image: XrtImage, run: XrtRun | None = None) -> Any:
+        """``image``'s kernel, its context opened in the pool if need be.
+
+        The least recently used images whose runs finished give their
+        contexts back while the pool is full, or while XRT refuses a new one
+        (another process may hold some). ``run``, if given, is counted as in
+        flight on ``image`` from now on.
+
+        Raises:
+            RunError: XRT refuses a context and no IRON image holds one.
+        """
+        if image._built is None:
+            return None
+        with self._lock:
+            key = id(image)
+            if image.context is None:
+                while True:
+                    while len(self._open) >= self.context_limit:
+                        self._evict()
+                    try:
+                        image.open()
+                        break
+                    except BackendUnavailableError:
+                        raise
+                    except Exception as e:
+                        if not self._open:
+                            raise RunError(
+                                f"{image.name}: XRT refused a hardware context "
+                                f"({e}) and this process holds none; another "
+                                f"process holds the NPU's contexts (NPU1 allows "
+                                f"{HW_CONTEXT_LIMITS['npu1']}): close it and retry"
+                            ) from e
+                        self._evict()
+                self._open[key] = image
+            self._open.move_to_end(key)
+            if run is not None:
+                image._in_flight.add(run)
+            return image.kernel
+
+    def _evict(self) -> None:
+        _, image = self._open.popitem(last=False)
+        image.close()
+
+    def deactivate(self, image: XrtImage) -> None:
+        """Close ``image``'s context (on release)."""
+        with self._lock:
+            if self._open.pop(id(image), None) is not None:
+                image.close()
 
     def data_bo(self, nbytes: int, group: int | None) -> Any:
         """A data BO: host-only in ``group`` (xclbin kernels), else ``ext.bo``."""
