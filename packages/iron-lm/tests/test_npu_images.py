@@ -103,3 +103,26 @@ def test_llama_3_2_1b_shapes_are_legal_designs(dev):
         images = _designs(recording, dev)
         designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
         assert designed == len(recording.steps), label
+
+
+def test_llama_3_2_1b_arguments_on_npu2_are_each_below_2_to_the_31():
+    """Issue 15, failure 4: 2.47 GB of weights; aiecc patches offsets as i32.
+
+    Every argument of the prompt and decode full ELFs, and every transfer's
+    byte offset into its argument, is below 2^31.
+    """
+    from iron.runtime.npu.legality import ARG_OFFSET_LIMIT
+
+    config = LlamaConfig.from_json(
+        Path(llama_app.__file__).parent / "configs" / "llama-3.2-1b.json"
+    )
+    versions = application("llama").versions(config, "npu2")
+    for label, recording in versions.items():
+        (image,) = _designs(recording, "npu2")
+        sizes = dict(zip(image.args, image.arg_bytes))
+        assert sum(s.nbytes for s in image.segments) > 0, label  # it was cut
+        assert all(n < ARG_OFFSET_LIMIT for n in sizes.values()), (label, sizes)
+        for step in image.steps:
+            for t in step.design.layout.transfers:
+                assert t.offset * t.itemsize < ARG_OFFSET_LIMIT, (label, t)
+        assert len(image.args) <= 16, label  # aiecc's host buffer slots

@@ -39,7 +39,7 @@ nothing is missing, with :func:`build_image` as its image builder: a planned
 image (an :class:`~iron.runtime.image.ImageSpec`) becomes a
 :class:`~iron.runtime.npu.graph.GraphDesign` and is built by aiecc.
 Arguments a graph image takes besides the runtime's buffers are made per
-run: ``arena@<i>`` windows as sub-buffers of the arena's BO
+run: ``arena@<i>`` windows and ``arena#<k>`` stretches as sub-buffers of the arena's BO
 (``bo(parent, size, offset)``) at the offset the run's scratchpad gives, and
 ``words`` as a BO holding the scratchpad. A full ELF ending in an Emit step
 takes ``program`` (the composed Emit program) and ``feedback`` (the words
@@ -308,7 +308,8 @@ class XrtRun(Run):
             self._state = RunState.COMPLETED
             self._run = None
             return
-        made = {w.arg for w in image.windows} | {"words", "program", "feedback"}
+        made = {w.arg for w in image.windows} | {s.arg for s in image.segments}
+        made |= {"words", "program", "feedback"}
         lacking = [a for a in image.args if a not in self._args and a not in made]
         if lacking:
             raise RunError(
@@ -377,6 +378,13 @@ class XrtRun(Run):
                 )
             target._fed, target._feeder = True, self
             return target._words_bo(group)
+        seg = next((s for s in image.segments if s.arg == name), None)
+        if seg is not None:  # a static stretch of the arena (below 2^31 bytes)
+            parent = self._args["arena"]
+            size = min(seg.nbytes, parent.nbytes - seg.start)
+            sub = x.bo(parent.bind(group), size, seg.start)
+            self._windows.append(sub)
+            return sub
         window = next(w for w in image.windows if w.arg == name)
         parent = self._args[window.base]
         shift = window.shift(self.scratchpad)
@@ -448,6 +456,7 @@ class XrtImage(LoadedImage):
         self.device = device
         self.graph = graph
         self.windows = tuple(graph.windows) if graph is not None else ()
+        self.segments = tuple(getattr(graph, "segments", ())) if graph else ()
         self.gathers = tuple(graph.host_gathers) if graph is not None else ()
         self.released = False
         self.instructions: Any = None
