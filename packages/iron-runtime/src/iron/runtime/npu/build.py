@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -69,6 +70,10 @@ __all__ = [
     "find_toolchain",
     "peano_command",
 ]
+
+#: Every command a build runs, and its output, at INFO (the bring-up ladder
+#: reports them).
+logger = logging.getLogger("iron.runtime.npu.build")
 
 #: aiecc flag spellings: "get" (the pinned release) and "generate" (before 2026-07-21).
 STYLES = ("get", "generate")
@@ -147,7 +152,11 @@ class Built:
 
 
 def _run(argv: Sequence[str], cwd: Path) -> None:
+    logger.info("$ (cd %s) %s", cwd, " ".join(argv))
     done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
+    output = (done.stdout + done.stderr).strip()
+    if output:
+        logger.info("%s", output)
     if done.returncode:
         tail = (done.stderr or done.stdout).strip().splitlines()[-20:]
         raise BuildError(
