@@ -8,8 +8,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from iron.runtime.npu import bringup
 
 #: mlir-aie v1.4.1's own Peano flags (programming_examples/makefile-common

@@ -344,11 +344,11 @@ def test_full_elf_on_npu2(log, tmp_path):
     assert (bufs["out"].host() == 7).all()
 
 
-def test_full_elf_needs_xrt_2_23(monkeypatch, tmp_path):
+def test_full_elf_needs_xrt_2_21(monkeypatch, tmp_path):
     calls: list = []
     monkeypatch.setitem(sys.modules, "pyxrt", make_fake(calls, full_elf=False))
     built = _built(tmp_path, ReLU(size=2048), NPU2)
-    with pytest.raises(xrt.BackendUnavailableError, match="XRT >= 2.23"):
+    with pytest.raises(xrt.BackendUnavailableError, match="XRT >= 2.21"):
         xrt.XrtDevice(NPU2).load(built)
 
 
@@ -451,7 +451,7 @@ def test_a_pyxrt_without_elf_contexts_is_named(log, monkeypatch, tmp_path):
 
     monkeypatch.setattr(fake, "hw_context", old_context)
     device = xrt.XrtDevice(NPU2)
-    with pytest.raises(xrt.BackendUnavailableError, match="XRT >= 2.23"):
+    with pytest.raises(xrt.BackendUnavailableError, match="XRT >= 2.21"):
         device.load(_built(tmp_path, ReLU(size=2048), NPU2))
 
 

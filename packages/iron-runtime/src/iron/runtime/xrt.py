@@ -2,13 +2,15 @@
 
 :class:`XrtDevice` implements :mod:`iron.runtime.driver` with pyxrt, imported
 lazily (it ships with XRT, not on PyPI). It uses only names present in XRT
-2.20 and later, plus the full-ELF names of 2.23 on NPU2 (shared notes
+2.20 and later, plus the full-ELF names of 2.21 on NPU2 (shared notes
 section 8, read from XRT's ``src/python/pybind11/src/pyxrt.cpp``):
 
 * ``device(index)``; ``xclbin(path)``, ``device.register_xclbin``,
   ``hw_context(device, uuid)``, ``kernel(hw_context, name)`` for an xclbin
   (NPU1); ``elf(path)``, ``hw_context(device, elf)``,
-  ``ext.kernel(hw_context, "main:sequence")`` for a full ELF (NPU2, >= 2.23);
+  ``ext.kernel(hw_context, "main:sequence")`` for a full ELF (NPU2, >= 2.21:
+  the binding landed in ``Xilinx/XRT`` commit ``2a6ffe7``, 2026-01-23, which
+  tag ``2.21.75`` holds);
 * ``bo(device, size, flags, group)`` with ``bo.flags.cacheable`` /
   ``host_only`` and ``kernel.group_id(i)`` for an xclbin kernel;
   ``ext.bo(device, size)`` for a full ELF's kernel; ``bo.write``, ``bo.read``,
@@ -480,7 +482,7 @@ class XrtImage(LoadedImage):
         self._uuid: Any = None  # the registered xclbin's (NPU1)
         if self.elf and (not hasattr(x, "elf") or not hasattr(x, "ext")):
             raise BackendUnavailableError(
-                f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.23 "
+                f"{self.name} is a full ELF (NPU2); loading it needs XRT >= 2.21 "
                 f"(pyxrt.elf, pyxrt.ext.kernel), which this pyxrt lacks"
             )
         device.activate(self)
@@ -491,10 +493,10 @@ class XrtImage(LoadedImage):
         if self.elf:
             try:
                 self.context = x.hw_context(device.handle, x.elf(str(built.elf)))
-            except TypeError as e:  # XRT before 2.23: no hw_context(device, elf)
+            except TypeError as e:  # XRT before 2.21: no hw_context(device, elf)
                 raise BackendUnavailableError(
                     f"{self.name} is a full ELF (NPU2); this pyxrt cannot make a "
-                    f"hardware context from an ELF ({e}); it needs XRT >= 2.23"
+                    f"hardware context from an ELF ({e}); it needs XRT >= 2.21"
                 ) from e
             self.kernel = x.ext.kernel(self.context, built.kernel)
             return self.kernel

@@ -46,8 +46,9 @@ the image. On NPU2 a full ELF holds every step's design as a device of its
 own (``@step<k>``, its sequence ``@step<k>_sequence``) and a ``@main``
 device whose runtime sequence configures each step's device in turn and runs
 its sequence on the graph's arguments (``aiex.configure`` / ``aiex.run``,
-the reconfiguration form of mlir-aie's ``test/aiecc/Inputs/
-reconfig_twodevice_a.mlir``); the host starts ``main:sequence`` once a call.
+the reconfiguration form of mlir-aie v1.4.1's hardware test
+``test/npu-xrt/reconfigure_loadpdi/aie.mlir``, built with ``aiecc
+--get-full-elf``); the host starts ``main:sequence`` once a call.
 """
 
 from __future__ import annotations
