@@ -290,10 +290,23 @@ def test_a_scratchpad_reaches_the_words_argument(monkeypatch, tmp_path):
 
 def test_selection_opens_the_npu_when_nothing_is_missing(monkeypatch):
     log: list = []
-    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log))
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log, name="NPU Strix"))
     monkeypatch.setattr(xrt, "missing", lambda: [])
     device = xrt.open_device(NPU2)
     assert isinstance(device, xrt.XrtDevice) and device.name == "npu2"
+
+
+def test_an_npu1_machine_does_not_open_as_npu2(monkeypatch):
+    """Issue 15: an NPU1 user who forgot IRON_DEVICE must not load npu2 binaries."""
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake([], name="NPU Phoenix"))
+    monkeypatch.setattr(xrt, "missing", lambda: [])
+    with pytest.raises(
+        xrt.BackendUnavailableError,
+        match=r"asked for npu2, but XRT reports this machine's NPU as npu1; "
+        r"set IRON_DEVICE=npu1",
+    ):
+        xrt.open_device(NPU2)
+    assert xrt.open_device(NPU1).name == "npu1"
 
 
 class Walk(iron.Graph):

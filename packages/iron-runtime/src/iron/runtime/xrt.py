@@ -20,7 +20,11 @@ section 8, read from XRT's ``src/python/pybind11/src/pyxrt.cpp``):
 Calling convention of an aiecc xclbin (mlir-aie ``runtime_lib/test_lib/
 xrt_test_wrapper.h``; notes section 8): argument 0 the opcode 3, 1 the
 instruction BO (cacheable, ``group_id(1)``, the words synced to the device),
-2 the instruction count in 32-bit words, then the data BOs (host_only) from
+2 the instruction count in 32-bit words (``xrt_test_wrapper.h`` line 295 at
+v1.4.1 passes ``instr_v.size()`` of a ``std::vector<uint32_t>``, as every
+``test/npu-xrt/*/test.cpp`` does; mlir-aie's Python host runtime passes bytes,
+``python/utils/hostruntime/xrtruntime/hostruntime.py`` lines 338 and 350, an
+unresolved difference upstream), then the data BOs (host_only) from
 argument 3 in runtime-sequence order. A full ELF's data BOs start at 0, and
 are made with ``ext.bo(device, size)``, as mlir-aie's own ELF host code does
 (``test/npu-xrt/reconfigure_loadpdi/test.cpp``: ``xrt::ext::bo{device,
@@ -163,9 +167,13 @@ def detect(index: int = 0, pyxrt: ModuleType | None = None) -> str | None:
 def open_device(description: Device) -> XrtDevice:
     """Open the NPU for backend selection, building planned images with aiecc.
 
+    The device asked for must be the one XRT reports (:func:`detect`): an
+    npu2 design does not run on an NPU1.
+
     Raises:
         BackendUnavailableError: This machine lacks pyxrt, an NPU or the
-            driver (the message names them and the way out).
+            driver, or its NPU is not ``description`` (the message names
+            them and the way out).
     """
     lacks = missing()
     if lacks:
@@ -173,6 +181,14 @@ def open_device(description: Device) -> XrtDevice:
             f"the xrt backend cannot run {description.name}: this machine lacks "
             f"{'; '.join(lacks)}. Use the emulated NPU: IRON_BACKEND=emu (or "
             f"iron.runtime.set_backend('emu'))"
+        )
+    present = detect()
+    if present is not None and present != description.name:
+        # An NPU1 user who forgot IRON_DEVICE must not load npu2 binaries.
+        raise BackendUnavailableError(
+            f"the xrt backend was asked for {description.name}, but XRT reports "
+            f"this machine's NPU as {present}; set IRON_DEVICE={present} (or "
+            f"iron.use_device({present!r}))"
         )
     return XrtDevice(
         description, image_builder=lambda spec: build_image(spec, description)
