@@ -457,3 +457,40 @@ def test_a_buffer_past_the_offset_limit_alone_is_refused_by_name(monkeypatch):
         legality.LegalityError, match=r"buffer w takes 131072 bytes .* below 2\^31"
     ):
         graph_design(image, NPU2, arena_bytes=_extent(p))
+
+
+def test_npu2_falls_back_to_one_elf_per_step(monkeypatch, tmp_path):
+    """Issue 15: the full ELF at Llama scale is untested upstream, so a user
+    can plan per step on npu2 too (``full_elf=False``): each step is an ELF
+    of its own, loaded in its own hardware context, data in ext.bo's."""
+    graph = Small()
+    with iron.use_device("npu2"):
+        rec = graph.record(x=(1, WIDTH))
+        p = plan("npu2", rec, full_elf=False)
+        version = graph.compile(x=(1, WIDTH), full_elf=False)
+    assert not p.full_elf and len(version.images) == 4
+    images = build_images(p, rec)
+    extent = -(-_extent(p) // 4) * 4
+    designs = [graph_design(im, NPU2, arena_bytes=extent) for im in images]
+    assert all(len(g.steps) == 1 and "@main" in g.design.text for g in designs)
+    log: list = []
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log, name="NPU Strix"))
+    _fake_built.cache = tmp_path
+    by_name = {im.name: g for im, g in zip(images, designs)}
+    device = xrt.XrtDevice(
+        NPU2,
+        image_builder=lambda s: (_fake_built(by_name[s.name].design), by_name[s.name]),
+    )
+    loaded = [device.load(im) for im in images]
+    arena = device.alloc(extent, "arena")
+    x = device.alloc(WIDTH * 2, "input:x")
+    out = device.alloc(WIDTH * 2, "output:silu3")
+    for im, image in zip(images, loaded):
+        run = image.new_run()
+        run.set_args({"arena": arena, "input:x": x, "output:silu3": out})
+        run.scratchpad = np.zeros(max(1, im.scratchpad_words), np.int32)
+        run.start()
+        run.wait()
+    assert len([c for c in log if c[0] == "hw_context"]) == 4
+    assert [c for c in log if c[0] == "bo"] == []  # no group_id on ELF kernels
+    assert all(c[0] != "run" or c[1] == "main:sequence" for c in log)
