@@ -60,52 +60,9 @@ import numpy as np
 
 import iron  # the rungs' graphs annotate with iron.Scratchpad / iron.Carried
 from iron.core.device import Device, as_device
+from iron.runtime.npu.build import SUPPORTED, supported_problems
 
 __all__ = ["RUNGS", "SUPPORTED", "Rung", "main", "supported_problems"]
-
-#: The versions IRON's NPU path is written against, by name. mlir-aie: the
-#: pinned release (:data:`iron.runtime.npu.mlir.MLIR_AIE_RELEASE`); Peano:
-#: what that release's ``utils/peano-requirements.txt`` pins; XRT: the
-#: first release with pyxrt's full-ELF binding (``pyxrt.elf``,
-#: ``hw_context(device, elf)``, ``ext.kernel``; ``Xilinx/XRT`` commit
-#: ``2a6ffe7``, in tag ``2.21.75``).
-SUPPORTED: dict[str, str] = {
-    "mlir-aie": "1.4.1",
-    "peano": "21.0.0.2026080301+c9c5ecb7",
-    "xrt": "2.21 or later",
-}
-
-#: What identifies the supported Peano in ``clang++ --version``.
-_PEANO_MARKS = ("c9c5ecb7", "2026080301")
-
-
-def supported_problems(versions: dict[str, str]) -> list[str]:
-    """Each tool whose version line is not the supported one, in words.
-
-    Args:
-        versions: ``aiecc`` and ``peano`` version lines (as
-            :class:`~iron.runtime.npu.build.Toolchain` records them).
-
-    Returns:
-        One sentence per mismatch, naming the tool, what it reported and the
-        supported version; empty when both match.
-    """
-    found = []
-    aiecc = versions.get("aiecc", "")
-    if SUPPORTED["mlir-aie"] not in aiecc:
-        found.append(
-            f"aiecc reports {aiecc!r}; IRON supports mlir-aie "
-            f"{SUPPORTED['mlir-aie']} (its MLIR spelling and aiecc flags are that "
-            f"release's; another release rejects them)"
-        )
-    peano = versions.get("peano", "")
-    if not any(mark in peano for mark in _PEANO_MARKS):
-        found.append(
-            f"Peano's clang++ reports {peano!r}; IRON supports llvm-aie "
-            f"{SUPPORTED['peano']} (mlir-aie {SUPPORTED['mlir-aie']}'s "
-            f"utils/peano-requirements.txt)"
-        )
-    return found
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,6 +57,7 @@ from iron.runtime.npu.mlir import MLIR_AIE_RELEASE
 
 __all__ = [
     "STYLES",
+    "SUPPORTED",
     "BuildError",
     "Built",
     "Runner",
@@ -69,6 +70,7 @@ __all__ = [
     "cache_key",
     "find_toolchain",
     "peano_command",
+    "supported_problems",
 ]
 
 #: Every command a build runs, and its output, at INFO (the bring-up ladder
@@ -93,6 +95,51 @@ _WARNINGS = (
 #: aie_api from including ``<adf.h>`` under Peano (module docstring).
 _NO_ADF = ("-D__AIE_API_AIE_ADF_HPP__",)
 _XCLBIN, _INSTS, _ELF = "final.xclbin", "insts.bin", "aie.elf"
+
+
+#: The versions IRON's NPU path is written against, by name. mlir-aie: the
+#: pinned release (:data:`iron.runtime.npu.mlir.MLIR_AIE_RELEASE`); Peano:
+#: what that release's ``utils/peano-requirements.txt`` pins; XRT: the
+#: first release with pyxrt's full-ELF binding (``pyxrt.elf``,
+#: ``hw_context(device, elf)``, ``ext.kernel``; ``Xilinx/XRT`` commit
+#: ``2a6ffe7``, in tag ``2.21.75``).
+SUPPORTED: dict[str, str] = {
+    "mlir-aie": "1.4.1",
+    "peano": "21.0.0.2026080301+c9c5ecb7",
+    "xrt": "2.21 or later",
+}
+
+#: What identifies the supported Peano in ``clang++ --version``.
+_PEANO_MARKS = ("c9c5ecb7", "2026080301")
+
+
+def supported_problems(versions: dict[str, str]) -> list[str]:
+    """Each tool whose version line is not the supported one, in words.
+
+    Args:
+        versions: ``aiecc`` and ``peano`` version lines (as
+            :class:`~iron.runtime.npu.build.Toolchain` records them).
+
+    Returns:
+        One sentence per mismatch, naming the tool, what it reported and the
+        supported version; empty when both match.
+    """
+    found = []
+    aiecc = versions.get("aiecc", "")
+    if SUPPORTED["mlir-aie"] not in aiecc:
+        found.append(
+            f"aiecc reports {aiecc!r}; IRON supports mlir-aie "
+            f"{SUPPORTED['mlir-aie']} (its MLIR spelling and aiecc flags are that "
+            f"release's; another release rejects them)"
+        )
+    peano = versions.get("peano", "")
+    if not any(mark in peano for mark in _PEANO_MARKS):
+        found.append(
+            f"Peano's clang++ reports {peano!r}; IRON supports llvm-aie "
+            f"{SUPPORTED['peano']} (mlir-aie {SUPPORTED['mlir-aie']}'s "
+            f"utils/peano-requirements.txt)"
+        )
+    return found
 
 
 class ToolMissingError(RuntimeError):
@@ -242,6 +289,10 @@ def find_toolchain(
         "aiecc": version([aiecc, "--version"]),
         "peano": version([str(peano / "bin" / "clang++"), "--version"]),
     }
+    for problem in supported_problems(versions):
+        # Named before anything builds (a refusal would block a supported
+        # tool whose version line reads differently than assumed here).
+        logger.warning("unsupported NPU toolchain: %s", problem)
     return Toolchain(aiecc, peano, inc, versions, style)
 
 
