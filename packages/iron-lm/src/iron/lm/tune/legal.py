@@ -71,7 +71,7 @@ def design_refusal(op: Any, dev: Device) -> str | None:
     """Why ``op``'s NPU design on ``dev`` is refused, or None when it is legal.
 
     The design is laid out as in a model: its ports in the arena one after
-    another and an image's whole scratchpad (:func:`_arena_placement`); a
+    another and an image's whole scratchpad; a
     design that does not take that placement is laid out on its own. An
     operator with no NPU design is not refused here (the operator's own
     check already ran).
