@@ -249,3 +249,16 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def bringup(session: nox.Session) -> None:
+    """Climb the NPU bring-up ladder (``python -m iron.runtime.npu.bringup``).
+
+    Run this first on a machine with a Ryzen AI NPU; ``-- --dry-run`` prints
+    every command it would run, ``-- --checkpoint DIR`` adds the
+    Llama-3.2-1B rung. Not in the default list.
+    """
+    _install_all(session)
+    session.install("-e", f"{RUNTIME}[npu]")
+    session.run("python", "-m", "iron.runtime.npu.bringup", *session.posargs)

@@ -103,3 +103,52 @@ def test_llama_3_2_1b_shapes_are_legal_designs(dev):
         images = _designs(recording, dev)
         designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
         assert designed == len(recording.steps), label
+
+
+def test_llama_3_2_1b_arguments_on_npu2_are_each_below_2_to_the_31():
+    """Issue 15, failure 4: 2.47 GB of weights; aiecc patches offsets as i32.
+
+    Every argument of the prompt and decode full ELFs, and every transfer's
+    byte offset into its argument, is below 2^31.
+    """
+    from iron.runtime.npu.legality import ARG_OFFSET_LIMIT
+
+    config = LlamaConfig.from_json(
+        Path(llama_app.__file__).parent / "configs" / "llama-3.2-1b.json"
+    )
+    versions = application("llama").versions(config, "npu2")
+    for label, recording in versions.items():
+        (image,) = _designs(recording, "npu2")
+        sizes = dict(zip(image.args, image.arg_bytes))
+        assert sum(s.nbytes for s in image.segments) > 0, label  # it was cut
+        assert all(n < ARG_OFFSET_LIMIT for n in sizes.values()), (label, sizes)
+        for step in image.steps:
+            for t in step.design.layout.transfers:
+                assert t.offset * t.itemsize < ARG_OFFSET_LIMIT, (label, t)
+        assert len(image.args) <= 16, label  # aiecc's host buffer slots
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_llama_3_2_1b_with_the_shipped_profiles_is_all_legal_designs(dev):
+    """Issue 15, failure 5: what a user runs, ``Llama(config)`` with the
+    shipped profile of the device, records and designs both versions (the
+    old npu2 profile's CausalAttention kv_tile=16, q_tile=16 needed 79,648 of
+    a core's 65,536 bytes)."""
+    from iron.lm.applications.llama import DEFAULT_CONFIG, placeholder_state_dict
+
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    model = Llama(config, context=2048, rows=16)  # the shipped profiles
+    model.load_state_dict(placeholder_state_dict(config))
+    with iron.use_device(dev):
+        recordings = {
+            "prompt": model.record(tokens=((16,), np.int32)),
+            "decode": model.record(),
+        }
+    for label, recording in recordings.items():
+        attention = [
+            s.op for s in recording.steps if type(s.op).__name__.endswith("Attention")
+        ]
+        assert attention, label
+        images = _designs(recording, dev)
+        designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
+        assert designed == len(recording.steps), label

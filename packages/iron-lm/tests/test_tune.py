@@ -487,3 +487,32 @@ def test_the_default_profile_drives_the_recorded_tunables(tmp_path):
         if type(a) is GEMV and (a.M, a.K) == (2048, 2048)
     ]
     assert square and all(b.tile_m == 2 != a.tile_m for a, b in square)
+
+
+def test_the_tuner_takes_the_fastest_setting_whose_design_is_legal():
+    """Issue 15, failure 5: a setting check() accepts but whose NPU design
+    breaks a device limit (here 258 shim buffer descriptors of 16) is passed
+    over for the next fastest."""
+    from iron.core.device import as_device
+    from iron.core.percall import PerCall
+    from iron.lm.tune.legal import design_refusal, first_legal
+    from iron.operators import CausalAttention
+
+    dev = as_device("npu2")
+    base = CausalAttention(
+        rows=16,
+        heads=32,
+        kv_heads=8,
+        head_dim=64,
+        max_len=2048,
+        start=PerCall("position"),
+    )
+    bad = {"kv_tile": 16, "q_tile": 1, "num_aie_columns": 1}
+    good = {"kv_tile": 32, "q_tile": 8, "num_aie_columns": 8}
+    base.replace(**bad).check(dev)  # the operator accepts it
+    assert "buffer descriptors" in design_refusal(base.replace(**bad), dev)
+    assert design_refusal(base.replace(**good), dev) is None
+    ranked = [((1.0,), bad), ((2.0,), good)]
+    picked = first_legal(ranked, lambda s: [base.replace(**s)], dev, "attention")
+    assert picked == ((2.0,), good)
+    assert first_legal(ranked[:1], lambda s: [base.replace(**s)], dev, "x") is None

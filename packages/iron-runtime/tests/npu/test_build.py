@@ -46,6 +46,9 @@ class FakeRunner:
 
 
 def test_peano_command_is_the_pinned_flags(tc, tmp_path):
+    """mlir-aie v1.4.1's own Peano flags (makefile-common PEANOWRAP2_FLAGS):
+    the five warning flags and NO_ADF_FLAGS, without which every aie_api
+    kernel fails on ``'adf.h' file not found`` (issue 15, failure 1)."""
     src, out = Path("/k/relu_bf16.cc"), Path("/b/relu_bf16.o")
     assert build.peano_command(tc, NPU1, src, out) == [
         "/opt/llvm-aie/bin/clang++",
@@ -55,6 +58,9 @@ def test_peano_command_is_the_pinned_flags(tc, tmp_path):
         "-Wno-parentheses",
         "-Wno-attributes",
         "-Wno-macro-redefined",
+        "-Wno-empty-body",
+        "-Wno-missing-template-arg-list-after-template-kw",
+        "-D__AIE_API_AIE_ADF_HPP__",
         "-DNDEBUG",
         "-I",
         "/opt/mlir_aie/include",
@@ -229,3 +235,35 @@ def test_found_toolchain(tmp_path):
             which=lambda n: None,
             version=lambda a: "v",
         )
+
+
+def test_an_unsupported_tool_version_is_named_before_building(tmp_path, caplog):
+    """Issue 15: a different mlir-aie or Peano is named when the toolchain is
+    found, not met later as a parser error."""
+    peano = tmp_path / "llvm-aie"
+    (peano / "bin").mkdir(parents=True)
+    (peano / "bin" / "clang++").write_text("")
+    env = {
+        "AIECC": "/x/aiecc",
+        "PEANO_INSTALL_DIR": str(peano),
+        "MLIR_AIE_INCLUDE_DIR": str(tmp_path),
+    }
+    lines = {
+        "/x/aiecc": "aiecc 1.4.4",
+        str(peano / "bin" / "clang++"): "clang version 19.1.0",
+    }
+    with caplog.at_level("WARNING", logger="iron.runtime.npu.build"):
+        build.find_toolchain(
+            env=env, which=lambda n: None, version=lambda a: lines[a[0]]
+        )
+    text = caplog.text
+    assert "aiecc reports 'aiecc 1.4.4'; IRON supports mlir-aie 1.4.1" in text
+    assert "llvm-aie 21.0.0.2026080301+c9c5ecb7" in text
+    caplog.clear()
+    lines["/x/aiecc"] = "aiecc version 1.4.1"
+    lines[str(peano / "bin" / "clang++")] = "clang version 21.0.0 (llvm-aie c9c5ecb7)"
+    with caplog.at_level("WARNING", logger="iron.runtime.npu.build"):
+        build.find_toolchain(
+            env=env, which=lambda n: None, version=lambda a: lines[a[0]]
+        )
+    assert "unsupported" not in caplog.text

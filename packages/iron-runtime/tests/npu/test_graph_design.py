@@ -290,10 +290,23 @@ def test_a_scratchpad_reaches_the_words_argument(monkeypatch, tmp_path):
 
 def test_selection_opens_the_npu_when_nothing_is_missing(monkeypatch):
     log: list = []
-    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log))
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log, name="NPU Strix"))
     monkeypatch.setattr(xrt, "missing", lambda: [])
     device = xrt.open_device(NPU2)
     assert isinstance(device, xrt.XrtDevice) and device.name == "npu2"
+
+
+def test_an_npu1_machine_does_not_open_as_npu2(monkeypatch):
+    """Issue 15: an NPU1 user who forgot IRON_DEVICE must not load npu2 binaries."""
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake([], name="NPU Phoenix"))
+    monkeypatch.setattr(xrt, "missing", lambda: [])
+    with pytest.raises(
+        xrt.BackendUnavailableError,
+        match=r"asked for npu2, but XRT reports this machine's NPU as npu1; "
+        r"set IRON_DEVICE=npu1",
+    ):
+        xrt.open_device(NPU2)
+    assert xrt.open_device(NPU1).name == "npu1"
 
 
 class Walk(iron.Graph):
@@ -389,3 +402,95 @@ def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
         c.set_args({"arena": arena})
         c.scratchpad = np.zeros(spec.scratchpad_words, np.int32)
         c.start()
+
+
+def test_an_arena_past_the_offset_limit_is_cut_into_arguments(monkeypatch, tmp_path):
+    """Issue 15, failure 4, at a scale that runs here: the limit lowered to
+    136 KiB, the arena (140 KiB: w, then the table and activations) becomes
+    ``arena`` (w) and ``arena#1`` (the rest), each below the limit, and the
+    driver binds ``arena#1`` as a sub-buffer from its first byte."""
+    limit = (1 << 17) + (1 << 13)
+    monkeypatch.setattr(legality, "ARG_OFFSET_LIMIT", limit)
+    p, rec, (image,) = _images("npu2")
+    extent = -(-_extent(p) // 4) * 4
+    assert extent >= limit
+    g = graph_design(image, NPU2, arena_bytes=extent)
+    assert [s.arg for s in g.segments] == ["arena#1"]
+    (seg,) = g.segments
+    assert seg.start == p.buffers["table"].offset
+    assert "arena#1" in g.args and all(n < limit for n in g.arg_bytes)
+    for step in g.steps:
+        for t in step.design.layout.transfers:
+            assert t.offset * t.itemsize < limit
+    (window,) = g.windows
+    assert (window.base, window.start) == ("arena", seg.start)
+    # the add reads row `position` of the table from the window, at the
+    # table's offset in its stretch (0)
+    add = g.steps[2].design.layout.transfers
+    assert min(t.offset for t in add if t.buffer == window.arg) == 0
+
+    log: list = []
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log, name="NPU Strix"))
+    _fake_built.cache = tmp_path
+    device = xrt.XrtDevice(NPU2, image_builder=lambda s: (_fake_built(g.design), g))
+    loaded = device.load(image)
+    arena = device.alloc(extent, "arena")
+    run = loaded.new_run()
+    bufs = {a: device.alloc(n, a) for a, n in zip(g.args, g.arg_bytes)}
+    run.set_args(
+        {"arena": arena, "input:x": bufs["input:x"]}
+        | {"output:silu3": bufs["output:silu3"]}
+    )
+    run.scratchpad = np.zeros(image.scratchpad_words, np.int32)
+    run.scratchpad[window.slot] = 3 * WIDTH
+    run.start()
+    subs = [c[2:] for c in log if c[0] == "sub_bo" and c[1] is arena.bo]
+    assert (extent - seg.start, seg.start) in subs  # arena#1
+    shift = seg.start + 3 * WIDTH * 2
+    assert (extent - shift, shift) in subs  # arena#1@0 at the row
+
+
+def test_a_buffer_past_the_offset_limit_alone_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(legality, "ARG_OFFSET_LIMIT", 1 << 16)
+    p, rec, (image,) = _images("npu2")
+    with pytest.raises(
+        legality.LegalityError, match=r"buffer w takes 131072 bytes .* below 2\^31"
+    ):
+        graph_design(image, NPU2, arena_bytes=_extent(p))
+
+
+def test_npu2_falls_back_to_one_elf_per_step(monkeypatch, tmp_path):
+    """Issue 15: the full ELF at Llama scale is untested upstream, so a user
+    can plan per step on npu2 too (``full_elf=False``): each step is an ELF
+    of its own, loaded in its own hardware context, data in ext.bo's."""
+    graph = Small()
+    with iron.use_device("npu2"):
+        rec = graph.record(x=(1, WIDTH))
+        p = plan("npu2", rec, full_elf=False)
+        version = graph.compile(x=(1, WIDTH), full_elf=False)
+    assert not p.full_elf and len(version.images) == 4
+    images = build_images(p, rec)
+    extent = -(-_extent(p) // 4) * 4
+    designs = [graph_design(im, NPU2, arena_bytes=extent) for im in images]
+    assert all(len(g.steps) == 1 and "@main" in g.design.text for g in designs)
+    log: list = []
+    monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log, name="NPU Strix"))
+    _fake_built.cache = tmp_path
+    by_name = {im.name: g for im, g in zip(images, designs)}
+    device = xrt.XrtDevice(
+        NPU2,
+        image_builder=lambda s: (_fake_built(by_name[s.name].design), by_name[s.name]),
+    )
+    loaded = [device.load(im) for im in images]
+    arena = device.alloc(extent, "arena")
+    x = device.alloc(WIDTH * 2, "input:x")
+    out = device.alloc(WIDTH * 2, "output:silu3")
+    for im, image in zip(images, loaded):
+        run = image.new_run()
+        run.set_args({"arena": arena, "input:x": x, "output:silu3": out})
+        run.scratchpad = np.zeros(max(1, im.scratchpad_words), np.int32)
+        run.start()
+        run.wait()
+    assert len([c for c in log if c[0] == "hw_context"]) == 4
+    assert [c for c in log if c[0] == "bo"] == []  # no group_id on ELF kernels
+    assert all(c[0] != "run" or c[1] == "main:sequence" for c in log)

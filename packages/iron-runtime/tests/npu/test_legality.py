@@ -310,3 +310,15 @@ def test_a_fifo_stays_within_its_task_queue():
 def test_with_waits_ids_stay_in_range():
     with pytest.raises(LegalityError, match="id 16 for @in is outside 0..15"):
         check(_waited([_t("in", 16), _t("out", 1, True)], ((2, "out"),)), NPU1)
+
+
+def test_an_offset_at_2_to_the_31_bytes_is_refused_by_name():
+    """Issue 15, failure 4: aiecc patches a transfer's byte offset as an i32."""
+    from iron.runtime.npu.legality import ARG_OFFSET_LIMIT
+
+    assert ARG_OFFSET_LIMIT == 2**31
+    below = (2**31 - 64) // 2  # bf16 elements
+    assert not shim_transfer_problems(NPU2, (1, 1, 1, 32), (0, 0, 0, 1), below, 2)
+    (problem,) = shim_transfer_problems(NPU2, (1, 1, 1, 32), (0, 0, 0, 1), 2**30, 2)
+    assert "2147483648 bytes is at or past 2^31" in problem
+    assert "argument of its own" in problem

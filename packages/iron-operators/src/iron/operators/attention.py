@@ -102,18 +102,55 @@ class _Attention(Operator):
         """Query heads per kv head."""
         return self.heads // self.kv_heads if self.kv_heads else 0
 
-    def core_bytes(self, q_tile: int, kv_tile: int) -> int:
-        """Data memory one core needs: double-buffered tiles, scratch, stack."""
+    def core_bytes(
+        self, q_tile: int, kv_tile: int, *, words: int = 0, pair: int = 1
+    ) -> int:
+        """Data memory one core needs: double-buffered tiles, scratch, stack.
+
+        The one account of a core's memory: the NPU design checks its layout
+        with this same sum (``iron.runtime.npu.designs.attention_layout``).
+
+        Args:
+            q_tile: Query rows (tokens) per kernel call.
+            kv_tile: Cache positions per chunk.
+            words: Scratchpad words each query element carries (a design
+                reading a per-call value streams them with the queries).
+            pair: Columns sharing one query element (2 when the design pairs
+                columns: each core then holds its partner's query tile too).
+        """
         q_rows = q_tile * self.group
         hd = self.head_dim
         return (
             2 * 2 * kv_tile * hd * _BF16  # K and V chunks, double-buffered
             + 2 * 2 * q_rows * hd * _BF16  # queries in, results out, double-buffered
+            + 2 * (pair - 1) * q_rows * hd * _BF16  # the partner's queries
+            + 2 * words * _F32  # the scratchpad words, with each query element
             + q_rows * kv_tile * _F32  # scores of one chunk
             + q_rows * hd * _F32  # the fp32 accumulator
             + q_rows * 2 * _F32  # running max and sum
             + STACK_BYTES
         )
+
+    def _per_call(self) -> bool:
+        """Whether the length (start) is a per-call value the design reads."""
+        return False
+
+    def design_bytes(
+        self, dev: Device, q_tile: int, kv_tile: int, columns: int | None = None
+    ) -> int:
+        """:meth:`core_bytes` with the terms a design on ``dev`` adds.
+
+        A per-call length (start) reaches the core as the image's scratchpad
+        words, counted as ``dev.scratchpad_words`` (an image's words; a
+        version's carried values beyond them are not known here), streamed
+        with the queries; paired columns (when ``3 * columns`` streams
+        exceed the device's ``2 * columns`` shim channels) add the partner's
+        query tile.
+        """
+        words = dev.scratchpad_words if self._per_call() else 0
+        n = columns or self.num_aie_columns or dev.columns
+        pair = 1 if not words or 3 * n <= 2 * dev.columns else 2
+        return self.core_bytes(q_tile, kv_tile, words=words, pair=pair)
 
     def _refuse(self, dev: Device, rule: str) -> RefusedShapeError:
         return RefusedShapeError(f"{type(self).__name__} on {dev}: {rule}")
@@ -161,7 +198,7 @@ class _Attention(Operator):
                 f"{self.num_aie_columns} (each column takes whole kv heads)",
             )
         chunks = self.max_len // self.kv_tile
-        need = self.core_bytes(self._q_tile(), self.kv_tile)
+        need = self.design_bytes(dev, self._q_tile(), self.kv_tile)
         if chunks > dev.dma_repeat_max or need > dev.core_memory_bytes:
             self._some_tile_works(dev)
         if chunks > dev.dma_repeat_max:
@@ -177,8 +214,9 @@ class _Attention(Operator):
                 dev,
                 f"kv_tile={self.kv_tile} with head_dim={self.head_dim} and "
                 f"{self._q_tile() * self.group} query rows needs {need} bytes of "
-                f"core memory (double-buffered K/V chunks, queries, results, fp32 "
-                f"scores and accumulator, stack), over a core's "
+                f"core memory (double-buffered K/V chunks, queries, results, "
+                f"scratchpad words and a paired column's queries, fp32 scores "
+                f"and accumulator, stack), over a core's "
                 f"{dev.core_memory_bytes} bytes; use smaller tiles",
             )
 
@@ -191,10 +229,10 @@ class _Attention(Operator):
         fitting = [
             t
             for t in Divisors("max_len", LANES).values(self.fields())
-            if self.core_bytes(1, t) <= dev.core_memory_bytes
+            if self.design_bytes(dev, 1, t) <= dev.core_memory_bytes
         ]
         if not fitting:
-            need = self.core_bytes(1, LANES)
+            need = self.design_bytes(dev, 1, LANES)
             raise self._refuse(
                 dev,
                 f"head_dim={self.head_dim} with {rows} query rows needs {need} bytes "
@@ -234,7 +272,7 @@ class _Attention(Operator):
             (q * t, t, q)
             for q in q_tiles
             for t in kv_tiles
-            if self.core_bytes(q, t) <= dev.core_memory_bytes
+            if self.design_bytes(dev, q, t, columns) <= dev.core_memory_bytes
         ]
         if fits:
             _, kv_tile, q_tile = max(fits)
@@ -323,6 +361,9 @@ class DecodeAttention(_Attention):
     def _attended_end(self) -> int | None:
         return None if is_expr(self.length) else int(self.length)
 
+    def _per_call(self) -> bool:
+        return is_expr(self.length)
+
     def _past_end_rule(self, end: int) -> str:
         return f"length={end} is outside [1, max_len={self.max_len}]"
 
@@ -406,6 +447,9 @@ class CausalAttention(_Attention):
 
     def _attended_end(self) -> int | None:
         return None if is_expr(self.start) else int(self.start) + self.rows
+
+    def _per_call(self) -> bool:
+        return is_expr(self.start)
 
     def _past_end_rule(self, end: int) -> str:
         return (

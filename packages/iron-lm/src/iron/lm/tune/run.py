@@ -21,6 +21,7 @@ from typing import Any
 from iron.core.device import Device, as_device
 from iron.core.profile import Profile
 from iron.lm.tune.cache import Cache, _code, _Writer, default_cache
+from iron.lm.tune.legal import first_legal
 from iron.lm.tune.measure import (
     MODELLED,
     Measure,
@@ -285,6 +286,7 @@ def tune(
     chosen: list[tuple[Shape, dict[str, Any]]] = []
     for shape in shapes:
         best: tuple | None = None
+        ranked: list[tuple[tuple, dict[str, Any]]] = []
         default_time = None
         times: set[float] = set()
         for index, setting in enumerate(shape.settings):
@@ -305,9 +307,16 @@ def tune(
             is_default = setting == shape.default
             if is_default:
                 default_time = total
-            rank = (total, not is_default, index)
-            if best is None or rank < best[0]:
-                best = (rank, setting)
+            ranked.append(((total, not is_default, index), setting))
+        # the fastest setting whose NPU designs are legal (iron.lm.tune.legal)
+        best = first_legal(
+            sorted(ranked, key=lambda r: r[0]),
+            lambda setting, shape=shape: [
+                m.op.replace(**_effective(m, setting)) for m in shape.members
+            ],
+            device,
+            str(shape),
+        )
         if best is None:
             logger.warning(
                 "%s on %s: every setting is refused; no entry (it falls back "

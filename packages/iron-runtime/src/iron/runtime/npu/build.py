@@ -12,10 +12,18 @@ naming the tool and where it comes from.
 
 Flags (the pinned release, :data:`~iron.runtime.npu.mlir.MLIR_AIE_RELEASE`):
 
-* Peano, as mlir-aie's ``programming_examples/makefile-common``
-  ``PEANOWRAP2_FLAGS`` / ``PEANOWRAP2P_FLAGS``: ``-O2 -std=c++20
-  --target=<arch>-none-unknown-elf -Wno-parentheses -Wno-attributes
-  -Wno-macro-redefined -DNDEBUG -I <mlir-aie include>`` (its aie_api).
+* Peano, as mlir-aie v1.4.1 compiles its own kernels
+  (``programming_examples/makefile-common`` ``PEANOWRAP2_FLAGS`` /
+  ``PEANOWRAP2P_FLAGS``, and ``python/utils/compile/utils.py``):
+  ``-O2 -std=c++20 --target=<arch>-none-unknown-elf`` then its
+  ``WARNING_FLAGS`` (``-Wno-parentheses -Wno-attributes -Wno-macro-redefined
+  -Wno-empty-body -Wno-missing-template-arg-list-after-template-kw``), its
+  ``NO_ADF_FLAGS`` (``-D__AIE_API_AIE_ADF_HPP__``), ``-DNDEBUG -I <mlir-aie
+  include>`` (its aie_api). The define matters: v1.4.1 ships the stock
+  ``Xilinx/aie_api``, whose ``aie.hpp`` includes ``aie_adf.hpp`` (and so
+  ``<adf.h>``, which Peano lacks) when ``__AIENGINE__`` is defined, and
+  Peano defines it (``Xilinx/llvm-aie`` ``clang/lib/Basic/Targets/AIE.cpp``);
+  mlir-aie commit ``210e8db`` added the guard define for this reason.
 * aiecc, ``"get"`` spelling (aiecc from 2026-07-21, PR #3364, so v1.4.x):
   ``--get-xclbin --xclbin-name=F --get-npu-insts --npu-insts-name=F`` or
   ``--get-full-elf --full-elf-name=F``, ``--peano=DIR``, ``--tmpdir=DIR``
@@ -32,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -48,6 +57,7 @@ from iron.runtime.npu.mlir import MLIR_AIE_RELEASE
 
 __all__ = [
     "STYLES",
+    "SUPPORTED",
     "BuildError",
     "Built",
     "Runner",
@@ -60,7 +70,12 @@ __all__ = [
     "cache_key",
     "find_toolchain",
     "peano_command",
+    "supported_problems",
 ]
+
+#: Every command a build runs, and its output, at INFO (the bring-up ladder
+#: reports them).
+logger = logging.getLogger("iron.runtime.npu.build")
 
 #: aiecc flag spellings: "get" (the pinned release) and "generate" (before 2026-07-21).
 STYLES = ("get", "generate")
@@ -68,8 +83,63 @@ STYLES = ("get", "generate")
 #: Runs one command in a directory; raises BuildError when it fails.
 Runner = Callable[[Sequence[str], Path], None]
 
-_WARNINGS = ("-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined")
+#: mlir-aie v1.4.1 ``programming_examples/makefile-common`` ``WARNING_FLAGS``.
+_WARNINGS = (
+    "-Wno-parentheses",
+    "-Wno-attributes",
+    "-Wno-macro-redefined",
+    "-Wno-empty-body",
+    "-Wno-missing-template-arg-list-after-template-kw",
+)
+#: mlir-aie v1.4.1 ``makefile-common`` ``NO_ADF_FLAGS``: keeps the stock
+#: aie_api from including ``<adf.h>`` under Peano (module docstring).
+_NO_ADF = ("-D__AIE_API_AIE_ADF_HPP__",)
 _XCLBIN, _INSTS, _ELF = "final.xclbin", "insts.bin", "aie.elf"
+
+
+#: The versions IRON's NPU path is written against, by name. mlir-aie: the
+#: pinned release (:data:`iron.runtime.npu.mlir.MLIR_AIE_RELEASE`); Peano:
+#: what that release's ``utils/peano-requirements.txt`` pins; XRT: the
+#: first release with pyxrt's full-ELF binding (``pyxrt.elf``,
+#: ``hw_context(device, elf)``, ``ext.kernel``; ``Xilinx/XRT`` commit
+#: ``2a6ffe7``, in tag ``2.21.75``).
+SUPPORTED: dict[str, str] = {
+    "mlir-aie": "1.4.1",
+    "peano": "21.0.0.2026080301+c9c5ecb7",
+    "xrt": "2.21 or later",
+}
+
+#: What identifies the supported Peano in ``clang++ --version``.
+_PEANO_MARKS = ("c9c5ecb7", "2026080301")
+
+
+def supported_problems(versions: dict[str, str]) -> list[str]:
+    """Each tool whose version line is not the supported one, in words.
+
+    Args:
+        versions: ``aiecc`` and ``peano`` version lines (as
+            :class:`~iron.runtime.npu.build.Toolchain` records them).
+
+    Returns:
+        One sentence per mismatch, naming the tool, what it reported and the
+        supported version; empty when both match.
+    """
+    found = []
+    aiecc = versions.get("aiecc", "")
+    if SUPPORTED["mlir-aie"] not in aiecc:
+        found.append(
+            f"aiecc reports {aiecc!r}; IRON supports mlir-aie "
+            f"{SUPPORTED['mlir-aie']} (its MLIR spelling and aiecc flags are that "
+            f"release's; another release rejects them)"
+        )
+    peano = versions.get("peano", "")
+    if not any(mark in peano for mark in _PEANO_MARKS):
+        found.append(
+            f"Peano's clang++ reports {peano!r}; IRON supports llvm-aie "
+            f"{SUPPORTED['peano']} (mlir-aie {SUPPORTED['mlir-aie']}'s "
+            f"utils/peano-requirements.txt)"
+        )
+    return found
 
 
 class ToolMissingError(RuntimeError):
@@ -129,7 +199,11 @@ class Built:
 
 
 def _run(argv: Sequence[str], cwd: Path) -> None:
+    logger.info("$ (cd %s) %s", cwd, " ".join(argv))
     done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
+    output = (done.stdout + done.stderr).strip()
+    if output:
+        logger.info("%s", output)
     if done.returncode:
         tail = (done.stderr or done.stdout).strip().splitlines()[-20:]
         raise BuildError(
@@ -215,6 +289,10 @@ def find_toolchain(
         "aiecc": version([aiecc, "--version"]),
         "peano": version([str(peano / "bin" / "clang++"), "--version"]),
     }
+    for problem in supported_problems(versions):
+        # Named before anything builds (a refusal would block a supported
+        # tool whose version line reads differently than assumed here).
+        logger.warning("unsupported NPU toolchain: %s", problem)
     return Toolchain(aiecc, peano, inc, versions, style)
 
 
@@ -226,6 +304,7 @@ def peano_command(tc: Toolchain, dev: Device, source: Path, output: Path) -> lis
         "-std=c++20",
         f"--target={dev.arch}-none-unknown-elf",
         *_WARNINGS,
+        *_NO_ADF,
         "-DNDEBUG",
         "-I",
         str(tc.aie_include),

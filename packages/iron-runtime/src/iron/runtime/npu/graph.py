@@ -9,6 +9,14 @@ Arguments of a graph image, in order:
 
 * ``arena``: the one arena buffer, every step reading and writing it at the
   planned byte offsets (plus each handle's own offset in its buffer);
+* ``arena#<k>``: where the arena is 2^31 bytes or more (Llama-3.2-1B's bf16
+  weights alone are 2.47 GB), a stretch of it from a fixed byte on
+  (:class:`Segment`), bound by the driver as a sub-buffer of the arena:
+  aiecc patches a transfer's byte offset into its argument as a 32-bit
+  value (:data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT`), so
+  :func:`arena_segments` cuts the arena, between buffers, into arguments
+  each below 2^31 bytes, and every offset into one is below 2^31 too
+  (``arena`` is then the first stretch);
 * ``arena@<i>``: the arena again, shifted by a per-call byte offset. A view
   whose start moves per call (``cache[position]``, ``rope[position]``, the
   embedding row of a carried token) is read or written at its static offset
@@ -38,8 +46,9 @@ the image. On NPU2 a full ELF holds every step's design as a device of its
 own (``@step<k>``, its sequence ``@step<k>_sequence``) and a ``@main``
 device whose runtime sequence configures each step's device in turn and runs
 its sequence on the graph's arguments (``aiex.configure`` / ``aiex.run``,
-the reconfiguration form of mlir-aie's ``test/aiecc/Inputs/
-reconfig_twodevice_a.mlir``); the host starts ``main:sequence`` once a call.
+the reconfiguration form of mlir-aie v1.4.1's hardware test
+``test/npu-xrt/reconfigure_loadpdi/aie.mlir``, built with ``aiecc
+--get-full-elf``); the host starts ``main:sequence`` once a call.
 """
 
 from __future__ import annotations
@@ -64,8 +73,10 @@ __all__ = [
     "EMIT",
     "GraphDesign",
     "HostGather",
+    "Segment",
     "StepDesign",
     "Window",
+    "arena_segments",
     "graph_design",
     "placements",
 ]
@@ -96,10 +107,72 @@ class Window:
     const: int
     itemsize: int
     base: str = "arena"
+    start: int = 0
 
     def shift(self, scratchpad: np.ndarray) -> int:
-        """The run's byte offset of this argument into the arena."""
-        return (int(scratchpad[self.slot]) - self.const) * self.itemsize
+        """The run's byte offset of this argument into ``base``.
+
+        ``start`` (the :class:`Segment` the view lies in) plus the per-call
+        part.
+        """
+        return self.start + (int(scratchpad[self.slot]) - self.const) * self.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """An ``arena#<k>`` argument: the arena's bytes ``[start, start + nbytes)``.
+
+    Attributes:
+        arg: The argument's name (``arena`` for the first stretch).
+        start: Its first byte in the arena.
+        nbytes: Its bytes (below 2^31).
+    """
+
+    arg: str
+    start: int
+    nbytes: int
+
+
+def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
+    """The arena argument each arena buffer of ``spec`` lies in, by buffer name.
+
+    An arena below :data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT` is one
+    argument, ``arena``. A larger one is cut between buffers, in address
+    order, into stretches each below the limit (``arena``, ``arena#1``, ...);
+    a buffer lies wholly in one.
+
+    Raises:
+        iron.runtime.npu.legality.LegalityError: One buffer alone is 2^31
+            bytes or more (named, with the limit).
+    """
+    limit = legality.ARG_OFFSET_LIMIT
+    arena = sorted(
+        (p.offset, p.offset + p.nbytes, name)
+        for name, p in spec.placement.items()
+        if p.where == "arena"
+    )
+    if max(arena_bytes, max((hi for _, hi, _ in arena), default=0)) < limit:
+        whole = Segment("arena", 0, arena_bytes)
+        return {name: whole for *_, name in arena}
+    spans: list[list[Any]] = []  # [start, end, members]
+    for lo, hi, name in arena:
+        if hi - (lo - lo % _WORD) >= limit:
+            raise legality.LegalityError(
+                f"{spec.name}: buffer {name} takes {hi - lo} bytes of the arena; "
+                f"an NPU argument must be below 2^31 = {limit} bytes (aiecc "
+                f"patches offsets into it as 32-bit values); split the buffer"
+            )
+        if not spans or hi - spans[-1][0] >= limit:
+            spans.append([0 if not spans else lo - lo % _WORD, hi, []])
+        spans[-1][1] = max(spans[-1][1], hi)
+        spans[-1][2].append(name)
+    found = {}
+    for k, (start, end, members) in enumerate(spans):
+        seg = Segment(
+            "arena" if k == 0 else f"arena#{k}", start, -(-(end - start) // 4) * 4
+        )
+        found.update((name, seg) for name in members)
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +316,8 @@ class GraphDesign:
         spec: The image it was made from (its ``program``, which
             ``emit_to`` fills, is what the ``program`` argument holds).
         host_gathers: Steps the host runs before each start.
+        segments: The ``arena#<k>`` arguments (a static stretch of the
+            arena each), which the driver binds as sub-buffers of the arena.
     """
 
     name: str
@@ -254,6 +329,7 @@ class GraphDesign:
     design: Design | None
     spec: ImageSpec
     host_gathers: tuple[HostGather, ...] = ()
+    segments: tuple[Segment, ...] = ()
 
 
 def _start(h: Handle) -> int | Affine:
@@ -282,14 +358,19 @@ def _dense_whole(h: Handle) -> bool:
 
 
 def placements(
-    spec: ImageSpec, step_index: int, windows: dict[tuple, Window]
+    spec: ImageSpec,
+    step_index: int,
+    windows: dict[tuple, Window],
+    segments: Mapping[str, Segment] | None = None,
 ) -> dict[str, Placement]:
     """Each port of step ``step_index``: where its handle starts, in bytes.
 
     Static views are placed in ``arena`` (or their input or output buffer)
     at their buffer's offset plus their own; a view whose start moves per call
     is placed in a ``<buffer>@<i>`` window (added to ``windows``, keyed by
-    its buffer and the start's per-call part) at its static part.
+    its buffer and the start's per-call part) at its static part. With
+    ``segments`` (:func:`arena_segments`), an arena buffer is placed in its
+    stretch's argument, at its offset from the stretch's start.
 
     Raises:
         NotImplementedError: A gather reads ids from device memory.
@@ -311,9 +392,14 @@ def placements(
         # access walks): its view ports are placed at their buffers' starts.
         walked = type(op).__name__ == "Copy" and not _dense_whole(h)
         own = 0 if walked else const * itemsize
-        offset = buf.offset + own if buf.where == "arena" else own
+        seg = (segments or {}).get(h.buffer.name)
+        base = 0 if seg is None else seg.start
+        offset = buf.offset - base + own if buf.where == "arena" else own
         nbytes = buf.nbytes - own
-        where = "arena" if buf.where == "arena" else f"{buf.where}:{h.buffer.name}"
+        if buf.where != "arena":
+            where = f"{buf.where}:{h.buffer.name}"
+        else:
+            where = "arena" if seg is None else seg.arg
         if isinstance(start, Affine) and start.terms:
             slot = spec.slot_of_key.get(start.key())
             if slot is None:
@@ -328,7 +414,11 @@ def placements(
                 offset -= own
             if key not in windows:
                 arg = f"{where}@{len(windows)}"
-                windows[key] = Window(arg, slot, const, itemsize, where)
+                windows[key] = (
+                    Window(arg, slot, const, itemsize, where)
+                    if buf.where != "arena"
+                    else Window(arg, slot, const, itemsize, "arena", base)
+                )
             where = windows[key].arg
             nbytes = buf.nbytes  # the window reaches as far as its buffer does
         found[port] = Placement(where, offset, nbytes)
@@ -423,6 +513,10 @@ def graph_design(
     """
     device = as_device(dev)
     windows: dict[tuple, Window] = {}
+    segments = arena_segments(spec, arena_bytes)
+    stretches = tuple(dict.fromkeys(segments.values()))
+    if len(stretches) > 1:  # every arena argument is sized as the largest stretch
+        arena_bytes = max(seg.nbytes for seg in stretches)
     # Every run's scratchpad buffer holds the device's words and the carried
     # values, so an Emit can write any version's whole scratchpad into it.
     capacity = device.scratchpad_words + len(spec.carried)
@@ -440,7 +534,7 @@ def graph_design(
                 )
             gathers.append(gather)
             continue
-        place = placements(spec, step.index, windows)
+        place = placements(spec, step.index, windows, segments)
         out = step.outputs[0] if step.outputs else None
         if (
             type(step.op).__name__ == "Copy"
@@ -471,7 +565,9 @@ def graph_design(
                 f"{spec.name}: an Emit step needs a full ELF, which {device.name} "
                 f"has not; loop the version from the host"
             )
-        d = emit.build(spec, device, capacity=capacity, arena_bytes=arena_bytes)
+        d = emit.build(
+            spec, device, capacity=capacity, arena_bytes=arena_bytes, segments=segments
+        )
         steps.append(StepDesign(EMIT, d))
     design: Design | None
     if not steps:  # only host gathers (an image of one step on npu1)
@@ -496,4 +592,5 @@ def graph_design(
         windows=tuple(windows.values()),
         design=design,
         spec=spec,
+        segments=tuple(seg for seg in stretches if seg.arg != "arena"),
     )

@@ -13,7 +13,8 @@ that breaks any of:
   (two per FIFO end) within the tile's counts, FIFO depths within a lock's
   largest value;
 * every shim transfer within the buffer-descriptor limits
-  (:func:`shim_transfer_problems`);
+  (:func:`shim_transfer_problems`), its byte offset into its argument below
+  :data:`ARG_OFFSET_LIMIT` (2^31);
 * the runtime sequence's buffer-descriptor ids: without waits
   (``Layout.waits`` empty: every transfer issued, then the outputs awaited)
   each id once per shim; with waits, an id may be used again once a wait has
@@ -42,7 +43,15 @@ import numpy as np
 
 from iron.core.device import Device
 
+#: A shim transfer's byte offset into its runtime-sequence argument must be
+#: below this: aiecc folds the offset into the ``aiex.npu.address_patch``
+#: ``arg_plus`` operand, an ``I32`` (mlir-aie v1.4.1 ``include/aie/Dialect/
+#: AIEX/IR/AIEX.td`` ``NpuAddressPatchOp``; ``lib/Dialect/AIEX/Utils/
+#: BdLowering.cpp`` builds it with ``IntegerAttr::get(i32ty, bytes)``).
+ARG_OFFSET_LIMIT = 2**31
+
 __all__ = [
+    "ARG_OFFSET_LIMIT",
     "TILE_LIMITS",
     "Fifo",
     "LegalityError",
@@ -284,6 +293,13 @@ def shim_transfer_problems(
         return [f"{itemsize}-byte items: a shim moves 1-, 2- or 4-byte items"]
     if min(sizes) < 1 or min(strides) < 0 or offset < 0:
         return [f"sizes {list(sizes)} must be >= 1, strides and offset >= 0"]
+    if offset * itemsize >= ARG_OFFSET_LIMIT:
+        found.append(
+            f"offset {offset} elements = {offset * itemsize} bytes is at or past "
+            f"2^31 = {ARG_OFFSET_LIMIT} bytes: aiecc patches a descriptor's "
+            f"offset into its argument as a signed 32-bit value, so it would "
+            f"wrap; lay the buffer out in an argument of its own"
+        )
     if (offset * itemsize) % dev.dma_alignment_bytes:
         found.append(
             f"offset {offset} elements = {offset * itemsize} bytes is not a multiple "

@@ -23,9 +23,12 @@ Sources, by label (paths inside Xilinx/mlir-aie):
     [link_func]   test/aiecc/cpp_link_with_func_level.mlir (2026): "Canonical
         new style: link_with is on func.func, not on aie.core":
         ``func.func private @f(...) attributes {link_with = "f.o"}``.
-    [bd_paths]    test/Conversion/DmaToNpu/dma_to_npu_bd_paths.mlir (2026):
-        dma_memcpy_nd with literal offsets/sizes/strides inside
-        ``aie.runtime_sequence @name(...)`` on npu1 and npu2.
+    [bd_paths]    include/aie/Dialect/AIEX/IR/AIEX.td ``NpuDmaMemcpyNdOp``
+        (v1.4.1; its ``DynamicIndexList`` operands take literal
+        offsets/sizes/strides) inside ``aie.runtime_sequence @name(...)``
+        (``lib/Dialect/AIE/IR/AIEDialect.cpp`` ``RuntimeSequenceOp::parse``).
+        The test first cited here, ``test/Conversion/DmaToNpu/
+        dma_to_npu_bd_paths.mlir``, is newer than v1.4.1.
     [passthrough] programming_examples/basic/passthrough_dmas (IRON output):
         the endless core loop ``scf.for ... to 9223372036854775807``.
     [rtp_buffer]  aie.buffer next to object FIFOs and a core on an npu device,

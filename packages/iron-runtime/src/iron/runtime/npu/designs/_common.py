@@ -132,9 +132,22 @@ def column_fifos(
         b.objectfifo(f.name, prod, [cons], f.depth, elem[port])
 
 
+def in_arena(where: str) -> bool:
+    """Whether a placement is the arena or a static stretch of it (``arena#<k>``).
+
+    Both are bf16 arguments addressed in bf16 elements; a window
+    (``arena@<i>``) is not one of them.
+    """
+    return where == "arena" or (where.startswith("arena#") and "@" not in where)
+
+
 def _shared(where: str) -> bool:
-    """Whether a placement names an argument ports share (not a port's own)."""
-    return where == "arena" or "@" in where or ":" in where
+    """Whether a placement names an argument ports share (not a port's own).
+
+    The arena, a stretch of it (``arena#<k>``), a window (``...@<i>``) or a
+    graph's input or output (``input:<name>``).
+    """
+    return where == "arena" or any(c in where for c in "#@:")
 
 
 def _sequence_args(
@@ -181,7 +194,8 @@ def _sequence_args(
                 f"{op!r}: port {port} is placed at byte {p.offset}, not on a bf16 "
                 f"boundary"
             )
-    # The arena, the arena shifted by a per-call byte offset ("arena@<i>": a
+    # The arena (or a stretch of it, "arena#<k>": an argument below 2^31
+    # bytes), the arena shifted by a per-call byte offset ("arena@<i>": a
     # window the driver binds per run) and a graph's named input or output
     # buffer ("input:<name>", "output:<name>") are arguments ports share.
     shared: dict[str, list[str]] = {}

@@ -73,11 +73,12 @@ acquires ``kv_<c>`` and calls ``attention_bf16_chunk(q, kv, scores, acc,
 stats, q_offset, rows, g, D, T, t, word, q_index, causal, scale_bits)``, and finally
 ``attention_bf16_store(acc, stats, out, rows, D)`` into ``out_<c>``. The fp32
 scores of a chunk, the accumulator and the running max and sum are core-local
-``aie.buffer``s: with the double-buffered K/V and query/result elements that
-is exactly what ``_Attention.core_bytes`` counts plus the scratchpad words
-and, with paired columns, the partner's query tile (terms the operator's
-``check`` does not count: the design refuses, naming them, when they do not
-fit). The operator counts no memory-tile term; the design's is the
+``aie.buffer``s: with the double-buffered K/V and query/result elements,
+the scratchpad words and, with paired columns, the partner's query tile, that
+is exactly what ``_Attention.core_bytes(q_tile, kv_tile, words=, pair=)``
+counts: one account, which the operator's ``check`` and ``resolve`` use too
+(with an image's ``scratchpad_words``) and the design checks with its own
+count of words. The operator counts no memory-tile term; the design's is the
 ``kv_in`` elements plus the ``q_in``, ``words`` and ``qw`` elements
 (:func:`~.attention_layout.memtile_bytes`).
 

@@ -99,18 +99,20 @@ def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
 
 
 def _check_core_memory(op: object, p: Plan, dev: Device) -> None:
-    """The core terms the operator's ``check`` does not count, named.
+    """The core's memory by the operator's own account, with this plan's terms.
+
+    One account: ``op.core_bytes`` (the sum the operator's ``check`` and
+    ``resolve`` use) given the scratchpad words each query element carries
+    and whether columns are paired.
 
     Raises:
-        legality.LegalityError: The operator's ``core_bytes`` plus the
-            scratchpad words and the partner's query tile in each query
-            element (double-buffered) are past a core's data memory.
+        legality.LegalityError: Past a core's data memory (the terms named).
     """
-    counted = op.core_bytes(p.q_tile, p.kv_tile)
+    need = op.core_bytes(p.q_tile, p.kv_tile, words=p.count, pair=p.group)
+    if need <= dev.core_memory_bytes:
+        return
     words = _DEPTH * p.count * _WORD
     partner = _DEPTH * (p.group - 1) * p.q_elems * _ITEM
-    if counted + words + partner <= dev.core_memory_bytes:
-        return
     fix = "use a smaller kv_tile" + (" or q_tile" if p.causal else "")
     if partner:
         fix += (
@@ -118,11 +120,10 @@ def _check_core_memory(op: object, p: Plan, dev: Device) -> None:
             f"has its own query element"
         )
     raise legality.LegalityError(
-        f"{op!r} on {dev}: {legality.Tile(0, _CORE_ROW)}: the operator counts "
-        f"{counted} bytes of core memory; the design adds {words} bytes of "
-        f"scratchpad words and {partner} bytes of the partner column's query tile "
-        f"(double-buffered query elements), {counted + words + partner} bytes in "
-        f"all; a core has {dev.core_memory_bytes}; {fix}"
+        f"{op!r} on {dev}: {legality.Tile(0, _CORE_ROW)}: needs {need} bytes of "
+        f"core memory, {words} of them scratchpad words and {partner} the partner "
+        f"column's query tile (double-buffered query elements); a core has "
+        f"{dev.core_memory_bytes}; {fix}"
     )
 
 

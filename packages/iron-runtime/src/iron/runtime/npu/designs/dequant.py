@@ -42,6 +42,7 @@ from iron.runtime.npu.designs._common import (
     _runtime_sequence,
     _sequence_args,
     column_fifos,
+    in_arena,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -108,7 +109,7 @@ def layout(
             arg, base = where[p]
             # An arena port is addressed in bf16 elements; its own argument
             # in the port's element type.
-            item = _BF16 if arg == "arena" else _ITEM[p]
+            item = _BF16 if in_arena(arg) else _ITEM[p]
             per_col = need[p] // cols // item
             sizes, strides = linear_walk(per_col, item, dev)
             transfers.append(

@@ -27,6 +27,9 @@ core-local register file), release. The runtime sequence drains
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from iron.core.device import Device
@@ -53,8 +56,14 @@ _SHIM = legality.Tile(0, 0)
 KERNEL_SOURCE = "emit"
 
 
-def _made_at(spec: ImageSpec, name: str) -> tuple[str, int]:
-    """Where the int32 the device made for carried ``name`` is: argument, byte."""
+def _made_at(
+    spec: ImageSpec, name: str, segments: Mapping[str, Any] | None = None
+) -> tuple[str, int]:
+    """Where the int32 the device made for carried ``name`` is: argument, byte.
+
+    ``segments`` maps an arena buffer to its stretch (an argument and its
+    first byte; :func:`iron.runtime.npu.graph.arena_segments`).
+    """
     handle = spec.recording.carry[name]
     assert isinstance(handle, Handle)
     buf = spec.placement[handle.buffer.name]
@@ -69,15 +78,26 @@ def _made_at(spec: ImageSpec, name: str) -> tuple[str, int]:
             f"NPU it must be an int32 at a fixed place (a step's output)"
         )
     if buf.where == "arena":
+        seg = (segments or {}).get(handle.buffer.name)
+        if seg is not None:
+            return seg.arg, buf.offset - seg.start + layout.offset * _WORD
         return "arena", buf.offset + layout.offset * _WORD
     return f"{buf.where}:{handle.buffer.name}", layout.offset * _WORD
 
 
-def build(spec: ImageSpec, dev: Device, *, capacity: int, arena_bytes: int) -> Design:
+def build(
+    spec: ImageSpec,
+    dev: Device,
+    *,
+    capacity: int,
+    arena_bytes: int,
+    segments: Mapping[str, Any] | None = None,
+) -> Design:
     """The Emit design of ``spec`` (which ends in an Emit step) on ``dev``.
 
     ``capacity`` is the words of every run's scratchpad buffer (what
-    ``emit_next`` writes whole).
+    ``emit_next`` writes whole). ``segments``: the arena argument each arena
+    buffer lies in (:func:`iron.runtime.npu.graph.arena_segments`).
 
     Raises:
         NotImplementedError: A made value is not an int32 at a fixed arena place.
@@ -93,10 +113,13 @@ def build(spec: ImageSpec, dev: Device, *, capacity: int, arena_bytes: int) -> D
         if name in site.carried:
             sources.append((WORDS, spec.carried_slot(name), (1, 1, 1, 1), _WORD))
         else:
-            arg, byte = _made_at(spec, name.rsplit(".", 1)[0])
+            arg, byte = _made_at(spec, name.rsplit(".", 1)[0], segments)
             sources.append((arg, byte // 2, (1, 1, 1, 2), 2))
-    if any(s[0] == "arena" for s in sources):
-        args.insert(0, ("arena", arena_bytes))
+    stretches = [
+        a for a in dict.fromkeys(s[0] for s in sources) if a.startswith("arena")
+    ]
+    for k, arg in enumerate(sorted(stretches)):
+        args.insert(k, (arg, arena_bytes))
     for arg in dict.fromkeys(s[0] for s in sources):
         if arg.startswith(("input:", "output:")):  # a graph output holds it
             name = arg.split(":", 1)[1]

@@ -37,7 +37,12 @@ from iron.operators.movers import Access, Copy, _simplify, _split_inner
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
-from iron.runtime.npu.designs._common import _design, _runtime_sequence, _sequence_args
+from iron.runtime.npu.designs._common import (
+    _design,
+    _runtime_sequence,
+    _sequence_args,
+    in_arena,
+)
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = [
@@ -201,7 +206,7 @@ def _check_window_placement(
 ) -> None:
     """A per-call port is its own argument: refuse a placement in the arena."""
     p = placement.get(name)
-    if port.windows and p is not None and p.where == "arena":
+    if port.windows and p is not None and in_arena(p.where):
         raise ValueError(
             f"{op!r}: port {name} moves per call, so the design reads it from its "
             f"own argument the host binds at the evaluated offset; place it as "

@@ -50,6 +50,7 @@ from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
     _sequence_args,
+    in_arena,
     load_words,
     word_slots,
     words_fifo,
@@ -144,7 +145,7 @@ def layout(
     transfers = []
     for bd, p in enumerate(("token", "logits")):
         arg, base = where[p]
-        size = _BF16 if arg == "arena" else item[p]
+        size = _BF16 if in_arena(arg) else item[p]
         sizes, strides = linear_walk(_bytes(op)[p] // size, size, dev)
         transfers.append(
             legality.Transfer(f"{p}_{_COL}", shim, arg, base, sizes, strides, size, bd)
