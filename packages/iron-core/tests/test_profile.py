@@ -520,9 +520,7 @@ def test_save_numpy_scalars_and_refuses_non_json(tmp_path, catalog):
 # -- issue 14: a profile for another device, values of another type -------------
 
 
-def test_a_profile_records_its_device_and_another_device_refuses_it(
-    tmp_path, catalog
-):
+def test_a_profile_records_its_device_and_another_device_refuses_it(tmp_path, catalog):
     profile = _sample()
     profile.meta = {"device": "npu1"}
     profile.save(tmp_path / "npu1.json")
