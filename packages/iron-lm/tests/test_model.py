@@ -217,7 +217,7 @@ def test_bad_tensors_are_named_in_one_error(tmp_path) -> None:
     weights[q] = weights[q][:64]  # (64, 128), not (128, 128)
     del weights["model.layers.1.mlp.up_proj.weight"]
     del weights["lm_head.weight"]
-    weights["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(16, np.float32)
+    weights["model.layers.0.self_attn.q_norm.weight"] = np.ones(32, np.float32)
     save_checkpoint(tmp_path, config, weights, max_shard_bytes=300_000)
     with pytest.raises(ValueError) as caught:
         Decoder.from_pretrained(tmp_path, device="npu2")
@@ -226,7 +226,7 @@ def test_bad_tensors_are_named_in_one_error(tmp_path) -> None:
         f"{q} (64, 128), not (128, 128)",
         "model.layers.1.mlp.up_proj.weight",
         "lm_head.weight",
-        "model.layers.0.self_attn.rotary_emb.inv_freq",
+        "model.layers.0.self_attn.q_norm.weight",
     ):
         assert name in message, message
     assert "missing" in message and "wrong shape" in message and "extra" in message
