@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from lm_support import CONTEXT, ROWS, bits
 
+from iron.core.held import held_dtype
 from iron.lm import tiny
 from iron.lm.checkpoint import (
     CheckpointChangedError,
@@ -111,7 +112,10 @@ def test_narrowing_is_logged(tmp_path, caplog, dtype, label):
         graph = Llama.from_pretrained(tmp_path, context=CONTEXT, rows=ROWS)
     assert f"narrowing 20 {label} weights to bfloat16" in caplog.text
     assert "torch_dtype" not in caplog.text  # config and headers agree
-    assert graph.model.norm.weight.dtype == np.dtype(BF16)
+    # held as the mapped tensor, resident as bf16: narrowed when uploaded
+    weight = graph.model.norm.weight
+    assert np.shares_memory(weight, graph.checkpoint.tensor("model.norm.weight"))
+    assert held_dtype(weight) == np.dtype(BF16)
 
 
 def test_bf16_is_not_narrowed(tmp_path, caplog):
@@ -243,3 +247,25 @@ def test_a_shard_truncated_while_loaded_is_refused_not_sigbus(tmp_path, when):
     assert done.returncode != -7, "killed by SIGBUS"
     assert done.returncode == 3, done.stdout + done.stderr
     assert "model.safetensors" in done.stdout and "changed on disk" in done.stdout
+
+
+# -- float32 and float16 checkpoints: narrowed as uploaded -----------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_wider_checkpoint_computes_as_its_bf16_narrowing(tmp_path, dtype) -> None:
+    """Narrowed piece by piece during the upload, the model is the one whose
+    weights were narrowed first: the same logits, bit for bit."""
+    config = LlamaConfig.tiny()
+    wide = tiny.random_state_dict(config, seed=6, dtype=dtype)
+    save_checkpoint(tmp_path / "wide", config, wide, max_shard_bytes=300_000)
+    narrowed = {n: t.astype(BF16) for n, t in wide.items()}
+    save_checkpoint(tmp_path / "bf16", config, narrowed)
+    ids = [5, 9, 200, 7, 3]
+    got, want = (
+        Decoder.from_pretrained(tmp_path / name, device="npu2", progress=False)
+        .compile()
+        .logits(ids)
+        for name in ("wide", "bf16")
+    )
+    np.testing.assert_array_equal(got, want)

@@ -168,7 +168,8 @@ class Decoder:
         return self
 
     def _upload(self, version: CompiledGraph) -> None:
-        total = sum(h.nbytes for _, h in version.recording.weights.values())
+        # bytes read from the source: a narrowed weight's are its stored ones
+        total = sum(np.asarray(t).nbytes for t, _ in version.recording.weights.values())
         bar = tqdm(
             total=total,
             unit="B",
