@@ -222,6 +222,17 @@ CHANGED_PROBE = textwrap.dedent(
         if when == "before compile":
             truncate()
             decoder.compile()
+        elif when == "graph call after graph.release()":
+            import numpy as np
+            import iron
+
+            graph = decoder.graph
+            chunk = np.zeros(16, np.int32)
+            with iron.use_device("npu2"):
+                graph(chunk, token=0, position=0, n=3)
+                graph.release()
+                truncate()
+                graph(chunk, token=0, position=0, n=3)
         else:
             decoder.compile()
             decoder.graph.release()
@@ -235,7 +246,10 @@ CHANGED_PROBE = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("when", ["before compile", "after graph.release()"])
+@pytest.mark.parametrize(
+    "when",
+    ["before compile", "after graph.release()", "graph call after graph.release()"],
+)
 def test_a_shard_truncated_while_loaded_is_refused_not_sigbus(tmp_path, when):
     _write(tmp_path)
     done = subprocess.run(

@@ -272,6 +272,30 @@ class Llama(iron.Graph):
         graph.checkpoint = checkpoint
         return graph
 
+    def __call__(self, *tensors: Any, **values: Any) -> Any:
+        """Call the version matching ``tensors`` (see ``iron.Graph.__call__``).
+
+        A graph loaded by :meth:`from_pretrained` first checks that its
+        checkpoint's shards are the files it mapped: a call after
+        ``release()`` uploads the weights again from the mapping.
+
+        Raises:
+            iron.lm.checkpoint.CheckpointChangedError: A shard changed on disk.
+        """
+        self._verify_checkpoint()
+        return super().__call__(*tensors, **values)
+
+    def reference(self, *tensors: Any, dev: Any = None, **values: Any) -> Any:
+        """The host reference (see ``iron.Graph.reference``), reading the mapped
+        weights only if the checkpoint's shards are unchanged."""
+        self._verify_checkpoint()
+        return super().reference(*tensors, dev=dev, **values)
+
+    def _verify_checkpoint(self) -> None:
+        checkpoint = self.__dict__.get("checkpoint")
+        if checkpoint is not None:
+            checkpoint.verify()
+
     @property
     def head(self) -> np.ndarray:
         """The LM head's (vocab, hidden) weight: the embedding when tied."""
