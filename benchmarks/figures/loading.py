@@ -20,6 +20,7 @@ intent: host memory beyond the device copy stays near one shard.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -146,16 +147,8 @@ def child(folder: str) -> dict[str, Any]:
 # -- the figure ------------------------------------------------------------------------
 
 
-def run(ctx: Context) -> dict[str, Any]:
-    """Measure figure 6."""
-    quick = ctx.quick
-    if quick:
-        config, name, shard = tiny_config(2), "tiny-2", 60_000
-    else:
-        config, name, shard = llama_1b(4), "llama1b-widths-4", SHARD_BYTES
-    folder, made_s = ctx.checkpoint(name, config, shard)
-    files = sorted(Path(folder).glob("*.safetensors"))
-    largest = max(f.stat().st_size for f in files)
+def _measure(folder: Path) -> dict[str, Any]:
+    """Run :func:`child` on ``folder`` in a fresh process; its figures."""
     here = Path(__file__).resolve()
     env = {**os.environ, "PYTHONPATH": str(here.parents[1])}
     out = subprocess.run(
@@ -166,10 +159,45 @@ def run(ctx: Context) -> dict[str, Any]:
         text=True,
         check=True,
     )
-    m = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _float32_checkpoint(folder: Path, config: Any, shard: int) -> Path:
+    """The figure's model with float32 weights (the same seed), written once."""
+    if not folder.is_dir():
+        import numpy as np
+
+        from iron.lm import tiny
+        from iron.lm.checkpoint import save_checkpoint
+
+        config = dataclasses.replace(config, dtype="float32")
+        state = tiny.random_state_dict(config, seed=0, dtype=np.float32)
+        save_checkpoint(folder, config, state, max_shard_bytes=2 * shard)
+        del state
+    return folder
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """Measure figure 6."""
+    quick = ctx.quick
+    if quick:
+        config, name, shard = tiny_config(2), "tiny-2", 60_000
+    else:
+        config, name, shard = llama_1b(4), "llama1b-widths-4", SHARD_BYTES
+    folder, made_s = ctx.checkpoint(name, config, shard)
+    files = sorted(Path(folder).glob("*.safetensors"))
+    largest = max(f.stat().st_size for f in files)
+    m = _measure(folder)
+    # The same model stored as float32: narrowed to bf16 a piece at a time
+    # while it is uploaded (issue 14), so the same bound applies.
+    wide_folder = _float32_checkpoint(ctx.scratch / f"{name}-float32", config, shard)
+    wide_files = sorted(wide_folder.glob("*.safetensors"))
+    wide_largest = max(f.stat().st_size for f in wide_files)
+    wide = _measure(wide_folder)
+    wide_beyond = wide["beyond_device"] / wide_largest
     raw = m["peak"] / largest
     beyond = m["beyond_device"] / largest
-    met = beyond <= TARGET
+    met = beyond <= TARGET and wide_beyond <= TARGET
     mb = 1 / 1e6
     notes = [
         f"Checkpoint: {describe(config)}; {parameter_count(config) / 1e6:.0f} M "
@@ -191,10 +219,17 @@ def run(ctx: Context) -> dict[str, Any]:
         f"(sampled at each of {m['samples']} uploaded pieces); the target applies "
         f"to this.",
     ]
+    notes.append(
+        f"The same model stored as float32 ({len(wide_files)} shards, the "
+        f"largest {wide_largest * mb:.1f} MB), narrowed to bf16 a piece at a "
+        f"time as it is uploaded: beyond the device buffers at most "
+        f"{wide['beyond_device'] * mb:.1f} MB = {wide_beyond:.3f}x its largest "
+        f"shard; raw peak +{wide['peak'] * mb:.0f} MB."
+    )
     if not met:
         notes.append(
-            f"Missed: {beyond:.2f}x the largest shard stays resident beyond the "
-            f"device buffers while loading."
+            f"Missed: {max(beyond, wide_beyond):.2f}x the largest shard stays "
+            f"resident beyond the device buffers while loading."
         )
     return result(
         figure="Loading: peak resident memory beyond the device copy / largest shard"
@@ -229,6 +264,11 @@ def run(ctx: Context) -> dict[str, Any]:
                         f"{m['beyond_device'] * mb:.1f}",
                         f"{beyond:.3f}",
                     ],
+                    [
+                        "float32 checkpoint: peak beyond the device buffers",
+                        f"{wide['beyond_device'] * mb:.1f}",
+                        f"{wide_beyond:.3f}",
+                    ],
                 ],
             )
         ],
@@ -238,6 +278,12 @@ def run(ctx: Context) -> dict[str, Any]:
             "shards": len(files),
             "raw_multiple": raw,
             "beyond_multiple": beyond,
+            "float32": {
+                **wide,
+                "largest_shard": wide_largest,
+                "shards": len(wide_files),
+                "beyond_multiple": wide_beyond,
+            },
         },
     )
 

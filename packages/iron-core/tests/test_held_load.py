@@ -19,7 +19,7 @@ from ml_dtypes import bfloat16
 from ops_for_tests import Mul
 
 import iron
-from iron.core.held import _Param, _Unbound
+from iron.core.held import _Param, _Unbound, held_dtype
 
 # -- load_state_dict ------------------------------------------------------------------
 
@@ -180,6 +180,40 @@ def test_a_float64_tensor_casts_too():
     tree["embed"] = tree["embed"].astype(np.float64)
     graph.load_state_dict(tree)
     np.testing.assert_array_equal(graph.embed, tree["embed"].astype(bfloat16))
+
+
+def test_a_read_only_wider_tensor_is_held_as_it_is_and_narrowed_when_read():
+    """A memory-mapped float32 checkpoint tensor (read-only) is not copied to
+    bf16 at load: held as it is, resident as bf16, each reader converts."""
+    graph, tree = Model(), model_tree()
+    eager, same = Model(), model_tree()
+    for t in tree.values():
+        t.flags.writeable = False
+    graph.load_state_dict(tree)
+    eager.load_state_dict(same)
+    assert np.shares_memory(graph.embed, tree["embed"])
+    assert held_dtype(graph.embed) == np.dtype(bfloat16)
+    assert held_dtype(eager.embed) == np.dtype(bfloat16) == eager.embed.dtype
+    recording = graph.record(x=(8,))
+    assert {h.dtype for _, h in recording.weights.values()} == {np.dtype(bfloat16)}
+    x = bf16(8, seed=3)
+    np.testing.assert_array_equal(graph.reference(x), eager.reference(x))
+
+
+def test_a_narrowed_param_bound_above_binds_once_in_a_nested_graph():
+    class Outer(iron.Graph):
+        def __init__(self):
+            self.inner = Block()
+            self.alias = self.inner.w
+
+        def body(self, x):
+            return self.inner(x)
+
+    w, b = f32(8, seed=1), f32(8, seed=2)
+    w.flags.writeable = b.flags.writeable = False
+    graph = Outer()
+    graph.load_state_dict({"inner.w": w, "inner.b": b, "alias": w})
+    assert graph.alias is graph.inner.w
 
 
 def test_a_param_in_a_tuple_cannot_be_rebound():

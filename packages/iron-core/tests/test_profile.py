@@ -508,6 +508,74 @@ def test_save_numpy_scalars_and_refuses_non_json(tmp_path, catalog):
     path = tmp_path / "p.json"
     profile.save(path)
     assert Profile.load(path) == profile
-    profile.add(AX, size=object(), tile_size=64)
+    # add() refuses a value of another type (issue 14); one that got past it
+    # is still refused by save.
+    with pytest.raises(TypeError, match="AX.size=<object"):
+        profile.add(AX, size=object(), tile_size=64)
+    profile._entries.append((AX, {"size": object()}, {"tile_size": 64}))
     with pytest.raises(ValueError, match="AX entry .* is not JSON"):
         profile.save(path)
+
+
+# -- issue 14: a profile for another device, values of another type -------------
+
+
+def test_a_profile_records_its_device_and_another_device_refuses_it(tmp_path, catalog):
+    profile = _sample()
+    profile.meta = {"device": "npu1"}
+    profile.save(tmp_path / "npu1.json")
+    assert Profile.for_device(tmp_path, "npu1") == profile
+    # npu1.json copied as npu2.json: used silently on npu2 before
+    (tmp_path / "npu2.json").write_text((tmp_path / "npu1.json").read_text())
+    with pytest.raises(ValueError) as info:
+        Profile.for_device(tmp_path, NPU2)
+    message = str(info.value)
+    assert str(tmp_path / "npu2.json") in message
+    assert "'npu1'" in message and "'npu2'" in message
+
+
+def test_a_profile_without_a_device_loads_for_any(tmp_path, catalog):
+    _sample().save(tmp_path / "npu2.json")
+    assert len(Profile.for_device(tmp_path, NPU2)) == 3
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"size": "2048", "tile_size": 64}, ["AX.size='2048'", "str", "int"]),
+        ({"size": 2048.0, "tile_size": 64}, ["AX.size=2048.0", "int"]),
+        ({"size": True, "tile_size": 64}, ["AX.size=True", "bool", "int"]),
+        ({"num_aie_columns": True}, ["AX.num_aie_columns=True", "bool", "int"]),
+        ({"tile_size": "64"}, ["AX.tile_size='64'", "int"]),
+    ],
+)
+def test_add_refuses_a_value_of_another_type(fields, words):
+    with pytest.raises(TypeError) as info:
+        Profile().add(AX, **fields)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_add_takes_an_int_for_a_float_dimension():
+    profile = Profile()
+    profile.add(AX, scalar_factor=2, tile_size=64)
+    assert profile.make(AX, size=128, scalar_factor=2.0).tile_size == 64
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ('{"operator": "AX", "size": "2048", "tile_size": 64}', ["size", "'2048'"]),
+        ('{"operator": "AX", "num_aie_columns": true}', ["num_aie_columns", "True"]),
+    ],
+)
+def test_load_refuses_a_value_of_another_type_naming_the_entry(
+    tmp_path, catalog, entry, words
+):
+    path = tmp_path / "npu2.json"
+    path.write_text('{"entries": [\n  ' + entry + "\n]}\n")
+    with pytest.raises(ValueError) as info:
+        Profile.load(path)
+    assert "entry 1 (line 2)" in str(info.value)
+    for word in words:
+        assert word in str(info.value)

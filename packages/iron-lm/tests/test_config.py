@@ -278,3 +278,60 @@ def test_tiny_preset() -> None:
     assert LlamaConfig.tiny(num_hidden_layers=4).num_hidden_layers == 4
     with pytest.raises(ConfigError):
         LlamaConfig.tiny(num_key_value_heads=3)
+
+
+# -- issue 14: numbers and booleans a careless config gives ------------------
+
+
+def _llama3(**rope) -> dict:
+    scaling = dict(LLAMA_32_1B_INSTRUCT["rope_scaling"], **rope)
+    return with_(LLAMA_32_1B_INSTRUCT, rope_scaling=scaling)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("factor", float("nan")),
+        ("factor", float("inf")),
+        ("factor", 0.0),
+        ("low_freq_factor", 0),  # a ZeroDivisionError in the table before
+        ("low_freq_factor", -1.0),
+        ("high_freq_factor", float("nan")),
+        ("original_max_position_embeddings", 0),
+    ],
+)
+def test_rope_scaling_numbers_are_finite_and_positive(key, value) -> None:
+    with pytest.raises(ConfigError, match=f"rope_scaling.{key}.*finite positive"):
+        LlamaConfig.from_dict(_llama3(**{key: value}))
+
+
+def test_rope_parameters_form_is_checked_alike() -> None:
+    params = dict(LLAMA_32_1B_INSTRUCT["rope_scaling"], factor=float("nan"))
+    d = with_(LLAMA_32_1B_INSTRUCT, rope_scaling=None, rope_parameters=params)
+    with pytest.raises(ConfigError, match="rope_parameters.factor"):
+        LlamaConfig.from_dict(d)
+
+
+def test_rope_scaling_made_directly_is_checked() -> None:
+    with pytest.raises(ConfigError, match="rope_scaling.factor"):
+        RopeScaling(float("nan"), 1.0, 4.0, 8192)
+
+
+def test_a_nan_rope_theta_is_refused() -> None:
+    with pytest.raises(ConfigError, match="rope_theta"):
+        LlamaConfig.from_dict(with_(LLAMA_32_1B_INSTRUCT, rope_theta=float("nan")))
+
+
+@pytest.mark.parametrize("field", ["tie_word_embeddings", "attention_bias", "mlp_bias"])
+@pytest.mark.parametrize("value", ["false", "true", 0, 1])
+def test_booleans_are_json_booleans(field, value) -> None:
+    # bool("false") is True: a string would tie (or refuse) silently.
+    with pytest.raises(ConfigError, match=f"'{field}' must be true or false") as info:
+        LlamaConfig.from_dict(with_(LLAMA_32_1B_INSTRUCT, **{field: value}))
+    assert repr(value) in str(info.value)
+    assert not isinstance(info.value, UnsupportedModelError)
+
+
+def test_a_boolean_given_directly_is_checked() -> None:
+    with pytest.raises(ConfigError, match="tie_word_embeddings"):
+        LlamaConfig.tiny(tie_word_embeddings="false")

@@ -511,3 +511,17 @@ def test_no_room_for_the_scratch_file_is_an_error_naming_it(files, monkeypatch) 
             GGUFError, match=r"tiny-Q4_1.gguf'.* needs \d+ MiB of scratch"
         ):
             ck.tree()
+
+
+@pytest.mark.parametrize("kind", ["F32", "F16"])
+def test_a_non_finite_weight_is_refused_by_name(tmp_path, kind) -> None:
+    """As for safetensors: NaN (or a value bf16 cannot hold) never loads."""
+    from iron.lm.checkpoint import NonFiniteWeightError
+    from iron.lm.model import Llama
+
+    weights = state_dict()
+    name = "model.layers.1.mlp.up_proj.weight"
+    weights[name][3, 5] = np.nan if kind == "F16" else 1e39
+    path = write_gguf(tmp_path / "bad.gguf", CONFIG, weights, kind)
+    with pytest.raises(NonFiniteWeightError, match=f"tensor {name!r} of GGUF file"):
+        Llama.from_pretrained(path, context=CONTEXT, rows=ROWS)

@@ -217,7 +217,7 @@ def test_bad_tensors_are_named_in_one_error(tmp_path) -> None:
     weights[q] = weights[q][:64]  # (64, 128), not (128, 128)
     del weights["model.layers.1.mlp.up_proj.weight"]
     del weights["lm_head.weight"]
-    weights["model.layers.0.self_attn.rotary_emb.inv_freq"] = np.ones(16, np.float32)
+    weights["model.layers.0.self_attn.q_norm.weight"] = np.ones(32, np.float32)
     save_checkpoint(tmp_path, config, weights, max_shard_bytes=300_000)
     with pytest.raises(ValueError) as caught:
         Decoder.from_pretrained(tmp_path, device="npu2")
@@ -226,7 +226,7 @@ def test_bad_tensors_are_named_in_one_error(tmp_path) -> None:
         f"{q} (64, 128), not (128, 128)",
         "model.layers.1.mlp.up_proj.weight",
         "lm_head.weight",
-        "model.layers.0.self_attn.rotary_emb.inv_freq",
+        "model.layers.0.self_attn.q_norm.weight",
     ):
         assert name in message, message
     assert "missing" in message and "wrong shape" in message and "extra" in message
@@ -324,7 +324,10 @@ MEMORY_PROBE = textwrap.dedent(
 @pytest.mark.skipif(
     not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc"
 )
-def test_loading_peaks_near_one_shard_beyond_the_arena(tmp_path, checkpoints) -> None:
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+def test_loading_peaks_near_one_shard_beyond_the_arena(
+    tmp_path, checkpoints, dtype
+) -> None:
     """Host memory while loading stays near one shard, not the model twice.
 
     Measured in a fresh interpreter as the growth of its peak resident set
@@ -342,11 +345,16 @@ def test_loading_peaks_near_one_shard_beyond_the_arena(tmp_path, checkpoints) ->
     It must stay below 1.5 x the largest shard. A control run with release
     disabled keeps every mapped page and must exceed that bound (the
     measure sees what it is meant to).
+
+    float32 and float16 checkpoints too (issue 14): they are narrowed to
+    bf16 a piece at a time as they are uploaded, not converted whole at load
+    (which kept a bf16 copy of the model and every float32 page read).
     """
-    config = LlamaConfig.tiny(**MEMORY_CONFIG)
-    tiny.write_checkpoint(tmp_path, config=config, seed=4, max_shard_bytes=9 << 20)
+    config = LlamaConfig.tiny(**MEMORY_CONFIG, dtype=dtype)
+    weights = tiny.random_state_dict(config, seed=4, dtype=np.dtype(dtype))
+    save_checkpoint(tmp_path, config, weights, max_shard_bytes=9 << 20)
     shards = sorted(tmp_path.glob("*.safetensors"))
-    assert len(shards) == 4
+    assert len(shards) == (9 if dtype == "float32" else 4)
     largest = max(p.stat().st_size for p in shards)
     bound = 1.5 * largest
 
@@ -369,7 +377,8 @@ def test_loading_peaks_near_one_shard_beyond_the_arena(tmp_path, checkpoints) ->
     released = measure("release")
     mib = 1 << 20
     print(
-        f"loading {released['weights'] / mib:.1f} MiB in 4 shards (largest "
+        f"loading {dtype} {released['weights'] / mib:.1f} MiB in {len(shards)} "
+        f"shards (largest "
         f"{largest / mib:.1f} MiB): peak growth "
         f"{(released['peak'] - released['before']) / mib:.1f} MiB, arena "
         f"{released['arena'] / mib:.1f} MiB (x2 on the emulator), beyond it "

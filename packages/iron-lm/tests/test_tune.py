@@ -13,6 +13,7 @@ settings apart) to a version the model times faster.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -516,3 +517,95 @@ def test_the_tuner_takes_the_fastest_setting_whose_design_is_legal():
     picked = first_legal(ranked, lambda s: [base.replace(**s)], dev, "attention")
     assert picked == ((2.0,), good)
     assert first_legal(ranked[:1], lambda s: [base.replace(**s)], dev, "x") is None
+
+
+# -- issue 14: where profiles are written, and clear errors for bad paths ----------
+
+
+def _bytes_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("*.json"))}
+
+
+def test_without_out_profiles_go_to_the_working_directory(
+    config_json, tmp_path, monkeypatch
+):
+    shipped = _bytes_of(PROFILES)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    assert tune.main([*argv, "--ops", "GEMV", "--no-progress"]) == 0
+    assert Profile.load(work / "profiles" / f"{DEVICE}.json").meta["device"] == DEVICE
+    # the profiles inside the package were not touched
+    assert _bytes_of(PROFILES) == shipped
+
+
+def test_shipped_writes_the_application_profiles(config_json, tmp_path, monkeypatch):
+    own = tmp_path / "own"
+    monkeypatch.setattr(LlamaApplication, "profiles_dir", lambda self: own)
+    monkeypatch.chdir(tmp_path)
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    assert tune.main([*argv, "--ops", "GEMV", "--shipped", "--no-progress"]) == 0
+    assert (own / f"{DEVICE}.json").is_file()
+    assert not (tmp_path / "profiles").exists()
+
+
+def test_out_and_shipped_exclude_each_other(config_json, tmp_path, capsys):
+    argv = ["llama", "--checkpoint", str(config_json), "--shipped", "--out", "x"]
+    with pytest.raises(SystemExit):
+        tune.main(argv)
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def _bad_path_case(tmp_path: Path, case: str) -> tuple[list[str], list[str]]:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    a_dir = tmp_path / "a-dir"
+    a_dir.mkdir()
+    return {
+        "out is a file": (["--out", str(a_file)], ["--out", "is a file"]),
+        "out under a file": (
+            ["--out", str(a_file / "p")],
+            ["--out", "cannot be created", "is a file"],
+        ),
+        "cache is a directory": (
+            ["--out", str(tmp_path / "o"), "--cache", str(a_dir)],
+            ["--cache", "is a directory; give a file"],
+        ),
+        "cache under a file": (
+            ["--out", str(tmp_path / "o"), "--cache", str(a_file / "c.jsonl")],
+            ["--cache", "cannot be created"],
+        ),
+    }[case]
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["out is a file", "out under a file", "cache is a directory", "cache under a file"],
+)
+def test_bad_out_and_cache_are_clear_errors(config_json, tmp_path, capsys, case):
+    extra, words = _bad_path_case(tmp_path, case)
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE, *extra]
+    assert tune.main(argv) == tune.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root writes anywhere: an unwritable directory cannot be made",
+)
+def test_an_unwritable_cache_is_a_clear_error(config_json, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        argv = ["llama", "--checkpoint", str(config_json), "--out", str(tmp_path)]
+        argv += ["--cache", str(locked / "c.jsonl")]
+        assert tune.main(argv) == tune.EXIT_ERROR
+        assert "--cache" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)

@@ -384,3 +384,37 @@ def test_a_weight_pushed_again_is_read_anew():
     view[:] = 3
     version.push(graph.bias)
     np.testing.assert_array_equal(version(x), np.full(256, 3, bfloat16))
+
+
+class Declared(iron.Graph):
+    """``2 x + w[:len(x)]`` with ``w`` a bf16 param bound by load_state_dict."""
+
+    def __init__(self) -> None:
+        self.w = iron.param(1024)
+
+    def body(self, x):
+        return AXPY.step(x, self.w[: x.shape[0]], scalar_factor=2.0)
+
+
+def test_a_wider_read_only_weight_is_narrowed_piece_by_piece():
+    """A mapped float32 checkpoint tensor is not copied whole to bf16 at load:
+    each uploaded piece is converted, and release gets the float32 piece."""
+    wide = np.random.default_rng(7).standard_normal(1024).astype(np.float32)
+    wide.flags.writeable = False  # as a memory-mapped checkpoint tensor is
+    graph = Declared()
+    graph.load_state_dict({"w": wide})
+    assert np.shares_memory(graph.w, wide), "held as it is, not converted"
+    version = graph.compile(x=(1024,))
+    pieces: list[np.ndarray] = []
+    version.upload(release=pieces.append, piece_bytes=500)
+    assert [p.dtype for p in pieces] == [np.dtype(np.float32)] * 5
+    assert [p.size for p in pieces] == [250, 250, 250, 250, 24]
+    np.testing.assert_array_equal(np.concatenate(pieces), wide)
+    eager = Declared()
+    eager.load_state_dict({"w": wide.astype(bfloat16)})
+    x = _bf16(1024, seed=8)
+    want = eager.reference(x)
+    np.testing.assert_array_equal(graph.reference(x), want)
+    np.testing.assert_array_equal(version(x), want)
+    graph.release()  # uploaded again, narrowed again
+    np.testing.assert_array_equal(graph(x), want)

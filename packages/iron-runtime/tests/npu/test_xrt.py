@@ -411,6 +411,18 @@ def test_feedback_needs_an_emit_and_planned_images_a_builder(log, tmp_path):
     assert hooked.load(spec).args == ("x", "out")
 
 
+def test_host_words_replace_what_a_feeder_was_to_write(log, tmp_path):
+    """After a loop (a feeder's Emit bound to this run), a host call's words
+    are the ones the next start uploads: never the device's stale copy."""
+    device = xrt.XrtDevice(NPU1)
+    image = device.load(_built(tmp_path, ReLU(size=2048), NPU1))
+    run, feeder = image.new_run(), image.new_run()
+    run._fed, run._feeder = True, feeder  # what feeder's bind of "feedback" does
+    run.write_scratchpad(np.array([7, 8, 9]))
+    assert run.scratchpad.tolist() == [7, 8, 9]  # sized by the words written
+    assert (run._fed, run._feeder) == (False, None)
+
+
 def test_buffer_ranges_and_free(log):
     device = xrt.XrtDevice(NPU1)
     b = device.alloc(64, "b")

@@ -26,7 +26,16 @@ from ml_dtypes import bfloat16
 from iron.core import context, plugins
 from iron.core.device import Device, require_device, use_device
 from iron.core.handle import Handle
-from iron.core.held import State, Weight, _Param, _Unbound, param, walk
+from iron.core.held import (
+    State,
+    Weight,
+    _Param,
+    _Unbound,
+    held_dtype,
+    narrowed,
+    param,
+    walk,
+)
 from iron.core.percall import Affine, Carry, Kind, PerCall, check_values
 from iron.core.profile import Profile
 from iron.core.recorder import Recorder
@@ -75,6 +84,19 @@ def _kind(dtype: Any) -> str:
     if kind == "V" or np.dtype(dtype) == np.dtype(bfloat16):
         return "f"
     return {"u": "i", "c": "f"}.get(kind, kind)
+
+
+def _narrows_lazily(array: np.ndarray, dtype: Any) -> bool:
+    """Whether a read-only float tensor of another float dtype (a mapped
+    float32 or float16 checkpoint tensor for a bf16 param) is held as it is
+    and narrowed piece by piece when uploaded, rather than copied whole now.
+    A writable array is cast now, as torch's ``copy_`` copies."""
+    return (
+        array.dtype != np.dtype(dtype)
+        and _kind(array.dtype) == "f"
+        and _kind(dtype) == "f"
+        and not array.flags.writeable
+    )
 
 
 def _shown(signature: tuple) -> str:
@@ -224,7 +246,10 @@ class Graph:
 
         The tensor is found at ``path`` (this graph's prefix, ``"model."``)
         plus its dotted path in ``tree``, cast as torch's ``copy_``; a param
-        held at several paths binds once.
+        held at several paths binds once. A read-only float tensor of another
+        float dtype (a memory-mapped float32 checkpoint tensor for a bf16
+        param) is not copied: it is held as it is, resident as the param's
+        dtype, and narrowed a piece at a time when a version uploads it.
 
         Raises:
             ValueError: ``path`` lacks its trailing dot, the graph is already
@@ -299,8 +324,13 @@ class Graph:
             # asanyarray keeps a param bound above (a nested graph's tied
             # param) the same object, so it binds once.
             array = np.asanyarray(tensors[source[first]])
-            array = array.astype(params[first].dtype, copy=False)
-            bound[first] = param(array)
+            dtype = params[first].dtype
+            if isinstance(array, _Param) and held_dtype(array) == np.dtype(dtype):
+                bound[first] = array  # bound above, narrowed or not: the same object
+            elif _narrows_lazily(array, dtype):
+                bound[first] = narrowed(array, dtype)
+            else:
+                bound[first] = param(array.astype(dtype, copy=False))
             bound.update(dict.fromkeys(others, bound[first]))
         for n, x, parent, key in walk(self, graphs=False):
             if isinstance(x, Graph):

@@ -18,7 +18,16 @@ from ml_dtypes import bfloat16
 
 from iron.core import context
 
-__all__ = ["State", "Weight", "param", "state", "walk", "weight"]
+__all__ = [
+    "State",
+    "Weight",
+    "held_dtype",
+    "narrowed",
+    "param",
+    "state",
+    "walk",
+    "weight",
+]
 
 
 class _Param(np.ndarray):
@@ -34,6 +43,24 @@ class _Param(np.ndarray):
         if recorder is not None and id(self) in recorder.held:
             return recorder.handle_of(self)[key]
         return super().__getitem__(key)
+
+
+def narrowed(array: np.ndarray, dtype: Any) -> np.ndarray:
+    """Hold ``array`` as a weight of the narrower ``dtype``, converted when read.
+
+    The array is held as it is (a memory-mapped float32 checkpoint tensor
+    stays mapped); its resident handle is ``dtype`` (bf16), and whatever
+    reads it converts: an upload a piece at a time, the host reference per
+    tensor. Rounding is numpy's cast (to nearest even, as torch's ``.to``).
+    """
+    held = array.view(_Param)
+    held.held_dtype = np.dtype(dtype)
+    return held
+
+
+def held_dtype(x: Any) -> np.dtype:
+    """The dtype a held array is resident as: its own, unless :func:`narrowed`."""
+    return getattr(x, "held_dtype", None) or np.dtype(x.dtype)
 
 
 class _Unbound(np.ndarray):

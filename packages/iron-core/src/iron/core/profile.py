@@ -23,12 +23,18 @@ imports iron-operators itself. A directory of profiles holds one
 from __future__ import annotations
 
 import difflib
+import functools
 import json
+import numbers
 import re
+import types
+import typing
 from collections.abc import Iterator, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from iron.core import plugins
 from iron.core.declare import MISSING, Divisors, domain_text, domain_values
@@ -58,7 +64,9 @@ class Profile:
 
     Attributes:
         meta: Free-form notes saved with the profile (how it was measured,
-            by what, when); a JSON object. Empty unless set or loaded.
+            by what, when); a JSON object. Empty unless set or loaded. Its
+            ``"device"`` (``"npu2"``), when set, is the device the profile
+            is for: :meth:`for_device` refuses it for another.
 
     Example:
         Give ``AXPY`` at size 2048 its tunables, then build one::
@@ -115,7 +123,9 @@ class Profile:
         Raises:
             TypeError: A field is not declared by ``cls``; a field is a
                 tunable the class fixes (or derives), so no profile gives
-                it; or the entry gives no tunable.
+                it; the entry gives no tunable; or a value is not of its
+                field's type (``"2048"`` or ``true`` for an ``int``: an entry
+                that would never match, or a column count of True).
             ValueError: A tunable's value is outside its domain.
         """
         params = cls.declaration.params
@@ -149,6 +159,11 @@ class Profile:
                 f"an entry for {cls.__name__} must give a tunable (one of "
                 f"{list(open_)}); the params it names only select where it applies"
             )
+        for name, value in tunables.items():
+            _check_type(cls, name, value)
+        for name, value in dims.items():
+            if value is not None:  # None matches a per-call or derived value
+                _check_type(cls, name, value)
         for name, value in tunables.items():
             tunables[name] = _in_domain(cls, name, value, dims)
         self._entries.append((cls, dims, tunables))
@@ -426,7 +441,9 @@ class Profile:
 
         Raises:
             FileNotFoundError: That file does not exist.
-            ValueError: It is not a valid profile (see :meth:`load`).
+            ValueError: It is not a valid profile (see :meth:`load`), or it
+                records another device in its meta's ``"device"`` (the
+                message names the file and both devices).
         """
         name = dev if isinstance(dev, str) else dev.name
         path = Path(directory) / f"{name}.json"
@@ -441,7 +458,64 @@ class Profile:
                 f"a profile directory holds one <device>.json per device, so "
                 f"write {name}.json there (Profile.save) or pass a Profile"
             )
-        return cls.load(path)
+        profile = cls.load(path)
+        recorded = profile.meta.get("device")
+        if recorded is not None and recorded != name:
+            raise ValueError(
+                f"{path} is a profile for device {recorded!r} (its meta "
+                f"'device'), loaded for device {name!r}: its tunables were "
+                f"chosen for {recorded!r}'s columns and memory; tune {name!r} "
+                f"(python -m iron.lm.tune ... --device {name}) or copy "
+                f"{name}.json from a profile made for it"
+            )
+        return profile
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: nothing to check
+        return {}
+
+
+def _plain_types(hint: Any) -> tuple[type, ...] | None:
+    """The plain types a field annotated ``hint`` takes, or None if not plain."""
+    plain = (int, float, bool, str, type(None))
+    if hint in plain:
+        return (hint,)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if all(a in plain for a in args):
+            return args
+    return None
+
+
+def _check_type(cls: type, name: str, value: Any) -> None:
+    """Refuse a field value of another type than the field's annotation.
+
+    A dimension of the wrong type (``"2048"`` for an int) would never equal
+    the call's value, so the entry would silently never match; a boolean
+    for an int (``true`` as a column count) equals 1 and would pass a
+    domain check. Enum and container fields are checked elsewhere (or not).
+    """
+    allowed = _plain_types(_hints(cls).get(name))
+    if allowed is None:
+        return
+    # numpy scalars count as the Python numbers they are (np.int64 is an int).
+    kinds = {int: numbers.Integral, float: numbers.Real}
+    ok = any(
+        isinstance(value, kinds.get(t, t))
+        and not (isinstance(value, (bool, np.bool_)) and t is not bool)
+        for t in allowed
+    )
+    if not ok:
+        takes = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+        raise TypeError(
+            f"{cls.__name__}.{name}={value!r} is a {type(value).__name__}, but "
+            f"{name} takes {takes}; give it as {takes} (an entry whose "
+            f"dimension has another type never matches a call)"
+        )
 
 
 def _in_domain(cls: type, name: str, value: Any, dims: Mapping[str, Any]) -> Any:

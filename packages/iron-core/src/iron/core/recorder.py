@@ -17,7 +17,7 @@ import numpy as np
 from iron.core import context
 from iron.core.device import require_device
 from iron.core.handle import Dense, Gather, Handle, Strided
-from iron.core.held import State, Weight, _Unbound
+from iron.core.held import State, Weight, _Unbound, held_dtype
 from iron.core.operator import DimensionConflictError, Operator
 from iron.core.percall import Affine, Carry, PerCall, evaluate
 from iron.core.recording import HostStep, Limit, Recording, Step
@@ -119,7 +119,7 @@ class Recorder:
             self.states[path] = (tensor, handle)
         else:
             array = tensor.array if isinstance(tensor, Weight) else tensor
-            handle = Handle.whole(array.shape, array.dtype, name, "weight")
+            handle = Handle.whole(array.shape, held_dtype(array), name, "weight")
             self.weights[path] = (array, handle)
         self._residents[id(x)] = handle
         return handle

@@ -34,7 +34,7 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +45,10 @@ from iron.lm.config import LlamaConfig
 
 __all__ = [
     "Checkpoint",
+    "CheckpointChangedError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "NonFiniteWeightError",
     "TensorInfo",
     "open_checkpoint",
     "read_header",
@@ -80,6 +82,7 @@ _DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype("?"),
 }
 _NAMES = {dt: name for name, dt in _DTYPES.items()}
+_FLOATS = {_DTYPES[n] for n in ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")}
 
 
 class CheckpointError(ValueError):
@@ -88,6 +91,27 @@ class CheckpointError(ValueError):
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """A checkpoint directory, or a file it must hold, that does not exist."""
+
+
+class NonFiniteWeightError(CheckpointError):
+    """A weight holding NaN or infinity, as stored or once narrowed to bf16.
+
+    Such a model computes NaN logits, and every sampled token would be id 0.
+    """
+
+
+class CheckpointChangedError(CheckpointError, RuntimeError):
+    """A shard file changed (rewritten, truncated, replaced) while it is mapped.
+
+    Reading its pages again would read other bytes, or kill the process with
+    SIGBUS where the file got shorter.
+    """
+
+
+#: Elements checked for non-finite values at a time (bounds the scratch).
+_SCAN_ELEMENTS = 1 << 22
+#: The bit pattern of bf16's exponent: all ones is infinity or NaN.
+_BF16_EXPONENT = 0x7F80
 
 
 @dataclass(frozen=True)
@@ -109,11 +133,35 @@ class _Shard:
         self.path = path
         self.infos = infos
         with open(path, "rb") as f:
+            self.stat = _identity(os.fstat(f.fileno()))
             self.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         # A byte view of the whole mapping: tensors are slices of it, and its
         # address tells release() which pages a piece covers.
         self.bytes = np.frombuffer(self.mmap, dtype=np.uint8)
         self.address = self.bytes.ctypes.data
+
+    def check_unchanged(self) -> None:
+        """Raise if the file is not the one mapped (size, mtime, inode)."""
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError as e:
+            raise CheckpointChangedError(
+                f"shard {str(self.path)!r} was removed or cannot be read while "
+                f"loaded ({e.strerror}); reopen the checkpoint once it is whole"
+            ) from None
+        if now != self.stat:
+            was = dict(zip(("size", "mtime_ns", "inode", "device"), self.stat))
+            is_ = dict(zip(("size", "mtime_ns", "inode", "device"), now))
+            what = ", ".join(
+                f"{k} {was[k]} -> {is_[k]}" for k in was if was[k] != is_[k]
+            )
+            raise CheckpointChangedError(
+                f"shard {str(self.path)!r} changed on disk while loaded ({what}); "
+                "its mapped bytes are no longer the checkpoint that was opened. "
+                "Load the checkpoint again (a new Decoder/Llama.from_pretrained) "
+                "once it is written, and do not write a checkpoint in place "
+                "while it is in use"
+            )
 
     def close(self) -> None:
         self.bytes = None  # type: ignore[assignment]
@@ -195,6 +243,69 @@ class Checkpoint:
         view = np.frombuffer(shard.mmap, info.dtype, count, info.begin)
         return view.reshape(info.shape)
 
+    def verify(self) -> None:
+        """Check that every shard is still the file that was mapped.
+
+        Compares each file's size, modification time and inode with those
+        seen when it was opened. Call it before touching mapped pages again
+        (an upload after ``graph.release()``): a file rewritten in place
+        would give other bytes, and one truncated would kill the process
+        with SIGBUS.
+
+        Raises:
+            CheckpointChangedError: A shard changed, naming it and what changed.
+        """
+        for shard in self._shards:
+            if shard.bytes is not None:
+                shard.check_unchanged()
+
+    def check_finite(self, names: Iterable[str] | None = None) -> None:
+        """Check that every floating tensor is finite once narrowed to bf16.
+
+        NaN or infinity as stored, and float32 values beyond bf16's range
+        (about 3.39e38, which narrow to infinity), are refused. The tensors
+        are read a piece at a time and their pages released as they go.
+
+        Args:
+            names: The tensors to check (default: every one).
+
+        Raises:
+            NonFiniteWeightError: Naming the first such tensor, the index of
+                its first such element and its value.
+            CheckpointChangedError: A shard changed since it was opened.
+        """
+        self.verify()
+        for name in self.names() if names is None else names:
+            view = self.tensor(name)
+            if view.dtype not in _FLOATS:
+                continue
+            flat = view.reshape(-1)
+            for start in range(0, flat.size, _SCAN_ELEMENTS):
+                piece = flat[start : start + _SCAN_ELEMENTS]
+                narrowed = piece.astype(ml_dtypes.bfloat16, copy=False)
+                bad = np.flatnonzero(
+                    (narrowed.view(np.uint16) & _BF16_EXPONENT) == _BF16_EXPONENT
+                )
+                self._drop_pages(piece)
+                if bad.size:
+                    self._non_finite(name, view, start + int(bad[0]))
+
+    def _non_finite(self, name: str, view: np.ndarray, flat_index: int) -> None:
+        index = tuple(int(i) for i in np.unravel_index(flat_index, view.shape))
+        value = view.reshape(-1)[flat_index]
+        stored = str(value)
+        if math.isfinite(float(value)):
+            stored = (
+                f"{stored}, beyond bfloat16's range: it narrows to infinity "
+                f"({view.dtype} to bfloat16)"
+            )
+        raise NonFiniteWeightError(
+            f"tensor {name!r} in {str(self.info(name).path)!r} holds a non-finite "
+            f"value at index {index}: {stored}. A model with it computes NaN and "
+            "generates nothing but token 0; the checkpoint is damaged or was "
+            "saved wrongly (re-download or re-export it)"
+        )
+
     def tree(self) -> Mapping[str, np.ndarray]:
         """Every tensor by name, as a Mapping that maps each on access."""
         return _Tree(self)
@@ -215,6 +326,9 @@ class Checkpoint:
         """
         if isinstance(piece, str):
             piece = self.tensor(piece)
+        return self._drop_pages(piece)
+
+    def _drop_pages(self, piece: np.ndarray) -> int:
         if not isinstance(piece, np.ndarray) or piece.size == 0:
             return 0
         lo, hi = _byte_bounds(piece)
@@ -412,6 +526,11 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
 
 
 # -- releasing pages -----------------------------------------------------------
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What says a file is the one mapped: size, mtime, inode and device."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 def _byte_bounds(a: np.ndarray) -> tuple[int, int]:

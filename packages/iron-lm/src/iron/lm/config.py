@@ -67,6 +67,9 @@ class RopeScaling:
     original_max_position_embeddings: int
     rope_type: str = "llama3"
 
+    def __post_init__(self) -> None:
+        _check_rope("rope_scaling", self.to_dict())
+
     def to_dict(self) -> dict[str, Any]:
         """The ``rope_scaling`` entry of ``config.json`` this describes."""
         return {
@@ -159,6 +162,11 @@ class LlamaConfig:
                 f"config field 'head_dim' must be even for rotary embeddings, "
                 f"got {self.head_dim}"
             )
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise ConfigError(
+                "config field 'tie_word_embeddings' must be true or false, got "
+                f"{self.tie_word_embeddings!r}"
+            )
         if isinstance(self.eos_token_id, list):
             object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))
         for i in _ids(self.eos_token_id) + _ids(self.bos_token_id):
@@ -250,7 +258,7 @@ class LlamaConfig:
             rms_norm_eps=_number(d, "rms_norm_eps", 1e-6),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
-            tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
+            tie_word_embeddings=_flag(d, "tie_word_embeddings", False),
             max_position_embeddings=d.get("max_position_embeddings", 2048),
             bos_token_id=d.get("bos_token_id"),
             eos_token_id=eos,
@@ -341,6 +349,19 @@ def _number(d: Mapping[str, Any], name: str, default: float) -> float:
     return float(value)
 
 
+def _flag(d: Mapping[str, Any], name: str, default: bool) -> bool:
+    """A boolean field: JSON true/false only (``bool("false")`` is True)."""
+    value = d.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"config field {name!r} must be true or false (a JSON boolean), got "
+            f"{value!r}"
+        )
+    return value
+
+
 def _check_architecture(d: Mapping[str, Any]) -> None:
     archs = d.get("architectures")
     model_type = d.get("model_type")
@@ -372,7 +393,7 @@ def _check_unsupported(d: Mapping[str, Any]) -> None:
     if d.get("hidden_act", "silu") != "silu":
         refuse("hidden_act", "the 'silu' (SwiGLU) MLP only")
     for name in ("attention_bias", "mlp_bias"):
-        if d.get(name):
+        if _flag(d, name, False):
             refuse(name, "projections without biases only")
     if d.get("sliding_window") is not None:
         refuse("sliding_window", "full causal attention only (no sliding window)")
@@ -380,6 +401,42 @@ def _check_unsupported(d: Mapping[str, Any]) -> None:
         refuse("quantization_config", "unquantized (bf16/f16/f32) weights only")
     if d.get("partial_rotary_factor", 1.0) not in (1, 1.0):
         refuse("partial_rotary_factor", "rotary embeddings over the whole head only")
+
+
+_ROPE_KEYS = (
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+)
+
+
+def _check_rope(field: str, values: Mapping[str, Any]) -> None:
+    """Llama 3 scaling's numbers: finite and positive, low below high.
+
+    The table divides by ``factor`` and by ``low_freq_factor`` (see
+    transformers' ``_compute_llama3_parameters`` in
+    src/transformers/modeling_rope_utils.py), so a zero, NaN or infinite
+    value would give a table of NaN and a model that says nothing.
+    """
+    for key in _ROPE_KEYS:
+        value = values[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise ConfigError(
+                f"config field '{field}.{key}' must be a finite positive number "
+                f"for 'llama3' scaling, got {value!r}"
+            )
+    if values["low_freq_factor"] >= values["high_freq_factor"]:
+        raise ConfigError(
+            f"config field '{field}': 'low_freq_factor' "
+            f"({values['low_freq_factor']}) must be below 'high_freq_factor' "
+            f"({values['high_freq_factor']})"
+        )
 
 
 def _rope(d: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
@@ -417,12 +474,7 @@ def _rope(d: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
             "rotary scaling 'llama3' and 'default' only"
         )
     values = {}
-    for key in (
-        "factor",
-        "low_freq_factor",
-        "high_freq_factor",
-        "original_max_position_embeddings",
-    ):
+    for key in _ROPE_KEYS:
         value = spec.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(
@@ -430,16 +482,7 @@ def _rope(d: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
                 f"scaling, got {value!r}"
             )
         values[key] = value
-    if values["low_freq_factor"] >= values["high_freq_factor"]:
-        raise ConfigError(
-            f"config field '{field}': 'low_freq_factor' "
-            f"({values['low_freq_factor']}) must be below 'high_freq_factor' "
-            f"({values['high_freq_factor']})"
-        )
-    if values["factor"] <= 0:
-        raise ConfigError(
-            f"config field '{field}.factor' must be positive, got {values['factor']}"
-        )
+    _check_rope(field, values)
     return theta, RopeScaling(
         factor=float(values["factor"]),
         low_freq_factor=float(values["low_freq_factor"]),

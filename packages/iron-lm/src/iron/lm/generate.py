@@ -20,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import numbers
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,18 @@ from iron.lm.text import TextStream
 from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
 from iron.runtime import CarriedLoop, CompiledGraph, InUseError, backend_name
 
-__all__ = ["Decoder", "Stats"]
+__all__ = ["Decoder", "NonFiniteLogitsError", "Stats"]
 
 logger = logging.getLogger("iron.lm")
+
+
+class NonFiniteLogitsError(RuntimeError):
+    """The model computed NaN or infinite logits while generating.
+
+    The sampled token would be meaningless (id 0 for NaN), so generation
+    ends with this error instead of yielding it. Loading refuses weights
+    that are not finite, so this means the arithmetic itself overflowed.
+    """
 
 
 @dataclasses.dataclass
@@ -208,7 +218,8 @@ class Decoder:
             self._loop = CarriedLoop(prompt, decode, depth=2)
 
     def _upload(self, version: CompiledGraph) -> None:
-        total = sum(h.nbytes for _, h in version.recording.weights.values())
+        # bytes read from the source: a narrowed weight's are its stored ones
+        total = sum(np.asarray(t).nbytes for t, _ in version.recording.weights.values())
         bar = tqdm(
             total=total,
             unit="B",
@@ -218,6 +229,8 @@ class Decoder:
             leave=False,
         )
         checkpoint = self.checkpoint
+        if checkpoint is not None:
+            checkpoint.verify()  # a shard rewritten since it was mapped
 
         def release(piece: np.ndarray) -> None:
             bar.update(piece.nbytes)
@@ -264,6 +277,7 @@ class Decoder:
                 cache overwritten); nothing ran.
         """
         ids = self._check_ids(token_ids)
+        self._check_checkpoint()
         out = np.zeros((len(ids), self.config.vocab_size), np.float32)
         with self._lock:
             self._check_free("Decoder.logits")
@@ -314,10 +328,37 @@ class Decoder:
             chunk[: len(part)] = part
             yield start, chunk, len(part)
 
-    def _check_ids(self, token_ids: Sequence[int]) -> np.ndarray:
-        """``token_ids`` as int32, checked: a length the context holds, ids
-        the vocabulary has."""
-        ids = np.asarray(token_ids, np.int64).reshape(-1)
+    def _check_checkpoint(self) -> None:
+        """Refuse to read the mapped checkpoint again if a shard changed.
+
+        A call after ``graph.release()`` uploads the weights again from the
+        mapping; a shard truncated meanwhile would kill the process (SIGBUS).
+        """
+        if self.checkpoint is not None:
+            self.checkpoint.verify()
+
+    def _check_ids(
+        self, token_ids: Sequence[int], what: str = "token_ids"
+    ) -> np.ndarray:
+        """``token_ids`` as int32, checked: a flat sequence of integers, a
+        length the context holds, ids the vocabulary has."""
+        if isinstance(token_ids, (str, bytes)):
+            raise TypeError(
+                f"{what} takes token ids (a sequence of ints), got a "
+                f"{type(token_ids).__name__}; encode text with the tokenizer first"
+            )
+        given = np.asarray(token_ids)
+        if given.ndim != 1:
+            raise ValueError(
+                f"{what} takes a flat sequence of token ids, got an array of shape "
+                f"{given.shape}; pass one sequence (a list or 1-D array of ints)"
+            )
+        if given.size and (given.dtype.kind not in "iu"):
+            raise TypeError(
+                f"{what} takes integer token ids, got {given.dtype} values "
+                f"(such as {given[0]!r}); pass ints"
+            )
+        ids = given.astype(np.int64)
         self._check_length(len(ids))
         vocab = self.config.vocab_size
         bad = ids[(ids < 0) | (ids >= vocab)]
@@ -372,17 +413,29 @@ class Decoder:
                 recorded.
 
         Raises:
-            ValueError: The prompt is empty, longer than the context allows,
-                or holds an id outside the vocabulary; or ``device_loop`` is
-                asked of a device without a full ELF. Raised by this call,
-                before any token is generated.
+            ValueError: The prompt is empty, not flat, longer than the
+                context allows, or holds an id outside the vocabulary;
+                ``max_new_tokens`` is negative; or ``device_loop`` is asked
+                of a device without a full ELF. Raised by this call, before
+                any token is generated.
+            TypeError: ``prompt_ids`` holds other than ints,
+                ``max_new_tokens`` is not an int, or ``stop`` is not a
+                collection of ints (a str is refused: it never stops).
+            iron.lm.checkpoint.CheckpointChangedError: A checkpoint shard
+                changed on disk since it was mapped.
+            NonFiniteLogitsError: While iterating: the model computed NaN
+                or infinite logits; generation ends there.
             InUseError: Another generation on this decoder is in progress
                 (raised by this call, or by the first token asked for if it
                 started since).
         """
         self._check_free("Decoder.generate")
-        ids = self._check_ids(prompt_ids)
-        stop_ids = set(self.config.eos_token_ids if stop is None else stop)
+        ids = self._check_ids(prompt_ids, "prompt_ids")
+        max_new_tokens = _count("max_new_tokens", max_new_tokens)
+        stop_ids = set(
+            self.config.eos_token_ids if stop is None else _ids("stop", stop)
+        )
+        self._check_checkpoint()
         room = self.graph.context - len(ids)
         steps = max(0, min(max_new_tokens, room))
         self.compile()
@@ -450,6 +503,11 @@ class Decoder:
                 previous = token
                 yield token
 
+    @staticmethod
+    def _logits(version: CompiledGraph) -> np.ndarray:
+        """The logits a version's last run left (its first output)."""
+        return version.read(version.recording.outputs[0])
+
     def _record(self, first: int, k: int) -> int:
         return int(self.decode.read(self.graph.generated)[first + k, 0])
 
@@ -467,6 +525,7 @@ class Decoder:
         position = start + n  # where the first generated token goes
         loop.start(chunk, token=0, position=start, n=n, seed=seed)
         try:
+            _check_finite(self._logits(self.prompt)[n - 1], position)
             token = self._record(position, 0)
             self._timed(0, started, started)
             first_done = time.perf_counter()
@@ -474,6 +533,7 @@ class Decoder:
             if token in stop_ids or steps == 1:
                 return
             for k in loop.steps(steps - 1):
+                _check_finite(self._logits(self.decode), position + k + 1)
                 token = self._record(position, k + 1)
                 self._timed(k + 1, started, first_done)
                 yield token
@@ -483,7 +543,8 @@ class Decoder:
             loop.close()  # waits out the steps in flight, frees the graph
 
     def _host_loop(self, chunk, start, n, seed, steps, stop_ids, started):
-        _, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
+        logits, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
+        _check_finite(logits[n - 1], start + n)
         token = int(carry["token"])
         self._timed(0, started, started)
         first_done = time.perf_counter()
@@ -491,12 +552,13 @@ class Decoder:
         for k in range(1, steps):
             if token in stop_ids:
                 return
-            _, carry = self.decode(
+            logits, carry = self.decode(
                 token=carry["token"],
                 position=carry["position"],
                 n=1,
                 seed=carry["seed"],
             )
+            _check_finite(logits, int(carry["position"]))
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token
@@ -642,4 +704,50 @@ class _Generation:
             f"the generation on a {self.prompt_tokens}-token prompt ({self.loop} "
             f"loop, made in thread {self.thread!r}), suspended after "
             f"{self.yielded} tokens"
+        )
+
+
+def _count(name: str, value: Any) -> int:
+    """An argument that is a count: an int (not a bool, float or str), >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} takes an int (a number of tokens), got {value!r} "
+            f"({type(value).__name__})"
+        )
+    if value < 0:
+        raise ValueError(f"{name} takes an int >= 0, got {value}")
+    return int(value)
+
+
+def _ids(name: str, value: Any) -> list[int]:
+    """An argument that is a collection of token ids (not a str)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{name} takes a collection of token ids (ints), got {value!r} "
+            f"({type(value).__name__}); a str is not one: encode it with the "
+            "tokenizer and pass its ids"
+        )
+    ids = list(value)
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TypeError(
+                f"{name} takes token ids (ints), got {i!r} ({type(i).__name__}) "
+                "among them"
+            )
+    return [int(i) for i in ids]
+
+
+def _check_finite(logits: Any, position: int) -> None:
+    """End generation if the logits a token is sampled from are not finite."""
+    values = np.asarray(logits, np.float32)
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise NonFiniteLogitsError(
+            f"the model computed non-finite logits for position {position} "
+            f"({np.count_nonzero(~finite)} of {values.size}, such as "
+            f"{float(values.reshape(-1)[bad])} for token id {bad}); the token "
+            "sampled from them would be meaningless, so generation stops here. "
+            "Weights loaded by from_pretrained are checked finite, so with them "
+            "the arithmetic overflowed in bf16"
         )

@@ -52,7 +52,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from iron.lm.checkpoint import CheckpointError, CheckpointNotFoundError
+from iron.lm.checkpoint import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    NonFiniteWeightError,
+)
 from iron.lm.config import ConfigError, LlamaConfig, RopeScaling
 
 __all__ = [
@@ -529,6 +533,7 @@ class GGUFCheckpoint:
                 offsets[hf] = (at, shape)
                 for piece in self._pieces(src, heads):
                     rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
+                    _check_finite(self.path, hf, rounded, (at - offsets[hf][0]) // 2)
                     scratch.write(rounded.view(np.uint8).data)
                     at += piece.size * 2
             scratch.flush()
@@ -589,6 +594,11 @@ class GGUFCheckpoint:
         return stop - start
 
     # -- lifetime ---------------------------------------------------------------------
+
+    def verify(self) -> None:
+        """Nothing to check: the weights were dequantized into a private,
+        unlinked scratch file when the checkpoint was opened, so a change to
+        the GGUF file since cannot reach them (``Checkpoint.verify``'s twin)."""
 
     def close(self) -> None:
         """Unmap the scratch weights and the file (views keep what they use)."""
@@ -802,6 +812,20 @@ def _hf_names(ck: GGUFCheckpoint) -> dict[str, tuple[str, int | None]]:
             + (" ..." if len(unknown) > 8 else "")
         )
     return out
+
+
+def _check_finite(path: Path, name: str, piece: np.ndarray, first: int) -> None:
+    """Refuse a dequantized bf16 piece holding NaN or infinity (all exponent
+    bits set), as ``Checkpoint.check_finite`` refuses a safetensors weight."""
+    bad = np.flatnonzero((piece.view(np.uint16) & 0x7F80) == 0x7F80)
+    if bad.size:
+        index = first + int(bad[0])
+        raise NonFiniteWeightError(
+            f"tensor {name!r} of GGUF file {str(path)!r} holds a non-finite value "
+            f"at flat index {index}: {float(piece.reshape(-1)[bad[0]])} once "
+            "dequantized to bfloat16. A model with it computes NaN; the file is "
+            "damaged or was saved wrongly (re-download or re-export it)"
+        )
 
 
 def unpermute_rotary(weight: np.ndarray, heads: int) -> np.ndarray:

@@ -21,8 +21,13 @@ embedding when tied).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
+import numbers
 import os
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -40,7 +45,19 @@ from iron.operators.norms import RMSNorm
 from iron.operators.rope import RoPE, rope_table
 from iron.operators.sample import MAX_TOP_K, Sample
 
+if TYPE_CHECKING:
+    from iron.lm.checkpoint import Checkpoint
+
 __all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
+
+logger = logging.getLogger("iron.lm")
+
+#: The rotary frequencies old transformers versions saved per layer as a
+#: buffer. transformers drops them on load, the table being computed from the
+#: config (huggingface/transformers src/transformers/modeling_utils.py: "Old
+#: checkpoints may have keys for rotary_emb.inv_freq for each layer", since
+#: https://github.com/huggingface/transformers/pull/34858).
+_INV_FREQ = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
 
 
 @dataclasses.dataclass
@@ -179,6 +196,9 @@ class Llama(iron.Graph):
         top_k: int | None = None,
         profile: iron.Profile | str | os.PathLike | None = PROFILES,
     ) -> None:
+        _check_settings(
+            context=context, rows=rows, temperature=temperature, top_k=top_k
+        )
         context = min(
             context or config.max_position_embeddings, config.max_position_embeddings
         )
@@ -224,10 +244,20 @@ class Llama(iron.Graph):
         The open checkpoint is kept as ``graph.checkpoint`` so an upload can
         release its pages as it goes (``iron.lm.generate.Decoder`` does).
 
+        Loads as transformers does: a tied config's stored ``lm_head.weight``
+        is not used (the head is the embedding), and old per-layer
+        ``rotary_emb.inv_freq`` buffers are ignored (the table comes from the
+        config). Every floating weight is checked finite once narrowed to
+        bf16, and narrowing float32/float16 weights is logged, as is a
+        ``torch_dtype`` in config.json that the tensors disagree with.
+
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
             ValueError: An unsupported architecture or setting (named), or
                 tensors missing, extra or of the wrong shape (all named).
+            iron.lm.checkpoint.NonFiniteWeightError: A weight holds NaN or
+                infinity, or a float32 value beyond bf16's range (naming
+                the tensor and the index). A ValueError.
         """
         from iron.lm.checkpoint import open_checkpoint
         from iron.lm.gguf import find_gguf, open_gguf
@@ -236,16 +266,50 @@ class Llama(iron.Graph):
         # llama.cpp's format (weights dequantized to bf16 while loading).
         gguf = find_gguf(directory)
         checkpoint = open_checkpoint(directory) if gguf is None else open_gguf(gguf)
-        graph = cls(
-            checkpoint.config,
-            context=context,
-            rows=rows,
-            temperature=temperature,
-            top_k=top_k,
-        )
-        graph.load_state_dict(dict(checkpoint.tree()))
+        try:
+            graph = cls(
+                checkpoint.config,
+                context=context,
+                rows=rows,
+                temperature=temperature,
+                top_k=top_k,
+            )
+            if gguf is None:
+                tensors = _loadable(checkpoint)
+                _report_dtypes(checkpoint, tensors)
+                checkpoint.check_finite(tensors)
+            else:
+                tensors = dict(checkpoint.tree())
+            graph.load_state_dict(tensors)
+        except BaseException:
+            checkpoint.close()
+            raise
         graph.checkpoint = checkpoint
         return graph
+
+    def __call__(self, *tensors: Any, **values: Any) -> Any:
+        """Call the version matching ``tensors`` (see ``iron.Graph.__call__``).
+
+        A graph loaded by :meth:`from_pretrained` first checks that its
+        checkpoint's shards are the files it mapped: a call after
+        ``release()`` uploads the weights again from the mapping.
+
+        Raises:
+            iron.lm.checkpoint.CheckpointChangedError: A shard changed on disk.
+        """
+        self._verify_checkpoint()
+        return super().__call__(*tensors, **values)
+
+    def reference(self, *tensors: Any, dev: Any = None, **values: Any) -> Any:
+        """The host reference (see ``iron.Graph.reference``), reading the mapped
+        weights only if the checkpoint's shards are unchanged."""
+        self._verify_checkpoint()
+        return super().reference(*tensors, dev=dev, **values)
+
+    def _verify_checkpoint(self) -> None:
+        checkpoint = self.__dict__.get("checkpoint")
+        if checkpoint is not None:
+            checkpoint.verify()
 
     @property
     def head(self) -> np.ndarray:
@@ -372,6 +436,100 @@ class Llama(iron.Graph):
             GEMV.step(mlp.gate_proj.weight, h), GEMV.step(mlp.up_proj.weight, h)
         )
         return ElementwiseAdd.step(x, GEMV.step(mlp.down_proj.weight, act))
+
+
+def _check_settings(*, context: Any, rows: Any, temperature: Any, top_k: Any) -> None:
+    """Refuse settings of the wrong type rather than coerce them.
+
+    ``top_k=2.5`` or ``temperature=None`` would otherwise reach the sampler
+    as something else; each is named with what it takes.
+    """
+
+    def is_int(value: Any) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    takes = {
+        "context": "a positive int (cache positions) or None",
+        "rows": "a positive int (tokens per prompt chunk)",
+        "top_k": "an int >= 1 (candidates a token is drawn from) or None (off)",
+        "temperature": "a finite number >= 0 (0 is greedy)",
+    }
+    given = {"context": context, "rows": rows, "top_k": top_k}
+    for name, value in given.items():
+        if value is None and name in ("context", "top_k"):
+            continue
+        if not is_int(value):
+            raise TypeError(f"{name} takes {takes[name]}, got {value!r}")
+        if value < 1 and name != "rows":  # rows: checked against the context
+            raise ValueError(f"{name} takes {takes[name]}, got {value!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(
+            f"temperature takes {takes['temperature']}, got {temperature!r}"
+        )
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(
+            f"temperature takes {takes['temperature']}, got {temperature!r}"
+        )
+
+
+def _loadable(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
+    """The checkpoint's tensors that bind, as transformers loads them.
+
+    A tied config's ``lm_head.weight`` is dropped: transformers ties the head
+    to the embedding after loading (``PreTrainedModel.tie_weights``), so the
+    stored copy is not used. Per-layer ``rotary_emb.inv_freq`` buffers are
+    dropped as transformers drops them.
+    """
+    tensors = dict(checkpoint.tree())
+    dropped = [n for n in tensors if _INV_FREQ.search(n)]
+    if checkpoint.config.tie_word_embeddings and "lm_head.weight" in tensors:
+        dropped.append("lm_head.weight")
+        logger.info(
+            "%s: tie_word_embeddings is true, so the stored lm_head.weight is not "
+            "used: the head is model.embed_tokens.weight, as in transformers",
+            checkpoint.directory,
+        )
+    if any(_INV_FREQ.search(n) for n in dropped):
+        logger.info(
+            "%s: ignoring old rotary_emb.inv_freq buffers (the rotary table comes "
+            "from config.json), as transformers does",
+            checkpoint.directory,
+        )
+    for name in dropped:
+        del tensors[name]
+    return tensors
+
+
+def _report_dtypes(checkpoint: Checkpoint, tensors: Mapping[str, np.ndarray]) -> None:
+    """Log narrowing to bf16, and a torch_dtype the tensors disagree with."""
+    stored: dict[str, int] = {}
+    for tensor in tensors.values():
+        kind = tensor.dtype
+        if kind.kind in "fV":
+            label = _dtype_label(kind)
+            stored[label] = stored.get(label, 0) + 1
+    narrowed = {k: n for k, n in stored.items() if k != "bfloat16"}
+    if narrowed:
+        logger.info(
+            "%s: narrowing %s weights to bfloat16 (the NPU computes in bf16) as "
+            "they are uploaded",
+            checkpoint.directory,
+            " and ".join(f"{n} {k}" for k, n in sorted(narrowed.items())),
+        )
+    said = checkpoint.config.dtype
+    if said is not None and stored and set(stored) != {said}:
+        logger.warning(
+            "%s: config.json says torch_dtype %r, but the tensors' headers hold %s; "
+            "the headers are what is read",
+            checkpoint.directory,
+            said,
+            ", ".join(f"{n} {k}" for k, n in sorted(stored.items())),
+        )
+
+
+def _dtype_label(dtype: np.dtype) -> str:
+    """A float dtype as torch names it (``bfloat16``, ``float32``)."""
+    return "bfloat16" if dtype == np.dtype(bfloat16) else str(dtype)
 
 
 def _add(a: Any, b: Any) -> Any:

@@ -241,7 +241,9 @@ class CompiledGraph:
         """Copy every held weight into its buffer, once per storage, piecewise.
 
         ``release(piece)`` is called after each piece is on the device, so a
-        memory-mapped checkpoint can drop its pages as it goes.
+        memory-mapped checkpoint can drop its pages as it goes. A weight held
+        in a wider float dtype than its buffer (``iron.core.held.narrowed``)
+        is converted a piece at a time; ``release`` gets the source piece.
         """
         if piece_bytes <= 0:
             raise ValueError(f"piece_bytes is positive, got {piece_bytes}")
@@ -255,9 +257,24 @@ class CompiledGraph:
             if h.name in self.arena.loaded:
                 continue
             bo, offset, nbytes = self._where(h.name)
-            source = np.ascontiguousarray(np.asarray(tensor), dtype=h.dtype)
-            flat = source.reshape(-1).view(np.uint8)
             host = bo.host()
+            source = np.asarray(tensor)
+            if source.dtype != h.dtype:
+                # Held in a wider dtype (a float32 checkpoint for a bf16
+                # weight): narrowed a piece at a time, never whole.
+                elements = np.ascontiguousarray(source).reshape(-1)
+                step = max(1, piece_bytes // h.dtype.itemsize)
+                for first in range(0, elements.size, step):
+                    part = elements[first : first + step]
+                    start = offset + first * h.dtype.itemsize
+                    narrow = part.astype(h.dtype).view(np.uint8)
+                    host[start : start + narrow.size] = narrow
+                    bo.to_device(start, narrow.size)
+                    if release is not None:
+                        release(part)
+                self.arena.loaded.add(h.name)
+                continue
+            flat = np.ascontiguousarray(source).reshape(-1).view(np.uint8)
             for start in range(0, nbytes, piece_bytes):
                 end = min(start + piece_bytes, nbytes)
                 host[offset + start : offset + end] = flat[start:end]

@@ -312,6 +312,13 @@ class XrtRun(Run):
         self._feeder: XrtRun | None = None
         self._error: RunError | None = None  # how the run ended, if it failed
 
+    def write_scratchpad(self, words: np.ndarray) -> None:
+        # The host's words replace what a feeder's Emit wrote or was to write
+        # into this run's words BO: the next start uploads these, and neither
+        # waits on the feeder nor trusts the device's copy (as the emulator).
+        self.scratchpad = np.array(words, np.int32).reshape(-1)
+        self._fed, self._feeder = False, None
+
     def set_args(self, buffers: Mapping[str, BufferObject]) -> None:
         for key, bo in buffers.items():
             if not isinstance(bo, XrtBuffer):

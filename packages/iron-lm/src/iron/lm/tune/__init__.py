@@ -34,8 +34,11 @@ application's versions, and fields a newer operator no longer declares
 Usage::
 
     python -m iron.lm.tune llama --checkpoint DIR_OR_CONFIG_JSON \\
-        [--device npu1|npu2] [--ops GEMV,GEMM] [--out DIR] [--jobs N]
+        [--device npu1|npu2] [--ops GEMV,GEMM] [--out DIR | --shipped] [--jobs N]
     python -m iron.lm.tune --check llama [--checkpoint ...] [--out DIR]
+
+``--out`` defaults to ``./profiles`` in the working directory; only
+``--shipped`` rewrites the profiles inside the package.
 
 The package, one job a module: :mod:`~iron.lm.tune.shapes` (operator shapes
 and their settings), :mod:`~iron.lm.tune.measure` (the cost model and device

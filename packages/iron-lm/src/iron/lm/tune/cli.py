@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,10 @@ logger = logging.getLogger("iron.lm.tune")
 EXIT_CHECK = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+#: Where profiles are written when neither --out nor --shipped is given,
+#: relative to the working directory: never into the installed package.
+DEFAULT_OUT = "profiles"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,11 +71,18 @@ def _parser() -> argparse.ArgumentParser:
         help="only these operators, comma-separated (GEMV,GEMM); the profile's "
         "other entries are kept",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--out",
         type=Path,
-        help="the profile directory to write (default: the application's own, "
-        "shipped in the package)",
+        help=f"the profile directory to write (default: ./{DEFAULT_OUT} in the "
+        "working directory); --check reads it (default: the shipped profiles)",
+    )
+    where.add_argument(
+        "--shipped",
+        action="store_true",
+        help="rewrite the profiles shipped inside the package (the application's "
+        "own profiles directory) instead: for regenerating them in a checkout",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="processes measuring settings (default 1)"
@@ -104,6 +116,32 @@ def _fail(message: str, code: int = EXIT_ERROR) -> int:
     return code
 
 
+def _unwritable(path: Path, *, directory: bool) -> str | None:
+    """Why ``path`` cannot be written (as a directory or a file), or None.
+
+    Checked before any measuring, creating nothing: the nearest existing
+    ancestor must be a writable directory.
+    """
+    kind, other = ("directory", "file") if directory else ("file", "directory")
+    if path.exists():
+        if path.is_dir() != directory:
+            return f"is a {other}; give a {kind}" + (
+                " (the profiles are <device>.json files in it)" if directory else ""
+            )
+        target = path if directory else path.parent
+        if not os.access(path, os.W_OK) or not os.access(target, os.W_OK | os.X_OK):
+            return f"is not writable; give a {kind} you can write"
+        return None
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is a file; give a {kind} elsewhere"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created in {parent} (not writable); give a {kind} elsewhere"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``python -m iron.lm.tune``; returns the exit code.
 
@@ -130,7 +168,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ConfigError) as error:
         return _fail(f"--checkpoint {source}: {error}")
     label = f"{app.config_name(source)} (sha256 {app.config_digest(config)})"
-    out = args.out or app.profiles_dir()
+    if args.check:
+        out = args.out or app.profiles_dir()
+    else:
+        out = app.profiles_dir() if args.shipped else args.out or Path(DEFAULT_OUT)
+        problem = _unwritable(out, directory=True)
+        if problem:
+            flag = "--shipped" if args.shipped else "--out"
+            return _fail(f"{flag} {out}: {problem}")
+        cache_path = args.cache or default_cache(app.name)
+        problem = _unwritable(cache_path, directory=False)
+        if problem:
+            return _fail(f"--cache {cache_path}: {problem}")
     devices = args.device or sorted(DEVICES)
     if args.jobs < 1:
         return _fail(f"--jobs is at least 1, got {args.jobs}")
@@ -146,9 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in problems:
             print(problem)
         if problems:
+            where = "--shipped" if out == app.profiles_dir() else f"--out {out}"
             print(
                 f"{len(problems)} problem(s) in {out}; regenerate with "
-                f"python -m iron.lm.tune {app.name} --checkpoint {source}",
+                f"python -m iron.lm.tune {app.name} --checkpoint {source} {where}",
                 file=sys.stderr,
             )
             return EXIT_CHECK
@@ -176,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "versions": app.labels(config) if hasattr(app, "labels") else [],
         "command": "python -m iron.lm.tune " + shlex.join(argv),
     }
-    cache = args.cache or default_cache(app.name)
+    cache = cache_path
     for name in devices:
         device = as_device(name)
         try:
