@@ -366,7 +366,7 @@ def run(ctx: Context) -> dict[str, Any]:
         unit="x FastFlowLM's tokens/s at the worse length (modelled, "
         + ", ".join(f"{wide[p]['tokens_per_s']:,.0f} at {p}" for p in PROMPTS)
         + ")",
-        peer_unit="x itself",
+        peer_unit="x (its own tokens/s)",
         command=command(NUMBER, quick),
         notes=notes,
         tables=[
