@@ -279,12 +279,14 @@ NPU2 = Device(
     # Assumed: 300 cycles at 1.5 GHz = 0.2 us per kernel call.
     kernel_call_seconds=_KERNEL_CALL_CYCLES / _NPU2_CLOCK_HZ,
     # Measured: a memcpy through the NPU (DDR -> array -> DDR over every
-    # column) sustains 63-70 GB/s on XDNA2, the roof reported in AMD's IRON
-    # repository, pull request #195 (https://github.com/amd/IRON/pull/195);
-    # the model takes the low end, 63e9 B/s, about half the theoretical DDR
-    # figure above. A tuned bf16 GEMM reaches about 47 GB/s there, and
-    # FastFlowLM's 4-bit Llama-3.2-1B decode about 87% of a 60 GB/s roof
-    # (both as reported in the same place), so no design is modelled above it.
+    # column) sustains 63-70 GB/s on XDNA2: the roof of AMD's IRON
+    # repository, pull request #195 (https://github.com/amd/IRON/pull/195),
+    # as this project's issue 20 quotes it (the pull request's own text was
+    # not retrievable here to check). The model takes the low end, 63e9 B/s,
+    # about half the theoretical DDR figure above. The same issue puts a
+    # tuned bf16 GEMM at about 47 GB/s there and FastFlowLM's 4-bit
+    # Llama-3.2-1B decode at about 87% of a 60 GB/s roof: no design
+    # reported runs above this roof.
     dma_bytes_per_s=63e9,
 )
 
