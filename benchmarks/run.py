@@ -178,7 +178,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['torch'] or 'not installed'}, transformers "
         f"{m['transformers'] or 'not installed'}; commit {m['commit'] or '?'}; "
         f"{m['date']}. No NPU: IRON runs on its emulated NPU (figures 3, 4, 6) "
-        f"or its cost model (figure 5).",
+        f"or its cost model (figures 5 and 7).",
         "",
     ]
     if m.get("load_average"):

@@ -6,7 +6,7 @@ a dict: figure, value, target, met, peer, peer_value, unit, command, details.
 
 from __future__ import annotations
 
-from . import arena, compile_cost, decode, host_overhead, loading, roofline
+from . import arena, compile_cost, decode, host_overhead, loading, prefill, roofline
 
 FIGURES = {
     1: compile_cost.run,
@@ -15,6 +15,7 @@ FIGURES = {
     4: decode.run,
     5: roofline.run,
     6: loading.run,
+    7: prefill.run,
 }
 
 __all__ = ["FIGURES"]

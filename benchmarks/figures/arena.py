@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import iron
+from iron.core.arena import SEARCH_WORK
 from iron.lm.model import Llama
 from iron.operators import (
     GELU,
@@ -211,8 +212,10 @@ def run(ctx: Context) -> dict[str, Any]:
         notes.append(
             f"Missed: the worst graph, {worst['graph']}, needs {worst['ratio']:.4f}x "
             f"its lower bound ({worst['transient_bytes']} bytes against "
-            f"{worst['lower_bound']}). The planner's best-fit tries leave gaps "
-            f"between long-lived buffers of mixed sizes in random DAGs; "
+            f"{worst['lower_bound']}). The planner's best-fit tries, then its "
+            f"local search over placement orders (first fit, at most "
+            f"{SEARCH_WORK} placements a version), leave gaps between long-lived "
+            f"buffers of mixed sizes in random DAGs; "
             f"{'the Llama versions meet the target' if llama_worst <= TARGET else 'the Llama versions miss too'}."
         )
 

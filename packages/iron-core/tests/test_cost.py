@@ -106,20 +106,20 @@ def test_compute_is_the_macs_at_the_peak_of_the_cores_used(dev):
 
 
 @pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
-def test_memory_is_the_bytes_and_rereads_at_the_shim_rate_up_to_ddr(dev):
+def test_memory_is_the_bytes_and_rereads_at_the_shim_rate_up_to_the_dma_roof(dev):
     size = 1 << 20
     shim = dev.shim_bytes_per_s_per_column
     for columns in range(1, dev.columns + 1):
         t = step_time(Tiled(size=size, columns=columns), dev, dispatches=0)
-        rate = min(dev.ddr_bytes_per_s, shim * columns)
+        rate = min(dev.dma_bytes_per_s, shim * columns)
         assert t.memory_s == pytest.approx(4 * size / rate)
-    # More columns never model slower, and DDR caps what they add.
+    # More columns never model slower, and the DMA roof caps what they add.
     times = [
         step_time(Tiled(size=size, columns=c), dev).memory_s
         for c in range(1, dev.columns + 1)
     ]
     assert times == sorted(times, reverse=True)
-    assert times[-1] >= 4 * size / dev.ddr_bytes_per_s * (1 - 1e-12)
+    assert times[-1] >= 4 * size / dev.dma_bytes_per_s * (1 - 1e-12)
     reread = step_time(Tiled(size=size, reread=1000), dev, dispatches=0)
     assert reread.reread_bytes == 1000
     assert reread.memory_s == pytest.approx((4 * size + 1000) / shim)
@@ -147,6 +147,22 @@ def test_the_new_device_facts_are_derived_from_the_clock():
         assert dev.core_peak_macs_per_s * dev.compute_tiles == pytest.approx(
             dev.peak_bf16_macs_per_s
         )
+
+
+def test_npu2_moves_bytes_at_its_measured_dma_roof_not_its_ddr_figure():
+    # amd/IRON pull request #195: a memcpy through XDNA2's DMA sustains 63-70
+    # GB/s, about half of LPDDR5X-7500's theoretical 120 GB/s.
+    npu2 = iron.NPU2
+    assert npu2.ddr_bytes_per_s == 120e9
+    assert npu2.dma_bytes_per_s == 63e9
+    every = step_time(Tiled(size=1 << 20, columns=npu2.columns), npu2, dispatches=0)
+    assert every.memory_s == pytest.approx(4 * (1 << 20) / 63e9)
+    # npu1 has no measured roof: the model keeps its theoretical DDR figure,
+    # and its four columns' shim rate (64 GB/s) is what bounds a call there.
+    npu1 = iron.NPU1
+    assert npu1.dma_bytes_per_s == npu1.ddr_bytes_per_s == 102.4e9
+    wide = step_time(Tiled(size=1 << 20, columns=npu1.columns), npu1, dispatches=0)
+    assert wide.memory_s == pytest.approx(4 * (1 << 20) / 64e9)
 
 
 def test_cost_defaults_and_refusals():
@@ -182,7 +198,7 @@ def test_roofline_totals_bound_and_table():
     model = roofline(recording)
     assert model.bytes == 8 * 4096 and model.macs == 4096 + 4096**3
     assert model.bandwidth_bound_s == pytest.approx(
-        model.bytes / iron.NPU2.ddr_bytes_per_s
+        model.bytes / iron.NPU2.dma_bytes_per_s
     )
     assert model.seconds >= model.bandwidth_bound_s
 
@@ -194,7 +210,7 @@ def test_roofline_totals_bound_and_table():
     reread = roofline(Rereads().record(x=(4096,)))
     assert reread.bytes == 4 * 4096
     assert reread.bandwidth_bound_s == pytest.approx(
-        4 * 4096 / iron.NPU2.ddr_bytes_per_s
+        4 * 4096 / iron.NPU2.dma_bytes_per_s
     )
     assert reread.steps[0].memory_s > reread.bandwidth_bound_s
     assert [s.name for s in model.slowest(1)] == ["Crunch"]

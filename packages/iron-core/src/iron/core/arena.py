@@ -15,10 +15,11 @@ Buffers come in four kinds:
   or carries; each lives in a device buffer of its own, outside the arena
   (offset 0 within it).
 - ``transient``: written and read inside one run. Each is live from the first
-  step that touches it to the last (inclusive), and is placed best-fit,
-  largest first, at an offset aligned to :data:`ALIGN`, so two transients
-  live at one step (in particular a step's inputs and outputs) never share
-  bytes. A slice or view is a layout inside its buffer, so it keeps its
+  step that touches it to the last (inclusive), and is placed at an offset
+  aligned to :data:`ALIGN` (the tightest of several best-fit tries, then,
+  short of the lower bound, a bounded local search over placement orders),
+  so two transients live at one step (in particular a step's inputs and
+  outputs) never share bytes. A slice or view is a layout inside its buffer, so it keeps its
   parent's offset plus its start.
 - ``resident``: weights and states, held across calls. Each is placed once,
   above everything placed so far, and keeps that offset in every version.
@@ -32,6 +33,7 @@ each image bakes its offsets in.
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -63,6 +65,12 @@ ALIGN = 64
 """The default alignment of every arena offset, in bytes."""
 
 KINDS = ("input", "output", "transient", "resident")
+
+SEARCH_WORK = 10_000
+"""Most buffer placements the placement's local search makes per version."""
+
+SEARCH_MEMORY = 50
+"""Moves back the local search compares a new order with (late acceptance)."""
 
 
 class ArenaInvariantError(ValueError):
@@ -110,9 +118,10 @@ class ArenaPlan:
     """The arena of one graph: every buffer of every version, placed.
 
     ``add(recording)`` places one version: its new residents at the top of
-    the arena, then its transients best-fit below, around and above the
-    residents (several orderings are tried and the tightest kept, so the
-    plan is deterministic). Earlier versions keep their offsets: the arena
+    the arena, then its transients below, around and above the residents
+    (several best-fit orderings are tried and the tightest kept; short of
+    the lower bound, a seeded local search over orderings improves on it, so
+    the plan is deterministic). Earlier versions keep their offsets: the arena
     only grows. Methods taking a ``version`` default to the last added; an
     unknown one raises KeyError, and none planned yet ValueError.
 
@@ -228,14 +237,17 @@ class ArenaPlan:
         ``floor`` is the arena's size with this version's residents. Each try
         places the buffers one by one in some order (largest first; by first
         step; by bytes times steps; longest lived; last to die), each in the
-        smallest gap left by the buffers it is live with. One kind of try puts a buffer at the low
-        end of its gap; the other keeps to a limit (the lowest top that holds
+        smallest gap left by the buffers it is live with. One kind of try puts
+        a buffer at the low end of its gap; the other keeps to a limit (the lowest top that holds
         the lower bound) and puts it against the side whose neighbour lives
         longer (the limit and residents live forever), so free bytes stay in
         one piece as buffers die: on a chain that alternates buffers between
         the bottom and the limit, which meets the lower bound. The try that
         grows the arena least, then covers the fewest bytes, wins; ties go to
-        the earlier try, so planning is deterministic.
+        the earlier try, so planning is deterministic. The tries stop at the
+        first that meets the bounds (the lowest top that holds the lower
+        bound, and the lower bound covered); if none does, a local search
+        over orders (:meth:`_improve`) starts from the best.
         """
         if not transients:
             return {}
@@ -249,53 +261,176 @@ class ArenaPlan:
             lambda b: (-b.last, -b.nbytes, b.name),
             lambda b: (b.first, -b.last, -b.nbytes, b.name),
         ]
+        goal = (max(limit, floor), need)
+        walls = [(lo, hi, _FOREVER) for lo, hi in _merged(blocked)]
+        conflicts = _conflicts(transients)
         best: tuple[tuple[int, int], dict[str, int]] | None = None
         for order in orders:
             ranked = sorted(transients, key=order)
             for bound in (None, limit):
-                offsets = self._fill(ranked, blocked, bound)
-                spans = [
-                    (offsets[b.name], offsets[b.name] + _align_up(b.nbytes, self.align))
-                    for b in transients
-                ]
-                top = max(offsets[b.name] + b.nbytes for b in transients)
-                score = (max(top, floor), _union(spans))
+                offsets = self._fill(ranked, walls, conflicts, bound)
+                score = self._score(transients, offsets, floor)
                 if best is None or score < best[0]:
                     best = (score, offsets)
+                if _meets(best[0], goal):
+                    return best[1]
         assert best is not None
-        return best[1]
+        return self._improve(transients, walls, conflicts, floor, goal, *best)
+
+    def _score(
+        self, transients: Sequence[_Live], offsets: dict[str, int], floor: int
+    ) -> tuple[int, int]:
+        """A placement's rank: the arena's top, then the bytes its footprints cover."""
+        spans = [
+            (offsets[b.name], offsets[b.name] + _align_up(b.nbytes, self.align))
+            for b in transients
+        ]
+        top = max(offsets[b.name] + b.nbytes for b in transients)
+        return (max(top, floor), _union(spans))
+
+    def _improve(
+        self,
+        transients: Sequence[_Live],
+        walls: Sequence[tuple[int, int, int]],
+        conflicts: dict[str, list[_Live]],
+        floor: int,
+        goal: tuple[int, int],
+        score: tuple[int, int],
+        offsets: dict[str, int],
+    ) -> dict[str, int]:
+        """Search placement orders for a tighter placement than ``offsets``.
+
+        A local search over the order buffers are placed in, each at the
+        lowest offset that holds it (first fit), starting from the order of
+        ``offsets``. Each move takes a buffer that reaches above the lower
+        bound (or, one move in four, any buffer) and moves it to an earlier
+        place in the order, then places again from that place on. A move is
+        kept when its placement is no worse than the current one or than the
+        one :data:`SEARCH_MEMORY` moves back (late acceptance, so the search
+        walks across plateaus and out of shallow pits); placements compare
+        by the arena's top, the bytes covered, then the bytes above the lower
+        bound. The best placement seen is returned (never worse than
+        ``offsets``, whose ``score`` is given). It stops at the lower bound
+        (``goal``) or after :data:`SEARCH_WORK` buffer placements, so it
+        costs a bounded multiple of one try; its moves come from a generator
+        seeded by the buffers, so planning stays deterministic.
+        """
+        n = len(transients)
+        if n < 2:
+            return offsets
+        rng = random.Random(n * 1_000_003 + sum(b.nbytes for b in transients))
+        target = goal[0]
+
+        def key(placed: dict[str, int]) -> tuple[tuple[int, int], int]:
+            # the score, then the bytes above the bound: a gradient where
+            # most moves leave the top where it is
+            over = sum(max(0, placed[b.name] + b.nbytes - target) for b in transients)
+            return self._score(transients, placed, floor), over
+
+        best_score, best_offsets = score, offsets
+        # First fit in the order of a placement's offsets puts each buffer no
+        # higher than that placement did (by induction: what sits below it
+        # there sits no higher here), so first fit over all orders reaches
+        # every packing's height; the search walks orders under first fit,
+        # from the best try's offsets.
+        ranked = sorted(transients, key=lambda b: (offsets[b.name], b.first, b.name))
+        current_offsets = self._fill(ranked, walls, conflicts, None, lowest=True)
+        current, current_key = ranked, key(current_offsets)
+        if current_key[0] < best_score:
+            best_score, best_offsets = current_key[0], current_offsets
+        history = [current_key] * SEARCH_MEMORY
+        work = step = 0
+        while work < SEARCH_WORK:
+            critical = [
+                i
+                for i, b in enumerate(current)
+                if i and current_offsets[b.name] + b.nbytes > target
+            ]
+            if critical and rng.random() < 0.75:
+                i = critical[rng.randrange(len(critical))]
+            else:
+                i = rng.randrange(1, n)
+            j = rng.randrange(i)
+            trial = list(current)
+            trial.insert(j, trial.pop(i))
+            trial_offsets = self._fill(
+                trial,
+                walls,
+                conflicts,
+                None,
+                start=j,
+                offsets=current_offsets,
+                lowest=True,
+            )
+            work += n - j
+            trial_key = key(trial_offsets)
+            slot = step % SEARCH_MEMORY
+            step += 1
+            if trial_key <= current_key or trial_key <= history[slot]:
+                current, current_key, current_offsets = (
+                    trial,
+                    trial_key,
+                    trial_offsets,
+                )
+                if trial_key[0] < best_score:
+                    best_score, best_offsets = trial_key[0], trial_offsets
+                    if _meets(best_score, goal):
+                        break
+            history[slot] = current_key
+        return best_offsets
 
     def _fill(
         self,
         ranked: Sequence[_Live],
-        blocked: Sequence[tuple[int, int]],
+        walls: Sequence[tuple[int, int, int]],
+        conflicts: dict[str, list[_Live]],
         limit: int | None,
+        start: int = 0,
+        offsets: dict[str, int] | None = None,
+        lowest: bool = False,
     ) -> dict[str, int]:
-        """Place ``ranked`` in order, each in the smallest gap that holds it."""
-        walls = [(lo, hi, _FOREVER) for lo, hi in _merged(blocked)]
-        # placed buffers by each step they are live at, so a buffer meets only
-        # those it shares a step with (not every buffer placed so far)
-        live_at: dict[int, list[tuple[_Live, int]]] = {}
-        offsets: dict[str, int] = {}
-        for b in ranked:
+        """Place ``ranked`` in order, each in the smallest gap that holds it.
+
+        ``walls`` are the residents' merged byte ranges; ``conflicts`` maps
+        each buffer to the others it shares a step with (so a buffer meets
+        only those, not every buffer placed so far). With ``start`` and
+        ``offsets``, the buffers before ``start`` keep the offsets given (a
+        try that shares that prefix with an earlier one places only the rest).
+        With ``lowest``, each goes to the lowest offset that holds it instead
+        (first fit; ``limit`` is not used).
+        """
+        placed: dict[str, int] = {}
+        if start:
+            assert offsets is not None
+            for b in ranked[:start]:
+                placed[b.name] = offsets[b.name]
+        for b in ranked[start:]:
             taken = list(walls)
-            seen: set[str] = set()
-            for step in range(b.first, b.last + 1):
-                for p, o in live_at.get(step, ()):
-                    if p.name not in seen:
-                        seen.add(p.name)
-                        taken.append((o, o + p.nbytes, p.last))
+            for p in conflicts[b.name]:
+                o = placed.get(p.name)
+                if o is not None:
+                    taken.append((o, o + p.nbytes, p.last))
+            if lowest:
+                placed[b.name] = self._lowest(b.nbytes, taken)
+                continue
             offset = None
             if limit is not None:
                 offset = self._fit(b.nbytes, taken, limit)
             if offset is None:
                 offset = self._fit(b.nbytes, taken, None)
             assert offset is not None
-            offsets[b.name] = offset
-            if b.nbytes:
-                for step in range(b.first, b.last + 1):
-                    live_at.setdefault(step, []).append((b, offset))
-        return offsets
+            placed[b.name] = offset
+        return placed
+
+    def _lowest(self, nbytes: int, taken: list[tuple[int, int, int]]) -> int:
+        """The lowest aligned offset where ``nbytes`` meet none of ``taken``."""
+        at = 0
+        for start, end, _ in sorted(taken):
+            if start - at >= nbytes:
+                break
+            if end > at:
+                at = _align_up(end, self.align)
+        return at
 
     def _fit(
         self, nbytes: int, taken: list[tuple[int, int, int]], limit: int | None
@@ -544,6 +679,31 @@ class ArenaPlan:
             f"<ArenaPlan {len(self.versions)} versions, {len(self.residents)} "
             f"residents, {self.size} bytes>"
         )
+
+
+def _conflicts(transients: Sequence[_Live]) -> dict[str, list[_Live]]:
+    """Each transient's conflicting others: those of nonzero size live at a step with it.
+
+    A buffer of no bytes takes no room, so it conflicts with none; it is
+    still placed clear of the others (its own list names them).
+    """
+    found: dict[str, list[_Live]] = {b.name: [] for b in transients}
+    by_first = sorted(transients, key=lambda b: (b.first, b.name))
+    open_: list[_Live] = []
+    for b in by_first:
+        open_ = [p for p in open_ if p.last >= b.first]
+        for p in open_:
+            if p.nbytes:
+                found[b.name].append(p)
+            if b.nbytes:
+                found[p.name].append(b)
+        open_.append(b)
+    return found
+
+
+def _meets(score: tuple[int, int], goal: tuple[int, int]) -> bool:
+    """Whether a placement's (top, covered bytes) reach the bounds ``goal``."""
+    return score[0] <= goal[0] and score[1] <= goal[1]
 
 
 def _disjoint(items: Sequence[tuple[str | None, Placed]], version: str | None) -> None:

@@ -8,7 +8,7 @@ than once. A step's modelled time is::
 
     compute  = macs / (core_peak_macs_per_s * cores)
     memory   = (bytes + reread_bytes)
-               / min(ddr_bytes_per_s, shim_bytes_per_s_per_column * columns)
+               / min(dma_bytes_per_s, shim_bytes_per_s_per_column * columns)
     calls_s  = calls * kernel_call_seconds        (cores call in parallel)
     seconds  = max(compute, memory) + calls_s + dispatches * dispatch_seconds
 
@@ -19,7 +19,9 @@ The model ignores placement, routing, memory-tile reuse and overlap between
 steps; it drives tuning where no NPU is present (so it must see what the
 tunables change) and the benchmark that sets a decode step against the
 memory bandwidth bound (:attr:`Roofline.bandwidth_bound_s`, the bytes alone
-at the DDR bandwidth, without rereads).
+at the NPU's DMA roof, without rereads). The DMA roof (``dma_bytes_per_s``)
+is what the NPU's DMA path sustains, measured on npu2; the DDR's theoretical
+bandwidth (``ddr_bytes_per_s``) is above what the NPU reaches and is not used.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ class StepTime:
         macs: Multiply-accumulates (or element operations).
         bytes: Bytes moved between DDR and the array, each counted once.
         compute_s: ``macs`` at the peak bf16 MAC rate of the cores used.
-        memory_s: ``bytes + reread_bytes`` at the lesser of the DDR
-            bandwidth and the shim DMA rate of the columns used.
+        memory_s: ``bytes + reread_bytes`` at the lesser of the device's DMA
+            roof and the shim DMA rate of the columns used.
         dispatch_s: The dispatch overhead charged to this step.
         seconds: ``max(compute_s, memory_s) + calls_s + dispatch_s``.
         columns: Array columns the step uses.
@@ -93,7 +95,7 @@ def step_time(
     cost = op.cost(dev)  # type: ignore[attr-defined]
     cores = int(cost.cores)  # type: ignore[arg-type]  # set by Cost
     compute = cost.macs / (dev.core_peak_macs_per_s * cores) if cost.macs else 0.0
-    rate = min(dev.ddr_bytes_per_s, dev.shim_bytes_per_s_per_column * cost.columns)
+    rate = min(dev.dma_bytes_per_s, dev.shim_bytes_per_s_per_column * cost.columns)
     memory = (cost.bytes + cost.reread_bytes) / rate
     calls = cost.calls * dev.kernel_call_seconds
     dispatch = dispatches * dev.dispatch_seconds
@@ -147,8 +149,8 @@ class Roofline:
 
     @property
     def bandwidth_bound_s(self) -> float:
-        """The time the bytes alone take at the DDR bandwidth: no call is faster."""
-        return self.bytes / self.device.ddr_bytes_per_s
+        """The time the bytes alone take at the DMA roof: no call is faster."""
+        return self.bytes / self.device.dma_bytes_per_s
 
     def slowest(self, n: int = 5) -> list[StepTime]:
         """The ``n`` steps with the most modelled time, slowest first."""

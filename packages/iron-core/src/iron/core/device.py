@@ -108,14 +108,19 @@ class Device:
         scratchpad_words: Per-call 32-bit words one image can read.
         peak_bf16_macs_per_s: Peak bf16 multiply-accumulates per second over
             all compute tiles (for the cost model; derived, see the source).
-        ddr_bytes_per_s: Theoretical DDR bandwidth of the platform (for the
-            cost model; derived, see the source).
+        ddr_bytes_per_s: Theoretical DDR bandwidth of the platform (derived,
+            see the source): a fact about the memory, not what the NPU reaches.
         dispatch_seconds: Host cost of one dispatch (one run of one image).
         shim_bytes_per_s_per_column: Bytes per second one column's shim DMA
             moves between DDR and the array, reads and writes together (for
             the cost model; derived, see the source).
         kernel_call_seconds: Overhead of one kernel invocation on a core, on
             top of its arithmetic (for the cost model; an assumption, see the
+            source).
+        dma_bytes_per_s: Bytes per second the NPU's DMA path sustains between
+            DDR and the array with every column moving (for the cost model:
+            the roof a step's bytes meet, and the decode bandwidth bound):
+            measured on npu2, the theoretical DDR figure on npu1 (see the
             source).
     """
 
@@ -143,6 +148,7 @@ class Device:
     dispatch_seconds: float
     shim_bytes_per_s_per_column: float
     kernel_call_seconds: float
+    dma_bytes_per_s: float
 
     @property
     def compute_tiles(self) -> int:
@@ -219,6 +225,13 @@ NPU1 = Device(
     # Assumed: 300 cycles at 1.0 GHz = 0.3 us per kernel call (see
     # _KERNEL_CALL_CYCLES).
     kernel_call_seconds=_KERNEL_CALL_CYCLES / _NPU1_CLOCK_HZ,
+    # ASSUMPTION: no measured DMA roof for npu1 (Phoenix / Hawk Point) was
+    # found, so the model keeps the theoretical DDR figure above; the four
+    # columns' shim rate (64e9 B/s, see shim_bytes_per_s_per_column) is what
+    # bounds a call there. If npu1 keeps npu2's measured fraction of its
+    # theoretical bandwidth (63 of 120 GB/s, below), it reaches about 54e9
+    # B/s: an estimate, not a measurement, so it is not used.
+    dma_bytes_per_s=6400e6 * 16,
 )
 
 NPU2 = Device(
@@ -265,6 +278,16 @@ NPU2 = Device(
     shim_bytes_per_s_per_column=_SHIM_BYTES_PER_CYCLE * _NPU2_CLOCK_HZ,
     # Assumed: 300 cycles at 1.5 GHz = 0.2 us per kernel call.
     kernel_call_seconds=_KERNEL_CALL_CYCLES / _NPU2_CLOCK_HZ,
+    # Measured: a memcpy through the NPU (DDR -> array -> DDR over every
+    # column) sustains 63-70 GB/s on XDNA2: the roof of AMD's IRON
+    # repository, pull request #195 (https://github.com/amd/IRON/pull/195),
+    # as this project's issue 20 quotes it (the pull request's own text was
+    # not retrievable here to check). The model takes the low end, 63e9 B/s,
+    # about half the theoretical DDR figure above. The same issue puts a
+    # tuned bf16 GEMM at about 47 GB/s there and FastFlowLM's 4-bit
+    # Llama-3.2-1B decode at about 87% of a 60 GB/s roof: no design
+    # reported runs above this roof.
+    dma_bytes_per_s=63e9,
 )
 
 #: The known devices by name.

@@ -88,7 +88,7 @@ def roofline_svg(
     the work, ``max(compute, memory)`` (compute and memory overlap), in the
     colour of whichever is larger; then the kernel-call overhead; then the
     dispatch overhead. A black dash across each bar marks the step's share
-    of the memory-bandwidth bound (its bytes alone at the DDR bandwidth),
+    of the memory-bandwidth bound (its bytes alone at the NPU's DMA roof),
     so the gap between bar top and dash is the time the model spends above
     the bound. The slowest steps are named above their bars; steps alike
     (one operator at one time as shown) share one label, with their count,
@@ -120,7 +120,7 @@ def roofline_svg(
             f"roofline_svg: scale={scale!r} is not one of 'linear' or 'log'"
         )
     steps = list(roofline.steps)
-    ddr = roofline.device.ddr_bytes_per_s
+    ddr = roofline.device.dma_bytes_per_s  # the NPU's DMA roof
     mode = "full ELF" if roofline.full_elf else "xclbin per step"
     if title is None:
         title = (
@@ -193,7 +193,7 @@ def roofline_svg(
         f'<line x1="{_num(x)}" y1="53" x2="{_num(x + 14)}" y2="53" '
         'stroke="black" stroke-width="2"/>'
     )
-    legend = "bandwidth-bound share (bytes at DDR bandwidth)"
+    legend = "bandwidth-bound share (bytes at the DMA roof)"
     out.append(f'<text x="{_num(x + 18)}" y="57">{escape(legend)}</text>')
     out.append("</g>")
 
