@@ -40,11 +40,7 @@ from iron.operators import (
     GEMM,
     GEMV,
     CausalAttention,
-    Copy,
-    ElementwiseAdd,
     RMSNorm,
-    RoPE,
-    SiLUMul,
 )
 
 from . import assumptions
@@ -89,41 +85,10 @@ class WideChunk(Llama):
         rows = x.shape[0]
         cos_sin = self.rope[position : position + rows]
         for layer in self.model.layers:
-            x = _layer(c, layer, x, cos_sin, position, rows)
+            x = self.prompt_layer(layer, x, cos_sin, position, rows)
         h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
         logits = GEMV.step(self.head, h[rows - 1])  # the last row's, (vocab,)
         return logits, iron.carry(position=position + rows)
-
-
-def _add(a: Any, b: Any) -> Any:
-    return ElementwiseAdd.step(a.reshape(-1), b.reshape(-1)).reshape(a.shape)
-
-
-def _layer(c: Any, layer: Any, x: Any, cos_sin: Any, position: Any, rows: int):
-    """One decoder layer over a chunk: the steps of ``Llama``'s prompt layer."""
-    attn = layer.self_attn
-    h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
-    q = GEMM.step(h, attn.q_proj.weight, b_transposed=True)
-    k = GEMM.step(h, attn.k_proj.weight, b_transposed=True)
-    v = GEMM.step(h, attn.v_proj.weight, b_transposed=True)
-    q = RoPE.step(q.reshape(rows, c.num_attention_heads, c.head_dim), cos_sin)
-    k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
-    v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
-    window = slice(position, position + rows)
-    Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, window])
-    Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, window])
-    o = CausalAttention.step(q, attn.k_cache, attn.v_cache, start=position)
-    o = GEMM.step(o.reshape(rows, -1), attn.o_proj.weight, b_transposed=True)
-    x = _add(x, o)
-    h = RMSNorm.step(
-        x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
-    )
-    mlp = layer.mlp
-    gate = GEMM.step(h, mlp.gate_proj.weight, b_transposed=True)
-    up = GEMM.step(h, mlp.up_proj.weight, b_transposed=True)
-    act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
-    down = GEMM.step(act, mlp.down_proj.weight, b_transposed=True)
-    return _add(x, down)
 
 
 def _record(design: str, config: Any, rows: int, context: int) -> Any:

@@ -341,7 +341,7 @@ class Llama(iron.Graph):
         )  # (rows, hidden), n valid
         cos_sin = self.rope[position : position + rows]
         for layer in self.model.layers:
-            x = self._prompt_layer(layer, x, cos_sin, position, rows)
+            x = self.prompt_layer(layer, x, cos_sin, position, rows)
         h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
         logits = GEMM.step(h, self.head, b_transposed=True)  # (rows, vocab)
         last = logits[n - 1]
@@ -354,9 +354,19 @@ class Llama(iron.Graph):
         Copy.step(token, out=self.generated[position + n])
         return logits, iron.carry(token=token, position=position + n, n=1, seed=seed)
 
-    def _prompt_layer(
+    def prompt_layer(
         self, layer: Layer, x: Any, cos_sin: Any, position: Any, rows: int
-    ):
+    ) -> Any:
+        """Record one decoder layer over a prompt chunk of ``rows`` tokens.
+
+        ``x`` is the chunk's ``(rows, hidden)`` activations, ``cos_sin`` the
+        rotary table's rows for its positions and ``position`` the cache
+        position of its first row (a per-call value): the chunk's keys and
+        values are written to the layer's caches there. Returns the layer's
+        output, ``(rows, hidden)``. The prompt version calls it per layer;
+        a graph of another prompt layout (the prefill benchmark's wide
+        chunks) can too.
+        """
         c = self.config
         attn = layer.self_attn
         h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
