@@ -148,12 +148,7 @@ class LlamaConfig:
             )
         for name in ("rms_norm_eps", "rope_theta"):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            if not _finite_positive(value):
                 raise ConfigError(
                     f"config field {name!r} must be a positive number, got {value!r}"
                 )
@@ -421,12 +416,7 @@ def _check_rope(field: str, values: Mapping[str, Any]) -> None:
     """
     for key in _ROPE_KEYS:
         value = values[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
+        if not _finite_positive(value):
             raise ConfigError(
                 f"config field '{field}.{key}' must be a finite positive number "
                 f"for 'llama3' scaling, got {value!r}"
@@ -490,4 +480,14 @@ def _rope(d: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
         original_max_position_embeddings=int(
             values["original_max_position_embeddings"]
         ),
+    )
+
+
+def _finite_positive(value: object) -> bool:
+    """A JSON number (not a bool) that is finite and above 0."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
     )
