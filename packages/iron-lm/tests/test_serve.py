@@ -319,18 +319,42 @@ def test_a_client_killed_mid_stream_stops_its_generation(server, reference):
 
 
 def test_a_client_that_gives_up_waiting_stops_its_generation(server):
+    """A non-streamed request whose client gives up is cancelled, never run to
+    its end. Requests ahead of it keep the device busy for far longer than
+    the client waits (each runs to the end of the context), however fast
+    this machine decodes, so the client surely gives up first."""
     before = server.health()
+    ahead = 4
+
+    def busy() -> None:
+        httpx.post(
+            f"{server.url}/v1/completions",
+            json={"model": MODEL, "prompt": "The NPU", "max_tokens": CONTEXT},
+            timeout=TIMEOUT_S * 4,
+        )
+
+    threads = [threading.Thread(target=busy) for _ in range(ahead)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + TIMEOUT_S
+    while server.health()["waiting"] < ahead - 1:  # one may already be running
+        assert time.monotonic() < deadline, "the busy requests never queued"
+        time.sleep(0.01)
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(
             f"{server.url}/v1/completions",
             json={"model": MODEL, "prompt": "The NPU", "max_tokens": 200},
             timeout=httpx.Timeout(TIMEOUT_S, read=0.5),
         )
+    for thread in threads:
+        thread.join(TIMEOUT_S * 4)
     deadline = time.monotonic() + TIMEOUT_S
     while server.health()["cancelled"] == before["cancelled"]:
         assert time.monotonic() < deadline, "the generation was not cancelled"
         time.sleep(0.1)
-    assert server.health()["done"] == before["done"]
+    after = server.health()
+    assert after["cancelled"] == before["cancelled"] + 1
+    assert after["done"] == before["done"] + ahead  # the busy ones, not the gone one
 
 
 def test_a_chunked_body_over_the_limit_is_413(server):
