@@ -45,10 +45,12 @@ __all__ = [
 ENV_VAR = "IRON_DEVICE"
 
 # Sources cited below, by label:
-#   [facts]  shared/notes/tolerances-and-device-facts.md, section 4 (AMD's IRON
-#            library: AGENTS.md, conftest.py, tiling.py, dma.py, gemm.py).
-#   [mlir]   shared/notes/mlir-aie-xrt.md, section 9 (mlir-aie AIETargetModel.h,
-#            AIEXDialect.cpp verifiers).
+#   [facts]  AMD's IRON library (https://github.com/amd/IRON): AGENTS.md
+#            ("Hardware Constraints"), conftest.py (n_cols), tiling.py,
+#            dma.py, gemm.py.
+#   [mlir]   mlir-aie (https://github.com/Xilinx/mlir-aie, the era of the
+#            pinned v1.4.1): include/aie/Dialect/AIE/IR/AIETargetModel.h and
+#            lib/Dialect/AIEX/IR/AIEXDialect.cpp (the dma_memcpy_nd verifier).
 #   [UG1603] AMD UG1603, "AI Engine Data Memory": AIE-ML / AIE-ML v2 tiles have
 #            64 KB of data memory in eight single-port banks.
 #   [AM020]  AMD AM020, Versal AIE-ML Architecture Manual (vector unit widths;

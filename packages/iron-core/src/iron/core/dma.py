@@ -3,8 +3,9 @@
 The shim tile's DMA moves 4-byte words along at most four dimensions (the
 outermost an iteration count), each size within its wrap field and each
 stride within its step field, counted in words
-(``../shared/notes/mlir-aie-xrt.md`` section 9, from mlir-aie's
-``AIETargetModel`` and ``AIEXDialect`` verifiers). Views with per-call
+(mlir-aie's ``include/aie/Dialect/AIE/IR/AIETargetModel.h`` and the
+``dma_memcpy_nd`` verifier in ``lib/Dialect/AIEX/IR/AIEXDialect.cpp``,
+https://github.com/Xilinx/mlir-aie). Views with per-call
 repeats and lengths, and the data movers' walks, must each be one such
 descriptor.
 """

@@ -20,7 +20,8 @@ __all__ = ["AXPY", "ReLU"]
 # fp32 compute rounded once to bf16 is within one bf16 ulp of the exact
 # result; 2**-126 (the smallest normal bf16) is the floor for results the
 # kernel flushes to zero. AMD IRON's eltwise kernel contracts state the same
-# bf16_ulps(1, atol=2**-126) (../shared/notes/tolerances-and-device-facts.md §3).
+# bf16_ulps(1, atol=2**-126) (https://github.com/amd/IRON, its eltwise
+# operators' tests).
 _ONE_ROUNDING = Tolerance.bf16_ulps(
     1,
     atol=2.0**-126,

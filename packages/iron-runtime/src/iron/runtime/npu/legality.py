@@ -27,10 +27,11 @@ The shim's address generation is modelled independently of
 iteration outermost), so tests can check that a transfer that passes moves
 exactly the elements its access pattern names.
 
-Sources: shared/notes/mlir-aie-xrt.md section 9, which read mlir-aie's
-``AIETargetModel.h`` (memories, locks, channels, BDs, field widths) and
-``AIEXDialect.cpp`` (the ``dma_memcpy_nd`` verifier) of the pinned era; the
-Device fields of iron-core carry the same numbers with the same citations.
+Sources: mlir-aie's ``include/aie/Dialect/AIE/IR/AIETargetModel.h``
+(memories, locks, channels, BDs, field widths) and
+``lib/Dialect/AIEX/IR/AIEXDialect.cpp`` (the ``dma_memcpy_nd`` verifier) of
+the pinned era (https://github.com/Xilinx/mlir-aie); the Device fields of
+iron-core carry the same numbers with the same citations.
 """
 
 from __future__ import annotations
@@ -76,13 +77,13 @@ class LegalityError(ValueError):
 class TileLimits:
     """Per-tile counts iron-core's Device does not carry (yet).
 
-    From mlir-aie ``AIETargetModel.h`` (AIE2 and AIE2P alike), via the notes
-    section 9: ``getNum*SwitchboxConnections`` for the DMA bundle and
+    From mlir-aie ``AIETargetModel.h`` (AIE2 and AIE2P alike):
+    ``getNum*SwitchboxConnections`` for the DMA bundle and
     ``getNum*ShimMuxConnections`` (channels), ``getNumLocks`` (16 per compute or
     shim tile, 64 per memory tile, largest value 63), and the default core
     stack of 0x400 bytes. ``task_queue`` is a DMA channel's task-queue depth
-    (4 tasks per channel on AIE2 and AIE2P: shared/notes/
-    tolerances-and-device-facts.md, IRON's ``dma.py`` ``dma_task_queue_depth``);
+    (4 tasks per channel on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD
+    IRON's ``dma.py``, https://github.com/amd/IRON);
     only sequences with waits are held to it (see :func:`check`).
     """
 
@@ -272,7 +273,7 @@ def shim_transfer_problems(
 ) -> list[str]:
     """Every shim-descriptor limit a pattern (in elements) breaks; empty if none.
 
-    Limits (notes section 9; ``AIEXDialect.cpp`` dma_memcpy_nd verifier and
+    Limits (mlir-aie's ``AIEXDialect.cpp`` dma_memcpy_nd verifier and
     ``AIETargetModel.h`` field widths; iron-core's Device ``dma_*`` fields):
     four dimensions; items at most 32 bits; the offset, the innermost size
     and every stride in whole 4-byte units; a sub-word innermost dimension
@@ -384,7 +385,7 @@ def _sequence_peaks(layout: Layout, dev: Device, limits: TileLimits) -> Counter[
     """Replay a sequence with waits; each shim's most buffer descriptors in use.
 
     The rules (mlir-aie ``AIEX.td``, ``npu.dma_memcpy_nd``: reusing a BD id
-    needs a prior token wait; notes section 9):
+    needs a prior token wait):
 
     * a wait on ``@f`` consumes the oldest token of ``f`` not yet awaited,
       issued by a transfer before the wait (a wait with none would hang);

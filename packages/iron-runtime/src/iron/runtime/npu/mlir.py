@@ -11,9 +11,8 @@ own tests, cited next to it, so a release bump is one place to re-check.
 The release is :data:`MLIR_AIE_RELEASE`. Why that one: it is the first release
 with both the ``--get-*`` aiecc output flags (PR #3364, 2026-07-21) and Peano as
 the default core compiler (its release notes: "Peano is now the default core
-backend in aiecc"), and the 2026-08-14 mirror of upstream main the research
-notes read ([AIE-26.08] in shared/notes/mlir-aie-xrt.md) is three days after
-it, so the syntax facts below were read from that era.
+backend in aiecc"), and the syntax facts below were read from upstream main
+of 2026-08-14 (commit ``3ca0193``), three days after it.
 
 Sources, by label (paths inside Xilinx/mlir-aie):
     [npu_xclbin]  test/aiecc/cpp_npu_and_xclbin.mlir (2026): aie.device,

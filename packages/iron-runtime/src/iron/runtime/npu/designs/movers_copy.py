@@ -55,11 +55,12 @@ __all__ = [
     "copy_windows",
 ]
 
-#: Host buffers one XRT kernel run takes (aiecc's ``kMaxHostBOs``, notes §9).
+#: Host buffers one XRT kernel run takes (aiecc's ``kMaxHostBOs``, mlir-aie
+#: tools/aiecc/SidecarFiles.h).
 HOST_BUFFERS_MAX = 16
 
-#: Tasks one shim DMA channel queues (AMD IRON's ``dma_task_queue_depth``,
-#: tolerances-and-device-facts.md §4); more wait for a completion token.
+#: Tasks one shim DMA channel queues (``dma_task_queue_depth`` in AMD IRON's
+#: dma.py, https://github.com/amd/IRON); more wait for a completion token.
 TASK_QUEUE = 4
 
 _DEPTH = 2  # the memory tile double-buffers the forwarded chunks
