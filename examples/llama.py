@@ -11,15 +11,14 @@ The checks: the first greedy token is the argmax of the prompt's last
 logits (``Decoder.logits``); the greedy tokens are the host reference's
 (``Decoder.reference_tokens``); a sampled generation repeats for the same
 seed; and where the device loops the decode step itself (npu2), the host
-loop gives the same tokens. Runs on npu2 unless IRON_DEVICE names another
-(the emulated NPU where no NPU is present). Usage:
+loop gives the same tokens. Runs on the device IRON_DEVICE names, else the
+NPU present, else npu2 (the emulated NPU where no NPU is present). Usage:
 ``python examples/llama.py [--checkpoint DIR]``. Prints PASS! when it holds.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import numpy as np
 from iron.lm import tiny
 from iron.lm.generate import Decoder
 from iron.lm.tokenizer import Tokenizer
+from iron.runtime import default_device
 
 PROMPT = "The NPU"
 NEW_TOKENS = 12
@@ -35,7 +35,7 @@ NEW_TOKENS = 12
 
 def main(directory: str | Path | None = None) -> bool:
     """Load, generate greedily and by sampling, and check; True on PASS."""
-    device = os.environ.get("IRON_DEVICE") or "npu2"
+    device = default_device()  # IRON_DEVICE, else the NPU present, else npu2
     with tempfile.TemporaryDirectory(prefix="iron-tiny-") as scratch:
         if directory is None:
             print(tiny.NOTICE)

@@ -143,3 +143,35 @@ def test_without_poison_dead_transients_keep_their_bytes(env):
     (placed,) = [p for p in version.plan.buffers.values() if p.kind == "transient"]
     raw = version.arena.buffer().device[placed.offset : placed.end]
     np.testing.assert_array_equal(raw.view(np.float32), 2 * x)
+
+
+# -- the default device (issue 15: an NPU1 owner who forgets IRON_DEVICE) ---------
+
+
+@pytest.mark.parametrize(("reported", "expected"), [("npu1", "npu1"), (None, "npu2")])
+def test_the_default_device_is_the_npu_xrt_reports(env, reported, expected):
+    env.delenv("IRON_DEVICE", raising=False)
+    env.setattr(xrt, "missing", lambda: [])  # auto takes xrt: an NPU is here
+    env.setattr(xrt, "detect", lambda: reported)
+    with iron.use_device(None):
+        assert iron.runtime.default_device() == expected
+
+
+def test_a_named_device_wins_over_detection(env):
+    env.setattr(xrt, "missing", lambda: [])
+
+    def detect():
+        raise AssertionError("IRON_DEVICE is set: XRT is not asked")
+
+    env.setattr(xrt, "detect", detect)
+    env.setenv("IRON_DEVICE", "npu2")
+    with iron.use_device(None):
+        assert iron.runtime.default_device() == "npu2"
+
+
+def test_the_emulator_defaults_to_npu2_without_asking_xrt(env):
+    env.delenv("IRON_DEVICE", raising=False)
+    env.setenv("IRON_BACKEND", "emu")
+    env.setattr(xrt, "detect", lambda: pytest.fail("the emulator asks no XRT"))
+    with iron.use_device(None):
+        assert iron.runtime.default_device() == select.FALLBACK_DEVICE == "npu2"

@@ -91,7 +91,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         choices=("npu1", "npu2"),
         default=None,
         help="npu1 (XDNA: Phoenix, Hawk Point) or npu2 (XDNA2: Strix, Krackan) "
-        "(default: IRON_DEVICE, else npu2)",
+        "(default: IRON_DEVICE, else the NPU present, else npu2)",
     )
     parser.add_argument(
         "--context",
@@ -118,17 +118,18 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
 
 def check_model_options(args: argparse.Namespace) -> str:
     """Refuse values no device takes, in the flags' own terms; returns the
-    device's name (``--device``, else ``IRON_DEVICE``, else npu2).
+    device's name (``--device``, else ``IRON_DEVICE``, else the NPU XRT
+    reports, else npu2: :func:`iron.runtime.default_device`).
 
     Raises:
         UsageError: A flag's value is out of its range (named, with the
             allowed values and the device fact behind them).
         ValueError: ``IRON_DEVICE`` names no device.
     """
-    import iron
     from iron.core.device import as_device
     from iron.operators.attention import LANES
     from iron.operators.sample import MAX_TOP_K
+    from iron.runtime import default_device
 
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise UsageError(
@@ -145,8 +146,7 @@ def check_model_options(args: argparse.Namespace) -> str:
             f"--top-k is 0 (off) or 1..{MAX_TOP_K}, got {args.top_k} (the "
             f"device's sampler keeps at most the {MAX_TOP_K} largest logits)"
         )
-    current = iron.get_current_device()
-    device = args.device or (current.name if current else "npu2")
+    device = args.device or default_device()
     dev = as_device(device)
     # The prompt version gathers its rows of the embedding with one shim
     # buffer descriptor each, from one shim tile, and its GEMMs take rows in

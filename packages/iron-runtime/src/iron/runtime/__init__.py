@@ -11,7 +11,7 @@ from iron.runtime.carried import CarriedLoop
 from iron.runtime.compiled import UPLOAD_PIECE, CompiledGraph
 from iron.runtime.driver import RunError
 from iron.runtime.emu.execute import StepCheckError
-from iron.runtime.select import backend_name, set_backend, set_poison
+from iron.runtime.select import backend_name, default_device, set_backend, set_poison
 from iron.runtime.use import InUseError
 from iron.runtime.xrt import BackendUnavailableError
 
@@ -26,6 +26,7 @@ __all__ = [
     "StepCheckError",
     "__version__",
     "backend_name",
+    "default_device",
     "set_backend",
     "set_poison",
 ]

@@ -17,11 +17,21 @@ from iron.runtime import xrt
 from iron.runtime.driver import DriverDevice
 from iron.runtime.emu import EmuDevice
 
-__all__ = ["BACKENDS", "backend_name", "open_device", "set_backend", "set_poison"]
+__all__ = [
+    "BACKENDS",
+    "FALLBACK_DEVICE",
+    "backend_name",
+    "default_device",
+    "open_device",
+    "set_backend",
+    "set_poison",
+]
 
 logger = logging.getLogger("iron.runtime")
 
 BACKENDS = ("emu", "xrt", "auto")
+#: The device built for when none is named and no NPU says which it is.
+FALLBACK_DEVICE = "npu2"
 
 _chosen: str | None = None
 _poison: bool | None = None
@@ -77,6 +87,30 @@ def backend_name() -> str:
         else:
             logger.info("backend auto: xrt (an NPU and pyxrt are present)")
     return chosen
+
+
+def default_device() -> str:
+    """The device to build for when the caller names none.
+
+    The bound device or ``IRON_DEVICE`` when there is one; else, where the
+    xrt backend runs, the NPU XRT reports (:func:`iron.runtime.xrt.detect`:
+    an NPU1 owner who forgets ``IRON_DEVICE`` must not get npu2 binaries);
+    else :data:`FALLBACK_DEVICE`, which the emulated NPU emulates.
+
+    Raises:
+        ValueError: ``IRON_DEVICE`` or ``IRON_BACKEND`` names nothing known.
+    """
+    from iron.core.device import get_current_device
+
+    current = get_current_device()
+    if current is not None:
+        return current.name
+    if backend_name() == "xrt":
+        found = xrt.detect()
+        if found is not None:
+            logger.info("device: %s, as XRT reports (IRON_DEVICE is unset)", found)
+            return found
+    return FALLBACK_DEVICE
 
 
 def open_device(description: Device) -> DriverDevice:
