@@ -175,3 +175,14 @@ def test_the_emulator_defaults_to_npu2_without_asking_xrt(env):
     env.setattr(xrt, "detect", lambda: pytest.fail("the emulator asks no XRT"))
     with iron.use_device(None):
         assert iron.runtime.default_device() == select.FALLBACK_DEVICE == "npu2"
+
+
+def test_without_xrt_the_default_device_leaves_the_error_to_opening(env):
+    """IRON_BACKEND=xrt on a machine without XRT: no detection (its error would
+    lack the way out); opening the device names what is missing."""
+    env.delenv("IRON_DEVICE", raising=False)
+    env.setenv("IRON_BACKEND", "xrt")
+    env.setattr(xrt, "missing", lambda: ["the pyxrt module"])
+    env.setattr(xrt, "detect", lambda: pytest.fail("XRT is missing: not asked"))
+    with iron.use_device(None):
+        assert iron.runtime.default_device() == "npu2"

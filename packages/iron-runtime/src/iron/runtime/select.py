@@ -105,8 +105,13 @@ def default_device() -> str:
     current = get_current_device()
     if current is not None:
         return current.name
-    if backend_name() == "xrt":
-        found = xrt.detect()
+    # Only where XRT can answer: otherwise opening the device later names
+    # everything this machine lacks, and the way out.
+    if backend_name() == "xrt" and not xrt.missing():
+        try:
+            found = xrt.detect()
+        except xrt.BackendUnavailableError:
+            found = None
         if found is not None:
             logger.info("device: %s, as XRT reports (IRON_DEVICE is unset)", found)
             return found
