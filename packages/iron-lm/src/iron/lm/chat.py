@@ -15,17 +15,17 @@ import sys
 from typing import Any
 
 from iron.lm.options import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
     UsageError,
     add_model_options,
     check_model_options,
+    fail,
     open_decoder,
 )
 
 __all__ = ["add_parser", "run"]
 
-EXIT_USAGE = 2
-EXIT_INPUT = 1
-EXIT_INTERRUPTED = 130
 HELP = "/reset starts over, /exit leaves (or end of input: Ctrl-D)"
 
 
@@ -46,11 +46,6 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return chat
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
-    print(f"iron-lm: error: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``iron-lm chat``; returns the exit code."""
     try:
@@ -60,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
             )
         device = check_model_options(args)
     except ValueError as error:  # UsageError, or IRON_DEVICE names no device
-        return _fail(str(error), EXIT_USAGE)
+        return fail(str(error), EXIT_USAGE)
     with open_decoder(args, device) as decoder:
         tokenizer = decoder.tokenizer
         if tokenizer is None or tokenizer.chat_template is None:
-            return _fail(
+            return fail(
                 f"{str(args.checkpoint)!r} has no chat template (tokenizer.json and "
                 "tokenizer_config.json's 'chat_template'): chat needs an instruct "
                 "model; use 'iron-lm generate' for a base model"

@@ -28,9 +28,12 @@ from collections.abc import Sequence
 
 from iron.lm import chat
 from iron.lm.options import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
     UsageError,
     add_model_options,
     check_model_options,
+    fail,
     open_decoder,
     wrapped,
 )
@@ -38,9 +41,6 @@ from iron.lm.serve import command as serve
 
 __all__ = ["main"]
 
-EXIT_USAGE = 2
-EXIT_INPUT = 1
-EXIT_INTERRUPTED = 130
 #: A closed stdout (``iron-lm generate | head``), as a process SIGPIPE ends.
 EXIT_PIPE = 141
 #: An error IRON did not foresee (sysexits' EX_SOFTWARE).
@@ -114,11 +114,6 @@ def _versions() -> str:
     return f"{found[0]} ({', '.join(found[1:])})"
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
-    print(f"iron-lm: error: {message}", file=sys.stderr)
-    return code
-
-
 def _check_prompt(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens is at least 1, got {args.max_new_tokens}")
@@ -138,7 +133,7 @@ def generate(args: argparse.Namespace) -> int:
         _check_prompt(args)
         device = check_model_options(args)
     except ValueError as error:  # UsageError, or IRON_DEVICE names no device
-        return _fail(str(error), EXIT_USAGE)
+        return fail(str(error), EXIT_USAGE)
     with open_decoder(args, device) as decoder:
         return _generate(args, decoder, device)
 
@@ -165,7 +160,7 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
             device_loop=False if args.host_loop else None,
         )
     except RefusedShapeError as error:
-        return _fail(
+        return fail(
             f"{device} cannot run these settings (--context, --rows, --top-k, or "
             f"the model's shapes): {error}"
         )
@@ -183,7 +178,7 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
         expected = decoder.reference_tokens(ids, len(tokens), seed=args.seed)
         if expected != tokens:
             first = next(i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b)
-            return _fail(
+            return fail(
                 f"--check: token {first} is {tokens[first]}, the host reference's "
                 f"is {expected[first]} (tokens {tokens}, reference {expected})"
             )
@@ -248,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except KeyboardInterrupt:
         print(flush=True, file=sys.stderr)
-        return _fail("interrupted", EXIT_INTERRUPTED)
+        return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (``| head``): nothing more can be shown. Point
         # stdout at devnull so the interpreter's final flush is silent.
@@ -260,11 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the thing and the fix.
         if args.verbose:
             traceback.print_exc()
-        return _fail(str(error))
+        return fail(str(error))
     except Exception as error:  # noqa: BLE001 - the promise: never a traceback
         if args.verbose:
             traceback.print_exc()
-        return _fail(
+        return fail(
             f"unexpected {type(error).__name__}: {error} (run with -v for the "
             f"traceback, and please report it)",
             EXIT_INTERNAL,

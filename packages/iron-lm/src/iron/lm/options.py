@@ -27,14 +27,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONTEXT",
+    "EXIT_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
     "ROW_MULTIPLE",
     "SEED_LIMIT",
     "UsageError",
     "add_model_options",
     "check_model_options",
+    "fail",
     "open_decoder",
     "wrapped",
 ]
+
+#: Exit code of a refused input (the model, the prompt, the machine).
+EXIT_INPUT = 1
+#: Exit code of a usage error (a flag's value out of its range).
+EXIT_USAGE = 2
+#: Exit code after Ctrl-C.
+EXIT_INTERRUPTED = 130
 
 #: Seeds the commands take: a device word holds 30 bits and the draw at
 #: position ``p`` uses ``seed + p``, so half of that range is left for positions.
@@ -114,6 +125,12 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         action="store_true",
         help="log what IRON does (default: off)",
     )
+
+
+def fail(message: str, code: int = EXIT_INPUT) -> int:
+    """Print ``iron-lm: error: message`` on stderr; return ``code``."""
+    print(f"iron-lm: error: {message}", file=sys.stderr)
+    return code
 
 
 def check_model_options(args: argparse.Namespace) -> str:

@@ -18,9 +18,12 @@ import sys
 from typing import Any
 
 from iron.lm.options import (
+    EXIT_INPUT,
+    EXIT_USAGE,
     UsageError,
     add_model_options,
     check_model_options,
+    fail,
     open_decoder,
 )
 
@@ -28,8 +31,6 @@ __all__ = ["add_parser", "run"]
 
 logger = logging.getLogger("iron.lm.serve")
 
-EXIT_USAGE = 2
-EXIT_INPUT = 1
 #: The environment variable --api-key defaults to (kept out of the process list).
 API_KEY_VARIABLE = "IRON_LM_API_KEY"
 #: Seconds in-flight requests get to finish after SIGTERM.
@@ -76,11 +77,6 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     return serve
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
-    print(f"iron-lm: error: {message}", file=sys.stderr)
-    return code
-
-
 def _check_server_options(args: argparse.Namespace) -> None:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port is in [0, 65535], got {args.port}")
@@ -107,19 +103,19 @@ def run(args: argparse.Namespace) -> int:
         _check_server_options(args)
         device = check_model_options(args)
     except ValueError as error:  # UsageError, or IRON_DEVICE names no device
-        return _fail(str(error), EXIT_USAGE)
+        return fail(str(error), EXIT_USAGE)
     try:
         import uvicorn
 
         from iron.lm.serve.app import create_app
     except ImportError as e:
-        return _fail(
+        return fail(
             f"iron-lm serve needs Starlette and uvicorn ({e}): "
             "pip install './packages/iron-lm[serve]'"
         )
     with open_decoder(args, device) as decoder:
         if decoder.tokenizer is None:
-            return _fail(
+            return fail(
                 f"{str(args.checkpoint)!r} has no tokenizer.json; the server needs "
                 "the checkpoint's tokenizer"
             )
