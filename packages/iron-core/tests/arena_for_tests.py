@@ -1,5 +1,6 @@
-"""Operators, graphs and plan checks shared by the ``test_arena_*`` files.
+"""Graphs and plan checks shared by the ``test_arena_*`` files.
 
+The graphs are built of ``Resize`` and ``Mix`` (from ``operators_for_tests``);
 ``assert_sound``, ``assert_liveness`` and ``assert_steps_apart`` recompute a
 plan's invariants independently rather than trusting ArenaPlan.check().
 """
@@ -8,50 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 from ml_dtypes import bfloat16
+from operators_for_tests import Mix, Resize
 
 import iron
 from iron.core.arena import ALIGN, ArenaPlan, version_key
-from iron.core.declare import Input, Output, param
-from iron.core.operator import Operator
-
-# -- test operators ------------------------------------------------------------------
-
-
-def f32(x):
-    return np.asarray(x, dtype=np.float32)
-
-
-class Resize(Operator):
-    """A vector of one length to another (numpy.resize)."""
-
-    size_in: int = param()
-    size_out: int = param()
-    inputs = (Input("x", "size_in"),)
-    outputs = (Output("out", "size_out"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x):
-        return np.resize(f32(x), self.size_out).astype(bfloat16)
-
-
-class Mix(Operator):
-    """Two vectors of any lengths to a third (resize both, add)."""
-
-    size_a: int = param()
-    size_b: int = param()
-    size_out: int = param()
-    inputs = (Input("a", "size_a"), Input("b", "size_b"))
-    outputs = (Output("out", "size_out"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, a, b):
-        n = self.size_out
-        return (np.resize(f32(a), n) + np.resize(f32(b), n)).astype(bfloat16)
-
 
 # -- graphs ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from ml_dtypes import bfloat16
-from ops_for_tests import Mul, Scale
+from operators_for_tests import Mul, Scale
 
 import iron
 

@@ -1,7 +1,9 @@
 """Helpers and hypothesis strategies shared by the ``test_handle_*`` files.
 
 ``whole`` makes an input handle, ``flat`` the numpy array of element indices
-it is checked against; the strategies draw shapes and numpy basic indices.
+it is checked against; ``handle`` makes a bf16 input handle with bounded axes
+(for the ``test_operator_*`` files); the strategies draw shapes and numpy
+basic indices.
 """
 
 from __future__ import annotations
@@ -22,6 +24,19 @@ m = PerCall("m")
 
 def whole(shape, dtype=np.float32, name="x", role="input") -> Handle:
     return Handle.whole(shape, dtype, name, role)
+
+
+def handle(
+    name: str,
+    *shape: int,
+    valid: dict[int, int | PerCall] | None = None,
+    dtype: str = "bfloat16",
+) -> Handle:
+    """An input handle, its axes bounded per ``valid`` (axis: bound)."""
+    h = Handle.whole(shape, dtype, name, "input")
+    if valid:
+        h = Handle(h.buffer, h.shape, h.dtype, dict(valid), h.layout)
+    return h
 
 
 def flat(shape) -> np.ndarray:

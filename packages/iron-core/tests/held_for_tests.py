@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 from ml_dtypes import bfloat16
-from ops_for_tests import Mul
+from operators_for_tests import Mul
 
 import iron
 

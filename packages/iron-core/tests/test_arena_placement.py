@@ -9,122 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from arena_for_tests import Chain, Mix, assert_sound, assert_steps_apart, f32, record
+from arena_for_tests import Chain, assert_sound, assert_steps_apart, record
 from ml_dtypes import bfloat16
+from operators_for_tests import Add, Add2D, ArgMax, Attend, Linear, Mix, Scale, Tanh
 
 import iron
 from iron.core.arena import ArenaPlan, liveness, version_key
-from iron.core.declare import Input, Output, param
-from iron.core.operator import Operator
-
-# -- test operators ------------------------------------------------------------------
-
-
-class Scale(Operator):
-    """out = x * factor."""
-
-    size: int = param()
-    factor: float = param(1.0)
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x):
-        return (f32(x) * self.factor).astype(bfloat16)
-
-
-class Add(Operator):
-    """out = x + y, one length."""
-
-    size: int = param()
-    inputs = (Input("x", "size"), Input("y", "size"))
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x, y):
-        return (f32(x) + f32(y)).astype(bfloat16)
-
-
-class Argmax(Operator):
-    """The index of the largest entry, as one int32 (a sampled token)."""
-
-    size: int = param()
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", 1, dtype=np.int32),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x):
-        return np.array([np.argmax(f32(x))], dtype=np.int32)
-
-
-class Rows(Operator):
-    """An elementwise map over a 2-D tensor (a norm, a rotary, an activation)."""
-
-    m: int = param()
-    n: int = param()
-    inputs = (Input("x", "m", "n"),)
-    outputs = (Output("out", "m", "n"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x):
-        return np.tanh(f32(x)).astype(bfloat16)
-
-
-class Add2(Operator):
-    """out = x + y over 2-D tensors."""
-
-    m: int = param()
-    n: int = param()
-    inputs = (Input("x", "m", "n"), Input("y", "m", "n"))
-    outputs = (Output("out", "m", "n"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x, y):
-        return (f32(x) + f32(y)).astype(bfloat16)
-
-
-class Linear(Operator):
-    """out = x @ w.T, w held as a weight (n, k)."""
-
-    m: int = param()
-    k: int = param()
-    n: int = param()
-    inputs = (Input("x", "m", "k"), Input("w", "n", "k"))
-    outputs = (Output("out", "m", "n"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, x, w):
-        return (f32(x) @ f32(w).T).astype(bfloat16)
-
-
-class Attend(Operator):
-    """A stand-in for attention: q (m, d), k and v (m, kv) to (m, d)."""
-
-    m: int = param()
-    d: int = param()
-    kv: int = param()
-    inputs = (Input("q", "m", "d"), Input("k", "m", "kv"), Input("v", "m", "kv"))
-    outputs = (Output("out", "m", "d"),)
-
-    def resolve(self, dev):
-        return {}
-
-    def reference(self, q, k, v):
-        s = f32(k).sum(axis=1, keepdims=True) * f32(v).mean(axis=1, keepdims=True)
-        return (f32(q) + s).astype(bfloat16)
-
 
 # -- graphs --------------------------------------------------------------------------
 
@@ -167,18 +57,18 @@ class Llama(iron.Graph):
 
     def body(self, x):
         for layer, cache in zip(self.layers, self.k_cache):
-            h = Rows.step(x)
-            q = Rows.step(Linear.step(h, layer["q"]))
-            k = Rows.step(Linear.step(h, layer["k"]))
+            h = Tanh.step(x)
+            q = Tanh.step(Linear.step(h, layer["q"]))
+            k = Tanh.step(Linear.step(h, layer["k"]))
             v = Linear.step(h, layer["v"])
-            Rows.step(k[0:1], out=cache)
+            Tanh.step(k[0:1], out=cache)
             attn = Attend.step(q, k, v)
-            x = Add2.step(x, Linear.step(attn, layer["o"]))
-            h = Rows.step(x)
-            gate = Rows.step(Linear.step(h, layer["gate"]))
+            x = Add2D.step(x, Linear.step(attn, layer["o"]))
+            h = Tanh.step(x)
+            gate = Tanh.step(Linear.step(h, layer["gate"]))
             up = Linear.step(h, layer["up"])
-            x = Add2.step(x, Linear.step(Add2.step(gate, up), layer["down"]))
-        return Linear.step(Rows.step(x), self.head)
+            x = Add2D.step(x, Linear.step(Add2D.step(gate, up), layer["down"]))
+        return Linear.step(Tanh.step(x), self.head)
 
 
 # -- examples --------------------------------------------------------------------------
@@ -257,7 +147,7 @@ def test_a_carried_handle_is_an_output():
     class Carrying(iron.Graph):
         def body(self, x, *, token: iron.Carried[int] = 0):
             a = Scale.step(x)
-            sampled = Argmax.step(a)
+            sampled = ArgMax.step(a)
             return Scale.step(a), iron.carry(token=sampled)
 
     recording = record(Carrying(), x=(64,))

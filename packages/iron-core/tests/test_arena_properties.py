@@ -10,8 +10,6 @@ from __future__ import annotations
 from arena_for_tests import (
     Chain,
     Held,
-    Mix,
-    Resize,
     assert_liveness,
     assert_sound,
     assert_steps_apart,
@@ -19,6 +17,7 @@ from arena_for_tests import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from operators_for_tests import Mix, Resize
 
 import iron
 from iron.core.arena import ArenaPlan

@@ -14,14 +14,13 @@ from __future__ import annotations
 from unittest import mock
 
 from arena_for_tests import (
-    Mix,
-    Resize,
     assert_liveness,
     assert_sound,
     assert_steps_apart,
     record,
 )
 from hypothesis import given
+from operators_for_tests import Mix, Resize
 from test_arena_properties import SETTINGS, Dag, dags
 
 import iron

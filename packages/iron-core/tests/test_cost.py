@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from operators_for_tests import Crunch, Spread, Stream
 
 import iron
 from iron.core.cost import roofline, step_time
 from iron.core.declare import Input, Output, param
 from iron.core.operator import Cost, Operator
-
-
-class Stream(Operator):
-    """Moves ``size`` bf16 elements in and out, one op each (memory-bound)."""
-
-    size: int = param()
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def reference(self, x):
-        return x
-
-    def cost(self, dev):
-        return Cost(macs=self.size, bytes=4 * self.size)
-
-
-class Crunch(Operator):
-    """A square matmul's worth of MACs on a small vector (compute-bound)."""
-
-    size: int = param()
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def reference(self, x):
-        return x
-
-    def cost(self, dev):
-        return Cost(macs=self.size**3, bytes=4 * self.size)
 
 
 class Chain(iron.Graph):
@@ -47,31 +20,6 @@ class Chain(iron.Graph):
 def npu2():
     with iron.use_device("npu2"):
         yield
-
-
-class Tiled(Operator):
-    """Work whose spread over the array the test sets directly."""
-
-    size: int = param()
-    columns: int = param(1)
-    cores: int | None = param(None)
-    calls: int = param(1)
-    reread: int = param(0)
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def reference(self, x):
-        return x
-
-    def cost(self, dev):
-        return Cost(
-            macs=self.size**2,
-            bytes=4 * self.size,
-            columns=self.columns,
-            cores=self.cores,
-            calls=self.calls,
-            reread_bytes=self.reread,
-        )
 
 
 def test_step_time_is_the_larger_of_compute_and_memory_plus_calls_and_dispatch():
@@ -88,21 +36,21 @@ def test_step_time_is_the_larger_of_compute_and_memory_plus_calls_and_dispatch()
     assert t.bound == "memory"
     assert step_time(Crunch(size=4096), dev, dispatches=0).bound == "compute"
     assert step_time(Stream(size=16), dev).bound == "dispatch"
-    assert step_time(Tiled(size=16, calls=100), dev, dispatches=0).bound == "calls"
+    assert step_time(Spread(size=16, calls=100), dev, dispatches=0).bound == "calls"
 
 
 @pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
 def test_compute_is_the_macs_at_the_peak_of_the_cores_used(dev):
-    one = step_time(Tiled(size=1 << 12), dev, dispatches=0)
+    one = step_time(Spread(size=1 << 12), dev, dispatches=0)
     assert one.compute_s == pytest.approx((1 << 24) / dev.core_peak_macs_per_s)
-    four = step_time(Tiled(size=1 << 12, columns=2, cores=4), dev, dispatches=0)
+    four = step_time(Spread(size=1 << 12, columns=2, cores=4), dev, dispatches=0)
     assert four.cores == 4 and four.compute_s == pytest.approx(one.compute_s / 4)
-    every = Tiled(size=1 << 12, columns=dev.columns, cores=dev.compute_tiles)
+    every = Spread(size=1 << 12, columns=dev.columns, cores=dev.compute_tiles)
     assert step_time(every, dev).compute_s == pytest.approx(
         (1 << 24) / dev.peak_bf16_macs_per_s
     )
     # Cores default to one per column.
-    assert step_time(Tiled(size=1 << 12, columns=2), dev).cores == 2
+    assert step_time(Spread(size=1 << 12, columns=2), dev).cores == 2
 
 
 @pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
@@ -110,32 +58,32 @@ def test_memory_is_the_bytes_and_rereads_at_the_shim_rate_up_to_the_dma_roof(dev
     size = 1 << 20
     shim = dev.shim_bytes_per_s_per_column
     for columns in range(1, dev.columns + 1):
-        t = step_time(Tiled(size=size, columns=columns), dev, dispatches=0)
+        t = step_time(Spread(size=size, columns=columns), dev, dispatches=0)
         rate = min(dev.dma_bytes_per_s, shim * columns)
         assert t.memory_s == pytest.approx(4 * size / rate)
     # More columns never model slower, and the DMA roof caps what they add.
     times = [
-        step_time(Tiled(size=size, columns=c), dev).memory_s
+        step_time(Spread(size=size, columns=c), dev).memory_s
         for c in range(1, dev.columns + 1)
     ]
     assert times == sorted(times, reverse=True)
     assert times[-1] >= 4 * size / dev.dma_bytes_per_s * (1 - 1e-12)
-    reread = step_time(Tiled(size=size, reread=1000), dev, dispatches=0)
+    reread = step_time(Spread(size=size, reread=1000), dev, dispatches=0)
     assert reread.reread_bytes == 1000
     assert reread.memory_s == pytest.approx((4 * size + 1000) / shim)
 
 
 @pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
 def test_each_kernel_call_costs_the_devices_call_overhead_once(dev):
-    base = step_time(Tiled(size=64, calls=0), dev, dispatches=0)
+    base = step_time(Spread(size=64, calls=0), dev, dispatches=0)
     assert base.calls_s == 0
-    ten = step_time(Tiled(size=64, calls=10), dev, dispatches=0)
+    ten = step_time(Spread(size=64, calls=10), dev, dispatches=0)
     assert ten.calls_s == pytest.approx(10 * dev.kernel_call_seconds)
     assert ten.seconds - base.seconds == pytest.approx(10 * dev.kernel_call_seconds)
     # Cores call in parallel: more of them do not add to the overhead.
-    wide = step_time(Tiled(size=64, calls=10, columns=4), dev, dispatches=0)
+    wide = step_time(Spread(size=64, calls=10, columns=4), dev, dispatches=0)
     assert wide.calls_s == ten.calls_s
-    charged = step_time(Tiled(size=64, calls=10), dev, dispatches=2)
+    charged = step_time(Spread(size=64, calls=10), dev, dispatches=2)
     assert charged.seconds - ten.seconds == pytest.approx(2 * dev.dispatch_seconds)
 
 
@@ -155,13 +103,13 @@ def test_npu2_moves_bytes_at_its_measured_dma_roof_not_its_ddr_figure():
     npu2 = iron.NPU2
     assert npu2.ddr_bytes_per_s == 120e9
     assert npu2.dma_bytes_per_s == 63e9
-    every = step_time(Tiled(size=1 << 20, columns=npu2.columns), npu2, dispatches=0)
+    every = step_time(Spread(size=1 << 20, columns=npu2.columns), npu2, dispatches=0)
     assert every.memory_s == pytest.approx(4 * (1 << 20) / 63e9)
     # npu1 has no measured roof: the model keeps its theoretical DDR figure,
     # and its four columns' shim rate (64 GB/s) is what bounds a call there.
     npu1 = iron.NPU1
     assert npu1.dma_bytes_per_s == npu1.ddr_bytes_per_s == 102.4e9
-    wide = step_time(Tiled(size=1 << 20, columns=npu1.columns), npu1, dispatches=0)
+    wide = step_time(Spread(size=1 << 20, columns=npu1.columns), npu1, dispatches=0)
     assert wide.memory_s == pytest.approx(4 * (1 << 20) / 64e9)
 
 
@@ -205,7 +153,7 @@ def test_roofline_totals_bound_and_table():
     # The bound counts each byte once: rereads are the model's, not the bound's.
     class Rereads(iron.Graph):
         def body(self, x):
-            return Tiled.step(x, reread=1 << 20)
+            return Spread.step(x, reread=1 << 20)
 
     reread = roofline(Rereads().record(x=(4096,)))
     assert reread.bytes == 4 * 4096

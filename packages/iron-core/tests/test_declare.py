@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from ml_dtypes import bfloat16
+from operators_for_tests import Mode
 
 from iron.core.declare import (
     MISSING,
@@ -23,11 +22,6 @@ from iron.core.declare import (
     tunable,
 )
 from iron.core.operator import Operator
-
-
-class Mode(Enum):
-    FAST = "fast"
-    EXACT = "exact"
 
 
 class Base(Operator):

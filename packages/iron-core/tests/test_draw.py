@@ -8,12 +8,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
-from ops_for_tests import ArgMax, Copy, MatVec, Mul, Scale
+from operators_for_tests import ArgMax, Copy, Crunch, MatVec, Mul, Scale, Stream
 
 import iron
 from iron.core import draw
-from iron.core.declare import Input, Output, param
-from iron.core.operator import Cost, Operator
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -225,34 +223,6 @@ def test_a_long_chain_lays_out_in_order_top_to_bottom():
 
 
 # -- the roofline ---------------------------------------------------------------
-
-
-class Stream(Operator):
-    """Moves ``size`` bf16 elements in and out (memory-bound)."""
-
-    size: int = param()
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def reference(self, x):
-        return x
-
-    def cost(self, dev):
-        return Cost(macs=self.size, bytes=4 * self.size)
-
-
-class Crunch(Operator):
-    """A cube of MACs on a vector (compute-bound)."""
-
-    size: int = param()
-    inputs = (Input("x", "size"),)
-    outputs = (Output("out", "size"),)
-
-    def reference(self, x):
-        return x
-
-    def cost(self, dev):
-        return Cost(macs=self.size**3, bytes=4 * self.size)
 
 
 class Costed(iron.Graph):

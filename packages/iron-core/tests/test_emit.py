@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from operators_for_tests import CopyTo, Double, Pick
 
 import iron
-from iron.core.declare import Input, Output, param
-from iron.core.device import Device
 from iron.core.emit import (
     EmitSite,
     NotCarriedError,
@@ -22,54 +21,9 @@ from iron.core.emit import (
     run,
     slots_of,
 )
-from iron.core.operator import Operator
 from iron.core.percall import Affine, Clamp, FloorDiv, PerCall, _Expr, clamp
 from iron.core.recorder import evaluate_carry
 from iron.core.words import Word, evaluate_words, words_of
-
-# -- test operators ----------------------------------------------------------------
-
-
-class Scale(Operator):
-    """``2 * x`` elementwise, in float32."""
-
-    size: int = param()
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return (np.float32(2) * x.astype(np.float32)).astype(np.float32)
-
-
-class CopyTo(Operator):
-    """``x`` unchanged: with ``out=`` it writes a state."""
-
-    size: int = param()
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32)
-
-
-class Pick(Operator):
-    """The index of ``x``'s largest entry, one int32 (a sampled token)."""
-
-    size: int = param()
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", 1, dtype=np.int32),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray([np.argmax(x)], dtype=np.int32)
 
 
 class Decode(iron.Graph):
@@ -80,7 +34,7 @@ class Decode(iron.Graph):
         self.cache = iron.state((16, 8), np.float32)
 
     def body(self, *, position: iron.Carried[int], token: iron.Carried[int]):
-        y = Scale.step(self.table[token])
+        y = Double.step(self.table[token])
         CopyTo.step(y, out=self.cache[position])
         sampled = Pick.step(y)
         return iron.carry(position=position + 1, token=sampled)
@@ -93,7 +47,7 @@ class Prefill(iron.Graph):
         self.cache = iron.state((16, 8), np.float32)
 
     def body(self, x, *, n: iron.Scratchpad[int], position: iron.Carried[int]):
-        y = Scale.step(x[:n])
+        y = Double.step(x[:n])
         CopyTo.step(y, out=self.cache[position])
         return y, iron.carry(position=position + 1)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
-from ops_for_tests import Copy, Mul, Scale
+from operators_for_tests import Copy, Mul, Scale
 
 import iron
 from iron.core.percall import PerCallValueError

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from graphs_for_tests import Calls, Inner, bf16, mul, scale, scale_profile
 from ml_dtypes import bfloat16
-from ops_for_tests import Scale
+from operators_for_tests import Scale
 
 import iron
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from graphs_for_tests import bf16, scale_profile
-from ops_for_tests import Mul, Scale
+from operators_for_tests import Mul, Scale
 
 import iron
 from iron.core import context, plugins

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from graphs_for_tests import ScaleThenMul, bf16
 from ml_dtypes import bfloat16
-from ops_for_tests import MatVec, Mul, Scale
+from operators_for_tests import MatVec, Mul, Scale
 
 import iron
 from iron.core import context

@@ -13,7 +13,7 @@ from graphs_for_tests import Head, Row, ScaleThenMul, bf16, mul, scale
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ml_dtypes import bfloat16
-from ops_for_tests import Scale
+from operators_for_tests import Scale
 
 import iron
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from graphs_for_tests import Head, ScaleThenMul, bf16, mul, scale
 from ml_dtypes import bfloat16
-from ops_for_tests import Mul, Scale
+from operators_for_tests import Mul, Scale
 
 import iron
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from ml_dtypes import bfloat16
-from ops_for_tests import Mul
+from operators_for_tests import Mul
 
 import iron
 from iron.core.held import _Param, _Unbound, held_dtype

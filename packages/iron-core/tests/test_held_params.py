@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from held_for_tests import Leaf, Norm, bf16
 from ml_dtypes import bfloat16
-from ops_for_tests import Mul
+from operators_for_tests import Mul
 
 import iron
 from iron.core.held import _Param, _Unbound, walk

@@ -13,7 +13,7 @@ from held_for_tests import bf16
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ml_dtypes import bfloat16
-from ops_for_tests import Copy, Copy2D, Mul, Scale
+from operators_for_tests import Copy, Copy2D, Mul, Scale
 
 import iron
 from iron.core.held import State

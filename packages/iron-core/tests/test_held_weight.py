@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from held_for_tests import bf16
 from ml_dtypes import bfloat16
-from ops_for_tests import ArgMax, Copy, Copy2D
+from operators_for_tests import ArgMax, Copy, Copy2D
 
 import iron
 from iron.core.held import Weight

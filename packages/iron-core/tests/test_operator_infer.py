@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from handles_for_tests import handle
 from hypothesis import given
 from hypothesis import strategies as st
-from operators_for_tests import MatVec, Rows, Scale, handle
+from operators_for_tests import DomainScale, PerCallRows, TiledMatVec
 
 from iron.core.declare import Input, param
 from iron.core.operator import DimensionConflictError, Operator
@@ -20,19 +21,19 @@ from iron.core.percall import PerCall
 
 
 def test_output_shapes_and_dtypes():
-    op = Rows(rows=3)
+    op = PerCallRows(rows=3)
     assert op.output_shapes() == [(3, 16), (16,)]
     assert op.output_dtypes([np.dtype("float32")]) == [
         np.dtype("float32"),
         np.dtype("float32"),
     ]
-    assert MatVec(M=4, K=8).output_shapes() == [(4,)]
+    assert TiledMatVec(M=4, K=8).output_shapes() == [(4,)]
 
 
 def test_output_valid_propagates_a_leading_axis_bound():
     n = PerCall("n").affine()
     x = handle("x", 8, 16, valid={0: n})
-    valid = Rows(rows=8).output_valid([x, None])
+    valid = PerCallRows(rows=8).output_valid([x, None])
     # out (rows, 16) takes x's row bound; sums (16,) has another leading dim.
     assert valid == [{0: n}, {}]
 
@@ -40,33 +41,35 @@ def test_output_valid_propagates_a_leading_axis_bound():
 def test_output_valid_takes_int_bounds_and_skips_unbounded_inputs():
     bias = handle("bias", 16)
     x = handle("x", 8, 16, valid={0: 5})
-    assert Rows(rows=8).output_valid([bias, x]) == [{0: 5}, {}]
-    assert Rows(rows=8).output_valid([handle("x", 8, 16), None]) == [{}, {}]
+    assert PerCallRows(rows=8).output_valid([bias, x]) == [{0: 5}, {}]
+    assert PerCallRows(rows=8).output_valid([handle("x", 8, 16), None]) == [{}, {}]
 
 
 def test_output_valid_needs_a_matching_leading_dimension():
     x = handle("x", 16, valid={0: 4})
-    # MatVec's y is (M,) = (4,), not x's leading 16.
-    assert MatVec(M=4, K=16).output_valid([handle("w", 4, 16), x]) == [{}]
-    assert Scale(size=16).output_valid([x]) == [{0: 4}]
+    # TiledMatVec's y is (M,) = (4,), not x's leading 16.
+    assert TiledMatVec(M=4, K=16).output_valid([handle("w", 4, 16), x]) == [{}]
+    assert DomainScale(size=16).output_valid([x]) == [{0: 4}]
 
 
 def test_infer_reads_dims_off_handles():
-    found = MatVec.infer({"w": handle("w", 8, 32), "x": handle("x", 32)})
+    found = TiledMatVec.infer({"w": handle("w", 8, 32), "x": handle("x", 32)})
     assert found == {"M": (8, "w.shape[0]"), "K": (32, "w.shape[1]")}
 
 
 def test_infer_skips_missing_operands():
-    assert MatVec.infer({"w": None, "x": handle("x", 32)}) == {"K": (32, "x.shape[0]")}
-    assert MatVec.infer({}) == {}
+    assert TiledMatVec.infer({"w": None, "x": handle("x", 32)}) == {
+        "K": (32, "x.shape[0]")
+    }
+    assert TiledMatVec.infer({}) == {}
 
 
 def test_infer_conflict_names_both_sources():
     with pytest.raises(DimensionConflictError) as info:
-        MatVec.infer({"w": handle("w", 8, 2048), "x": handle("x", 1024)})
+        TiledMatVec.infer({"w": handle("w", 8, 2048), "x": handle("x", 1024)})
     assert isinstance(info.value, ValueError)
     assert str(info.value) == (
-        "MatVec: K is 2048 from w.shape[1] but 1024 from x.shape[0]"
+        "TiledMatVec: K is 2048 from w.shape[1] but 1024 from x.shape[0]"
     )
 
 
@@ -85,31 +88,33 @@ def test_infer_conflict_within_one_operand():
 
 def test_infer_rank_mismatch_is_a_value_error():
     with pytest.raises(ValueError) as info:
-        MatVec.infer({"w": handle("w", 8), "x": handle("x", 8)})
+        TiledMatVec.infer({"w": handle("w", 8), "x": handle("x", 8)})
     assert not isinstance(info.value, DimensionConflictError)
-    assert str(info.value) == "MatVec: w has shape [8], but its operand is 2-D (M, K)"
+    assert (
+        str(info.value) == "TiledMatVec: w has shape [8], but its operand is 2-D (M, K)"
+    )
 
 
 def test_infer_checks_int_dims():
-    assert Rows.infer({"x": handle("x", 3, 16)}) == {"rows": (3, "x.shape[0]")}
+    assert PerCallRows.infer({"x": handle("x", 3, 16)}) == {"rows": (3, "x.shape[0]")}
     with pytest.raises(DimensionConflictError) as info:
-        Rows.infer({"x": handle("x", 3, 8)})
-    assert str(info.value) == "Rows: x.shape[1] is 8, but the operand needs 16"
+        PerCallRows.infer({"x": handle("x", 3, 8)})
+    assert str(info.value) == "PerCallRows: x.shape[1] is 8, but the operand needs 16"
     with pytest.raises(DimensionConflictError, match=r"bias.shape\[0\] is 4"):
-        Rows.infer({"x": handle("x", 3, 16), "bias": handle("bias", 4)})
+        PerCallRows.infer({"x": handle("x", 3, 16), "bias": handle("bias", 4)})
 
 
 @given(m=st.integers(1, 1 << 20), k=st.integers(1, 1 << 20), k2=st.integers(1, 1 << 20))
 def test_infer_agrees_or_conflicts(m, k, k2):
     operands = {"w": handle("w", m, k), "x": handle("x", k2)}
     if k == k2:
-        assert MatVec.infer(operands) == {
+        assert TiledMatVec.infer(operands) == {
             "M": (m, "w.shape[0]"),
             "K": (k, "w.shape[1]"),
         }
     else:
         with pytest.raises(DimensionConflictError) as info:
-            MatVec.infer(operands)
+            TiledMatVec.infer(operands)
         assert str(info.value) == (
-            f"MatVec: K is {k} from w.shape[1] but {k2} from x.shape[0]"
+            f"TiledMatVec: K is {k} from w.shape[1] but {k2} from x.shape[0]"
         )

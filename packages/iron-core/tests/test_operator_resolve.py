@@ -8,7 +8,7 @@ which bind() evaluates.
 from __future__ import annotations
 
 import pytest
-from operators_for_tests import Mode, NoResolve, Rows, Scale
+from operators_for_tests import DomainScale, Mode, NoResolve, PerCallRows
 
 import iron
 from iron.core import context
@@ -29,34 +29,34 @@ def no_device(monkeypatch):
 
 
 def test_resolved_fills_open_tunables_from_resolve():
-    op = Scale(size=64).resolved("npu2")
+    op = DomainScale(size=64).resolved("npu2")
     assert (op.tile, op.columns, op.mode) == (16, 8, Mode.FAST)
     assert op.open_tunables() == ()
     assert op.pinned == frozenset()
-    assert Scale(size=64).resolved(NPU1).columns == 4
+    assert DomainScale(size=64).resolved(NPU1).columns == 4
 
 
 def test_resolved_keeps_pinned_values():
-    op = Scale(size=64, tile=32, mode="exact").resolved("npu2")
+    op = DomainScale(size=64, tile=32, mode="exact").resolved("npu2")
     assert (op.tile, op.columns, op.mode) == (32, 8, Mode.EXACT)
     assert op.pinned == frozenset({"tile", "mode"})
 
 
 def test_resolved_uses_the_current_device(no_device):
     with iron.use_device("npu1"):
-        assert Scale(size=64).resolved().columns == 4
+        assert DomainScale(size=64).resolved().columns == 4
     with iron.use_device("npu2"):
-        assert Scale(size=64).resolved().columns == 8
+        assert DomainScale(size=64).resolved().columns == 8
 
 
 def test_resolved_reads_iron_device(no_device, monkeypatch):
     monkeypatch.setenv("IRON_DEVICE", "npu1")
-    assert Scale(size=64).resolved().columns == 4
+    assert DomainScale(size=64).resolved().columns == 4
 
 
 def test_resolved_without_a_device_names_the_three_ways(no_device):
     with pytest.raises(RuntimeError) as info:
-        Scale(size=64).resolved()
+        DomainScale(size=64).resolved()
     assert isinstance(info.value, NoDeviceError)
     message = str(info.value)
     assert 'iron.set_current_device("npu2")' in message
@@ -65,7 +65,7 @@ def test_resolved_without_a_device_names_the_three_ways(no_device):
 
 
 def test_resolved_with_nothing_open_returns_an_equal_operator():
-    op = Scale(size=64, tile=16, columns=1, mode="fast")
+    op = DomainScale(size=64, tile=16, columns=1, mode="fast")
     assert op.resolved("npu1") == op
 
 
@@ -79,20 +79,20 @@ def test_resolved_without_a_value_from_resolve_is_not_implemented():
 
 def test_resolved_calls_check():
     with pytest.raises(RefusedShapeError) as info:
-        Scale(size=64, columns=8).resolved("npu1")
+        DomainScale(size=64, columns=8).resolved("npu1")
     assert isinstance(info.value, ValueError)
-    assert str(info.value) == "Scale on npu1: columns=8 exceeds 4"
+    assert str(info.value) == "DomainScale on npu1: columns=8 exceeds 4"
 
 
 def test_resolved_checks_even_when_nothing_is_open():
     with pytest.raises(RefusedShapeError):
-        Scale(size=64, tile=16, columns=8, mode="fast").resolved("npu1")
+        DomainScale(size=64, tile=16, columns=8, mode="fast").resolved("npu1")
 
 
 def test_resolved_skips_check_when_device_fit_is_off():
     token = context.device_fit.set(False)
     try:
-        op = Scale(size=64, columns=8).resolved("npu1")
+        op = DomainScale(size=64, columns=8).resolved("npu1")
     finally:
         context.device_fit.reset(token)
     assert op.columns == 8
@@ -102,7 +102,7 @@ def test_resolved_skips_check_when_device_fit_is_off():
 def test_resolved_check_sees_the_filled_operator():
     seen = []
 
-    class Spy(Scale):
+    class Spy(DomainScale):
         def check(self, dev):
             seen.append((self.tile, self.columns, dev))
 
@@ -115,40 +115,40 @@ def test_resolved_check_sees_the_filled_operator():
 
 def test_per_call_params_accept_per_call_values():
     n = PerCall("n")
-    op = Rows(rows=4, length=n)
+    op = PerCallRows(rows=4, length=n)
     assert op.length is n
-    op = Rows(rows=4, length=n + 3)
+    op = PerCallRows(rows=4, length=n + 3)
     assert isinstance(op.length, Affine)
 
 
 def test_non_per_call_params_refuse_per_call_values():
     with pytest.raises(TypeError) as info:
-        Rows(rows=PerCall("n"))
+        PerCallRows(rows=PerCall("n"))
     assert str(info.value) == (
-        "Rows.rows is fixed when the graph is recorded; it cannot be the "
+        "PerCallRows.rows is fixed when the graph is recorded; it cannot be the "
         "per-call value n"
     )
     with pytest.raises(TypeError, match="fixed when the graph is recorded"):
-        Rows(rows=PerCall("n") * 2)
+        PerCallRows(rows=PerCall("n") * 2)
 
 
 def test_bind_evaluates_per_call_fields():
     n = PerCall("n")
-    op = Rows(rows=4, length=2 * n + 1)
+    op = PerCallRows(rows=4, length=2 * n + 1)
     bound = op.bind({"n": 5})
     assert bound.length == 11
     assert bound.half == 5  # derived from the per-call length
     assert bound.rows == 4
-    assert type(bound) is Rows
+    assert type(bound) is PerCallRows
     # The recorded operator is unchanged.
     assert isinstance(op.length, Affine) and isinstance(op.half, Affine)
 
 
 def test_bind_without_per_call_values_is_identity():
-    op = Rows(rows=4, length=6)
+    op = PerCallRows(rows=4, length=6)
     assert op.bind({"n": 1}) is op
 
 
 def test_bind_missing_value_is_a_key_error():
     with pytest.raises(KeyError):
-        Rows(rows=4, length=PerCall("n")).bind({})
+        PerCallRows(rows=4, length=PerCall("n")).bind({})

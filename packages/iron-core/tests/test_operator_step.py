@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from operators_for_tests import MatVec, NoResolve, Rows, Scale, handle
+from handles_for_tests import handle
+from operators_for_tests import DomainScale, NoResolve, PerCallRows, TiledMatVec
 
 import iron
 from iron.core import plugins
@@ -30,24 +31,24 @@ class MatVecGraph(iron.Graph):
         self.fields = fields
 
     def body(self, w, x):
-        return MatVec.step(w, x, **self.fields)
+        return TiledMatVec.step(w, x, **self.fields)
 
 
 def test_step_outside_a_body_raises():
     with pytest.raises(StepOutsideBodyError) as info:
-        MatVec.step(handle("w", 4, 8), handle("x", 8))
+        TiledMatVec.step(handle("w", 4, 8), handle("x", 8))
     assert isinstance(info.value, TypeError)
     message = str(info.value)
-    assert "MatVec.step records a step into a Graph.body" in message
-    assert "MatVec(...)(arrays...)" in message
-    assert "MatVec(...).reference(arrays...)" in message
+    assert "TiledMatVec.step records a step into a Graph.body" in message
+    assert "TiledMatVec(...)(arrays...)" in message
+    assert "TiledMatVec(...).reference(arrays...)" in message
 
 
 def test_step_infers_dimensions_in_a_graph():
     with iron.use_device("npu2"):
         recording = MatVecGraph().record(w=(8, 32), x=(32,))
     (step,) = recording.steps
-    assert step.op == MatVec(M=8, K=32, tile=32)
+    assert step.op == TiledMatVec(M=8, K=32, tile=32)
     assert step.op.pinned == frozenset()
     assert recording.outputs[0].shape == (8,)
 
@@ -64,27 +65,27 @@ def test_step_keyword_conflicting_with_a_handle_raises():
         with pytest.raises(DimensionConflictError) as info:
             MatVecGraph(K=64).record(w=(8, 32), x=(32,))
     assert str(info.value) == (
-        "MatVec: K is 64 from the call's keyword but 32 from w.shape[1]"
+        "TiledMatVec: K is 64 from the call's keyword but 32 from w.shape[1]"
     )
 
 
 def test_step_keyword_conflicting_with_x_raises():
     class Sized(iron.Graph):
         def body(self, x):
-            return Scale.step(x, size=64)
+            return DomainScale.step(x, size=64)
 
     with iron.use_device("npu2"):
         with pytest.raises(DimensionConflictError) as info:
             Sized().record(x=(32,))
     assert str(info.value) == (
-        "Scale: size is 64 from the call's keyword but 32 from x.shape[0]"
+        "DomainScale: size is 64 from the call's keyword but 32 from x.shape[0]"
     )
 
 
 def test_step_needs_its_required_operands():
     class OnlyX(iron.Graph):
         def body(self, x):
-            return MatVec.step(None, x, M=4, K=8)
+            return TiledMatVec.step(None, x, M=4, K=8)
 
     with iron.use_device("npu2"):
         with pytest.raises(TypeError, match="needs operand w"):
@@ -94,7 +95,7 @@ def test_step_needs_its_required_operands():
 def test_step_keyword_fills_what_no_handle_gives():
     class WithTile(iron.Graph):
         def body(self, x):
-            return Scale.step(x, factor=3.0, columns=2)
+            return DomainScale.step(x, factor=3.0, columns=2)
 
     with iron.use_device("npu1"):
         recording = WithTile().record(x=(64,))
@@ -106,7 +107,7 @@ def test_step_keyword_fills_what_no_handle_gives():
 def test_step_refuses_what_the_device_cannot_run():
     class TooWide(iron.Graph):
         def body(self, x):
-            return Scale.step(x, columns=8)
+            return DomainScale.step(x, columns=8)
 
     with iron.use_device("npu1"):
         with pytest.raises(RefusedShapeError, match="columns=8 exceeds 4"):
@@ -132,7 +133,7 @@ def test_graph_reference_runs_the_operator_reference():
 def test_step_propagates_a_per_call_row_bound():
     class Bounded(iron.Graph):
         def body(self, x, *, n: iron.Scratchpad[int]):
-            return Rows.step(x[:n])[0]
+            return PerCallRows.step(x[:n])[0]
 
     with iron.use_device("npu2"):
         recording = Bounded().record(x=(8, 16))
@@ -144,7 +145,7 @@ def test_step_propagates_a_per_call_row_bound():
 
 def test_standalone_call_without_runtime_names_iron_runtime(monkeypatch):
     monkeypatch.setattr(plugins, "entry_points", lambda group: [])
-    op = Scale(size=16).resolved("npu2")
+    op = DomainScale(size=16).resolved("npu2")
     with pytest.raises(ImportError) as info:
         op(np.zeros(16, "bfloat16"))
     assert "iron-runtime" in str(info.value)
@@ -166,7 +167,7 @@ def test_base_hooks():
 def test_graph_reference_runs_shapes_the_device_refuses():
     class TooWide(iron.Graph):
         def body(self, x):
-            return Scale.step(x, columns=8, factor=2.0)
+            return DomainScale.step(x, columns=8, factor=2.0)
 
     x = np.arange(64, dtype=np.float32).astype("bfloat16")
     # Recorded for its host reference, a graph does not fit the device.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
-from ops_for_tests import Copy, Scale
+from operators_for_tests import Copy, Scale
 
 import iron
 from iron.core.arena import ArenaPlan

@@ -5,54 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from enum import Enum
 
 import pytest
+from operators_for_tests import AX, AX1, MM, Mode, NotCataloged
 
 from iron.core import plugins
-from iron.core.declare import Divisors, Input, Output, param, tunable
 from iron.core.device import NPU2
-from iron.core.operator import Operator
 from iron.core.percall import PerCall
 from iron.core.profile import Profile
-
-
-class AX(Operator):
-    size: int = param()
-    scalar_factor: float = param()
-    tile_size: int = tunable(domain=Divisors("size"))
-    num_aie_columns: int = tunable(domain=(1, 2, 4, 8))
-    inputs = (Input("x", "size"), Input("y", "size"))
-    outputs = (Output("out", "size"),)
-
-
-class AX1(AX):
-    num_aie_columns = 1
-
-
-class Mode(Enum):
-    FAST = "fast"
-    EXACT = "exact"
-
-
-def _half(self):
-    return self.m // 2
-
-
-class MM(Operator):
-    m: int = param()
-    k: int = param()
-    bias: bool = param(False)
-    half: int = param(_half)
-    blocks: int = param(derive=lambda self: self.m // 64)
-    mode: Mode = tunable(domain=Mode)
-    tile_m: int = tunable(domain=(32, 64))
-    inputs = (Input("a", "m", "k"),)
-    outputs = (Output("c", "m", "k"),)
-
-
-class NotCataloged(AX):
-    pass
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
-from ops_for_tests import ArgMax, Copy, Copy2D, MatVec, Mul, Scale
+from operators_for_tests import ArgMax, Copy, Copy2D, MatVec, Mul, Scale
 
 import iron
 from iron.core.recording import HostStep, Limit, Step

@@ -6,74 +6,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from operators_for_tests import CopyTo, CopyView, Double, ZeroFrom
 
 import iron
-from iron.core.declare import Input, Output, param
-from iron.core.device import Device
-from iron.core.operator import Operator
 from iron.core.percall import Affine, PerCall
 from iron.core.words import TooManyWordsError, Word, evaluate_words, words_of
-
-
-class Scale(Operator):
-    """``2 * x`` elementwise, in float32."""
-
-    size: int = param()
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return (np.float32(2) * x.astype(np.float32)).astype(np.float32)
-
-
-class CopyTo(Operator):
-    """``x`` unchanged: with ``out=`` it writes a state."""
-
-    size: int = param()
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32)
-
-
-class Copy2D(Operator):
-    """A matrix unchanged (what consumes a strided view)."""
-
-    consumes_views = True
-    rows: int = param()
-    cols: int = param()
-    inputs = (Input("x", "rows", "cols", dtype=np.float32),)
-    outputs = (Output("out", "rows", "cols"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32)
-
-
-class Window(Operator):
-    """``x`` with entries from ``length`` on zeroed; ``length`` is per call."""
-
-    size: int = param()
-    length: int = param(0, per_call=True)
-    inputs = (Input("x", "size", dtype=np.float32),)
-    outputs = (Output("out", "size"),)
-
-    def resolve(self, dev: Device) -> dict:
-        return {}
-
-    def reference(self, x: np.ndarray) -> np.ndarray:
-        out = x.astype(np.float32)
-        out[int(self.length) :] = 0
-        return out
 
 
 class Decode(iron.Graph):
@@ -83,9 +20,9 @@ class Decode(iron.Graph):
         self.cache = iron.state((16, 8), np.float32)
 
     def body(self, x, *, n: iron.Scratchpad[int], position: iron.Carried[int]):
-        y = Scale.step(x[:n])
+        y = Double.step(x[:n])
         CopyTo.step(y, out=self.cache[position])
-        z = Scale.step(x[:n])
+        z = Double.step(x[:n])
         return z, iron.carry(position=position + 1)
 
 
@@ -96,9 +33,9 @@ class Busy(iron.Graph):
         self.cache = iron.state((16, 8), np.float32)
 
     def body(self, x, *, n: iron.Scratchpad[int], position: iron.Carried[int]):
-        y = Scale.step(x[:n])
+        y = Double.step(x[:n])
         CopyTo.step(y, out=self.cache[position])
-        w = Window.step(x, length=n + 1)
+        w = ZeroFrom.step(x, length=n + 1)
         return w, iron.carry(position=position + 1)
 
 
@@ -109,7 +46,7 @@ class Walk(iron.Graph):
         self.cache = iron.state((16, 4, 2), np.float32)
 
     def body(self, *, position: iron.Carried[int]):
-        y = Copy2D.step(self.cache[position].T)
+        y = CopyView.step(self.cache[position].T)
         return y, iron.carry(position=position + 1)
 
 
@@ -125,13 +62,13 @@ def test_uses_of_one_expression_share_a_word():
     assert [str(w.expr) for w in words] == ["n", "8 * position"]
     n, offset = words
     assert n.uses == (
-        "x[:n] bound of axis 0 (step 0 Scale reads)",
-        "scale0[:n] bound of axis 0 (step 0 Scale writes)",
-        "scale0[:n] bound of axis 0 (step 1 CopyTo reads)",
+        "x[:n] bound of axis 0 (step 0 Double reads)",
+        "double0[:n] bound of axis 0 (step 0 Double writes)",
+        "double0[:n] bound of axis 0 (step 1 CopyTo reads)",
         # out= takes the rows its input bounds: the write is bounded too
         "cache[:n] bound of axis 0 (step 1 CopyTo writes)",
-        "x[:n] bound of axis 0 (step 2 Scale reads)",
-        "scale2[:n] bound of axis 0 (step 2 Scale writes)",
+        "x[:n] bound of axis 0 (step 2 Double reads)",
+        "double2[:n] bound of axis 0 (step 2 Double writes)",
     )
     assert offset.uses == ("offset of cache view (step 1 CopyTo writes)",)
     assert all(w.loopable and w.why_not == "" for w in words)
@@ -158,21 +95,21 @@ def test_per_call_operator_field_is_a_word():
     rec = _record(Busy(), x=((8,), np.float32))
     words = words_of(rec, iron.NPU2)
     assert [str(w.expr) for w in words] == ["n", "8 * position", "n + 1"]
-    assert words[2].uses == ("Window.length (step 2)",)
+    assert words[2].uses == ("ZeroFrom.length (step 2)",)
 
 
 def test_strided_view_shift_is_a_word():
     rec = _record(Walk())
     (word,) = words_of(rec, iron.NPU2)
     assert str(word.expr) == "8 * position"
-    assert word.uses == ("shift of cache view (step 0 Copy2D reads)",)
+    assert word.uses == ("shift of cache view (step 0 CopyView reads)",)
 
 
 def test_host_step_bound_is_a_word():
     class Host(iron.Graph):
         def body(self, x, *, n: iron.Scratchpad[int]):
             iron.on_host(print, x[:n])
-            return Scale.step(x)
+            return Double.step(x)
 
     rec = _record(Host(), x=((8,), np.float32))
     (word,) = words_of(rec, iron.NPU2)
@@ -182,7 +119,7 @@ def test_host_step_bound_is_a_word():
 def test_no_per_call_value_no_words():
     class Plain(iron.Graph):
         def body(self, x):
-            return Scale.step(x)
+            return Double.step(x)
 
     assert words_of(_record(Plain(), x=((8,), np.float32)), iron.NPU2) == []
 
@@ -197,7 +134,7 @@ def test_too_many_words_names_count_limit_and_values():
     assert "needs 3 scratchpad words" in text
     assert "npu2 has 2" in text
     assert "['n', 'position']" in text
-    assert "Window.length (step 2)" in text
+    assert "ZeroFrom.length (step 2)" in text
     assert "Share expressions" in text and "fewer per-call views" in text
 
 
@@ -245,7 +182,7 @@ def test_per_step_images_count_the_limit_per_image():
         def body(self, x, *, n: iron.Scratchpad[int]):
             y = x[:n]
             for _ in range(40):
-                y = Scale.step(y)
+                y = Double.step(y)
             return y
 
     rec = _record(Many(), x=((8,), np.float32))

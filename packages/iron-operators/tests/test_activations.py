@@ -23,7 +23,7 @@ from ml_dtypes import bfloat16
 import iron
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2, as_device
-from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.operator import DimensionConflictError
 from iron.core.tolerance import Tolerance, bf16_ulp_distance, compare
 from iron.operators.activations import (
     GELU,
@@ -600,90 +600,6 @@ def test_resolve_gives_legal_tunables(size, dev, cls):
 )
 def test_resolve_defaults(cls, size, dev, tunables):
     assert make(cls, size).resolve(dev) == tunables
-
-
-REFUSED = [
-    pytest.param(
-        SiLU,
-        {"size": 3 * 1024, "tile_size": 1024, "num_aie_columns": 2},
-        NPU1,
-        "SiLU on npu1: size=3072 is not a multiple of tile_size * "
-        "num_aie_columns = 2048",
-        id="silu-size-not-a-multiple",
-    ),
-    pytest.param(
-        GELU,
-        {"size": 2048, "num_aie_columns": 8},
-        NPU1,
-        "GELU on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="gelu-8-columns-on-npu1",
-    ),
-    pytest.param(
-        SiLUMul,
-        {"size": 16384, "tile_size": 4096, "num_aie_columns": 1},
-        NPU2,
-        "SiLUMul on npu2: tile_size=4096 needs 49152 bytes of double-buffered "
-        "tiles, over half a core's 65536 bytes",
-        id="silumul-tile-too-big",
-    ),
-    pytest.param(
-        Tanh,
-        {"size": 16384, "tile_size": 8192, "num_aie_columns": 1},
-        NPU2,
-        "Tanh on npu2: tile_size=8192 needs 65536 bytes of double-buffered "
-        "tiles, over half a core's 65536 bytes",
-        id="tanh-tile-too-big",
-    ),
-    pytest.param(
-        Sigmoid,
-        {"size": 40},
-        NPU2,
-        "Sigmoid on npu2: size=40 is not a positive multiple of 16 (a tile is "
-        "a multiple of 16 elements)",
-        id="sigmoid-size-not-16s",
-    ),
-    pytest.param(
-        LeakyReLU,
-        {"size": 8},
-        NPU1,
-        "LeakyReLU on npu1: size=8 is not a positive multiple of 16 (a tile is "
-        "a multiple of 16 elements)",
-        id="leaky-size-not-16s",
-    ),
-    pytest.param(
-        Clamp,
-        {"size": 4096, "tile_size": 512, "num_aie_columns": 8},
-        NPU1,
-        "Clamp on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="clamp-8-columns-on-npu1",
-    ),
-]
-
-
-@pytest.mark.parametrize("cls, fields, dev, message", REFUSED)
-def test_refused_shapes(cls, fields, dev, message):
-    op = make(cls, **fields)
-    with pytest.raises(RefusedShapeError) as info:
-        op.resolved(dev)
-    assert isinstance(info.value, ValueError)
-    assert str(info.value) == message
-
-
-# -- cost --------------------------------------------------------------------------------
-
-
-def _work(cost: Cost) -> tuple[int, int]:
-    """A cost's MACs and bytes: what the shape alone fixes."""
-    return cost.macs, cost.bytes
-
-
-@pytest.mark.parametrize("dev", DEVICES, ids=str)
-def test_cost_by_hand(dev):
-    # One element operation per output; bf16 in and out (2 bytes each).
-    assert _work(SiLU(size=2048).cost(dev)) == (2048, 2048 * 2 + 2048 * 2)
-    assert _work(GELU(size=4096, form="erf").cost(dev)) == (4096, 16384)
-    assert _work(SiLUMul(size=2048).cost(dev)) == (2048, 3 * 2048 * 2)
-    assert _work(Clamp(size=32, low=0, high=1).cost(dev)) == (32, 128)
 
 
 # -- in a graph --------------------------------------------------------------------------

@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
-from iron.core import context
 from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
-from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.operator import Cost, DimensionConflictError
 from iron.core.percall import PerCall
 from iron.core.tolerance import compare
 from iron.operators.attention import (
@@ -504,82 +503,6 @@ def test_resolve_keeps_pinned_tunables():
     op = causal(64, 32, 8, 64, 2048, kv_tile=32).resolved(NPU2)
     assert op.kv_tile == 32 and op.pinned == frozenset({"kv_tile"})
     assert op.core_bytes(op.q_tile, 32) <= NPU2.core_memory_bytes
-
-
-REFUSED = [
-    (decode(12, 8, 64, 1024, 1), NPU2, "heads=12 is not a multiple of kv_heads=8"),
-    (decode(8, 16, 64, 1024, 1), NPU1, "heads=8 is not a multiple of kv_heads=16"),
-    (
-        decode(8, 2, 72, 1024, 1),
-        NPU2,
-        "head_dim=72 is not a multiple of the vector width 16",
-    ),
-    (decode(8, 2, 64, 1000, 1), NPU2, "max_len=1000 is not a positive multiple of 16"),
-    (decode(8, 2, 64, 1024, 1025), NPU1, "length=1025 is outside [1, max_len=1024]"),
-    (decode(8, 2, 64, 1024, 0), NPU1, "length=0 is outside [1, max_len=1024]"),
-    (
-        decode(8, 8, 64, 1024, 1, num_aie_columns=8),
-        NPU1,
-        "num_aie_columns=8 exceeds the device's 4 columns",
-    ),
-    (
-        decode(8, 2, 64, 1024, 1, num_aie_columns=4),
-        NPU2,
-        "kv_heads=2 is not a multiple of num_aie_columns=4",
-    ),
-    (
-        decode(8, 2, 64, 8192, 1, kv_tile=16),
-        NPU2,
-        "512 chunks, over the DMA repeat count 255",
-    ),
-    (
-        decode(32, 8, 128, 8192, 1),
-        NPU2,
-        "max_len=8192 takes more than 255 chunks (the DMA repeat count) at every kv_tile that fits a core with head_dim=128 and 4 query rows (at most 32); use a max_len of at most 8160",
-    ),
-    (
-        decode(8, 2, 64, 1024, 1, kv_tile=256),
-        NPU1,
-        "kv_tile=256 with head_dim=64 and 4 query rows needs",
-    ),
-    (
-        decode(8, 2, 1024, 1024, 1),
-        NPU2,
-        "head_dim=1024 with 4 query rows needs 181536 bytes of core memory even at kv_tile=16",
-    ),
-    (
-        causal(64, 32, 8, 64, 2048, q_tile=64, kv_tile=64),
-        NPU2,
-        "and 256 query rows needs",
-    ),
-    (
-        causal(64, 8, 2, 64, 128, start=100),
-        NPU1,
-        "start=100 + rows=64 = 164 is past max_len=128",
-    ),
-]
-
-
-@pytest.mark.parametrize("op, dev, words", REFUSED, ids=lambda x: str(x)[:60])
-def test_refused_shapes(op, dev, words):
-    with pytest.raises(RefusedShapeError) as info:
-        op.resolved(dev)
-    message = str(info.value)
-    assert message.startswith(f"{type(op).__name__} on {dev}: ")
-    assert words in message
-
-
-@pytest.mark.parametrize("op, dev, words", REFUSED[:4], ids=lambda x: str(x)[:60])
-def test_refusals_are_value_errors_and_lifted_for_the_host(op, dev, words):
-    with pytest.raises(ValueError):
-        op.resolved(dev)
-    if "max_len=1000" in words:
-        return  # no kv_tile exists at all: even the host recording needs one
-    token = context.device_fit.set(False)
-    try:
-        op.resolved(dev)
-    finally:
-        context.device_fit.reset(token)
 
 
 def test_reference_refuses_a_length_outside_the_cache():

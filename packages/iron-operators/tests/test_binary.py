@@ -19,7 +19,7 @@ from ml_dtypes import bfloat16
 import iron
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2, as_device
-from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.operator import DimensionConflictError
 from iron.core.tolerance import Tolerance, compare
 from iron.operators.binary import ElementwiseAdd, ElementwiseMul
 from iron.operators.elementwise import _ONE_ROUNDING
@@ -301,66 +301,8 @@ def test_resolve_defaults(size, dev, tunables):
         assert cls(size=size).resolve(dev) == tunables
 
 
-REFUSED = [
-    pytest.param(
-        ElementwiseAdd,
-        {"size": 2048, "tile_size": 1024, "num_aie_columns": 4},
-        NPU2,
-        "ElementwiseAdd on npu2: size=2048 is not a multiple of tile_size * "
-        "num_aie_columns = 4096",
-        id="add-size-not-a-multiple",
-    ),
-    pytest.param(
-        ElementwiseMul,
-        {"size": 4096, "num_aie_columns": 8},
-        NPU1,
-        "ElementwiseMul on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="mul-8-columns-on-npu1",
-    ),
-    pytest.param(
-        ElementwiseAdd,
-        {"size": 4096, "tile_size": 4096, "num_aie_columns": 1},
-        NPU1,
-        "ElementwiseAdd on npu1: tile_size=4096 needs 49152 bytes of "
-        "double-buffered tiles, over half a core's 65536 bytes",
-        id="add-tile-too-big",
-    ),
-    pytest.param(
-        ElementwiseMul,
-        {"size": 1000},
-        NPU2,
-        "ElementwiseMul on npu2: size=1000 is not a positive multiple of 16 "
-        "(a tile is a multiple of 16 elements)",
-        id="mul-size-not-16s",
-    ),
-]
-
-
-@pytest.mark.parametrize("cls, fields, dev, message", REFUSED)
-def test_refused_shapes(cls, fields, dev, message):
-    with pytest.raises(RefusedShapeError) as info:
-        cls(**fields).resolved(dev)
-    assert isinstance(info.value, ValueError)
-    assert str(info.value) == message
-
-
 def test_largest_tile_that_fits():
     ElementwiseMul(size=2048, tile_size=2048, num_aie_columns=1).check(NPU2)
-
-
-# -- cost --------------------------------------------------------------------------------
-
-
-def _work(cost: Cost) -> tuple[int, int]:
-    """A cost's MACs and bytes: what the shape alone fixes."""
-    return cost.macs, cost.bytes
-
-
-@pytest.mark.parametrize("dev", DEVICES, ids=str)
-@pytest.mark.parametrize("cls", BINARY)
-def test_cost_by_hand(cls, dev):
-    # 2048 element operations; a and b read, out written: 3 * 2048 * 2 bytes.
-    assert _work(cls(size=2048).cost(dev)) == (2048, 12288)
 
 
 # -- in a graph --------------------------------------------------------------------------

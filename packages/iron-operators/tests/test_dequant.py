@@ -19,7 +19,7 @@ import iron
 from iron.core import context
 from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
-from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.operator import Cost, DimensionConflictError
 from iron.core.tolerance import compare
 from iron.operators.dequant import GROUP, Dequant, unpack_int4
 
@@ -195,42 +195,6 @@ def test_resolve_picks(n, dev, tunables):
     assert Dequant(N=n).resolve(dev) == tunables
 
 
-REFUSED = [
-    (
-        {"N": 80},
-        NPU2,
-        "Dequant on npu2: N=80 is not a positive multiple of the group 32 (one scale per 32 values)",
-    ),
-    (
-        {"N": 96},
-        NPU1,
-        "Dequant on npu1: N=96 is not a multiple of 64: its 3 bf16 scales are not whole 4-byte DMA words",
-    ),
-    (
-        {"N": 4096, "num_aie_columns": 8},
-        NPU1,
-        "Dequant on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-    ),
-    (
-        {"N": 4096, "tile_size": 1024, "num_aie_columns": 8},
-        NPU2,
-        "Dequant on npu2: N=4096 is not a multiple of tile_size * num_aie_columns = 8192",
-    ),
-    (
-        {"N": 16384, "tile_size": 16384, "num_aie_columns": 1},
-        NPU2,
-        "Dequant on npu2: tile_size=16384 needs 84992 bytes (packed, scales and result, double-buffered, and a stack), over a core's 65536 bytes",
-    ),
-]
-
-
-@pytest.mark.parametrize("fields, dev, message", REFUSED)
-def test_refused_shapes(fields, dev, message):
-    with pytest.raises(RefusedShapeError) as info:
-        Dequant(**fields).resolved(dev)
-    assert str(info.value) == message
-
-
 def test_a_pinned_shape_the_device_refuses_still_runs_on_the_host():
     token = context.device_fit.set(False)
     try:
@@ -243,16 +207,6 @@ def test_a_pinned_shape_the_device_refuses_still_runs_on_the_host():
 
 
 # -- cost ----------------------------------------------------------------------------------------
-
-
-def _work(cost: Cost) -> tuple[int, int]:
-    """A cost's MACs and bytes: what the shape alone fixes."""
-    return cost.macs, cost.bytes
-
-
-def test_cost_by_hand():
-    # 4096 multiplies; 2048 packed bytes + 128 scales * 2 bytes in, 4096 bf16 out.
-    assert _work(Dequant(N=4096).cost(NPU2)) == (4096, 2048 + 256 + 8192)
 
 
 def _tiling(cost: Cost) -> tuple[int, int, int, int]:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 import iron
-from iron.core import context
 from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2, as_device
@@ -407,78 +406,6 @@ def test_resolve_keeps_pinned_tunables():
     assert op.pinned == frozenset({"num_aie_columns"})
 
 
-REFUSED = [
-    pytest.param(
-        AXPY,
-        {"size": 2048, "tile_size": 1024, "num_aie_columns": 8},
-        NPU2,
-        "AXPY on npu2: size=2048 is not a multiple of tile_size * "
-        "num_aie_columns = 8192",
-        id="axpy-size-not-a-multiple",
-    ),
-    pytest.param(
-        ReLU,
-        {"size": 3 * 1024, "tile_size": 1024, "num_aie_columns": 2},
-        NPU1,
-        "ReLU on npu1: size=3072 is not a multiple of tile_size * "
-        "num_aie_columns = 2048",
-        id="relu-size-not-a-multiple",
-    ),
-    pytest.param(
-        AXPY,
-        {"size": 2048, "tile_size": 256, "num_aie_columns": 8},
-        NPU1,
-        "AXPY on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="axpy-8-columns-on-npu1",
-    ),
-    pytest.param(
-        ReLU,
-        {"size": 2048, "num_aie_columns": 8},
-        NPU1,
-        "ReLU on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="relu-8-columns-on-npu1",
-    ),
-    pytest.param(
-        AXPY,
-        {"size": 16384, "tile_size": 4096, "num_aie_columns": 1},
-        NPU2,
-        "AXPY on npu2: tile_size=4096 needs 49152 bytes of double-buffered "
-        "tiles, over half a core's 65536 bytes",
-        id="axpy-tile-too-big",
-    ),
-    pytest.param(
-        ReLU,
-        {"size": 16384, "tile_size": 8192, "num_aie_columns": 2},
-        NPU1,
-        "ReLU on npu1: tile_size=8192 needs 65536 bytes of double-buffered "
-        "tiles, over half a core's 65536 bytes",
-        id="relu-tile-too-big",
-    ),
-]
-
-
-@pytest.mark.parametrize("cls, fields, dev, message", REFUSED)
-def test_refused_shapes(cls, fields, dev, message):
-    if cls is AXPY:
-        fields = {**fields, "scalar_factor": 1.0}
-    op = cls(**fields)
-    with pytest.raises(RefusedShapeError) as info:
-        op.resolved(dev)
-    assert isinstance(info.value, ValueError)
-    assert str(info.value) == message
-
-
-@pytest.mark.parametrize("cls, fields, dev, message", REFUSED)
-def test_refused_shapes_pass_when_device_fit_is_off(cls, fields, dev, message):
-    if cls is AXPY:
-        fields = {**fields, "scalar_factor": 1.0}
-    token = context.device_fit.set(False)
-    try:
-        cls(**fields).resolved(dev)
-    finally:
-        context.device_fit.reset(token)
-
-
 def test_largest_tiles_that_fit():
     # AXPY holds three double-buffered bf16 tiles, ReLU two, in half of 64 KiB.
     AXPY(size=2048, scalar_factor=1.0, tile_size=2048, num_aie_columns=1).check(NPU1)
@@ -511,17 +438,6 @@ def test_sizes_without_a_legal_tile_are_refused(cls, size):
 
 
 # -- cost --------------------------------------------------------------------------------
-
-
-def _work(cost: Cost) -> tuple[int, int]:
-    """A cost's MACs and bytes: what the shape alone fixes."""
-    return cost.macs, cost.bytes
-
-
-@pytest.mark.parametrize("dev", DEVICES, ids=str)
-def test_cost_reports_macs_and_bytes(dev):
-    assert _work(AXPY(size=2048, scalar_factor=2.0).cost(dev)) == (2048, 2048 * 2 * 3)
-    assert _work(ReLU(size=2048).cost(dev)) == (2048, 2048 * 2 * 2)
 
 
 @given(size=st.integers(1, 2**16).map(lambda k: 16 * k))

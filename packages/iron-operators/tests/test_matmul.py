@@ -643,102 +643,6 @@ def test_resolve_defaults(op, dev, tunables):
     assert {name: got[name] for name in tunables} == tunables
 
 
-REFUSED = [
-    (
-        GEMV(M=64, K=3000),
-        NPU1,
-        "GEMV on npu1: K=3000 is not a multiple of a vector width",
-    ),
-    (
-        GEMV(M=64, K=16 * 1021),
-        NPU2,
-        "GEMV on npu2: no tile_k fits a core for K=16336: it must divide K, be a "
-        "multiple of the vector width (16) of at least twice it, and be at most "
-        "8063 to fit 64512 bytes; pad K",
-    ),
-    (
-        GEMV(M=64, K=3000, vector_width=64),
-        NPU1,
-        "GEMV on npu1: K=3000 is not a multiple of the vector width 64",
-    ),
-    (
-        GEMV(M=64, K=2080, vector_width=64),
-        NPU2,
-        "K=2080 is not a multiple of the vector width 64",
-    ),
-    (
-        GEMV(M=64, K=4096, vector_width=64, tile_k=64),
-        NPU2,
-        "tile_k=64 is not a multiple of the vector width 64 of at least 128",
-    ),
-    (
-        GEMV(M=64, K=256, num_aie_columns=8),
-        NPU1,
-        "num_aie_columns=8 exceeds the device's 4",
-    ),
-    (
-        GEMV(M=100, K=256, num_aie_columns=8, tile_m=1),
-        NPU2,
-        "M=100 is not a multiple of tile_m * num_aie_columns = 8",
-    ),
-    (
-        GEMV(M=64, K=8192, tile_m=4, tile_k=8192),
-        NPU2,
-        "tile_m=4, tile_k=8192 (w and x in bf16, the output in fp32) need 163872 "
-        "bytes of double-buffered tiles, over the core's 64512 bytes",
-    ),
-    (
-        GEMV(M=64, K=256, precision="medium", effective_precision="medium"),
-        NPU1,
-        "GEMV on npu1: effective_precision='medium' needs bfp16 multiplies",
-    ),
-    (
-        GEMV(M=64, K=256, precision="high", effective_precision="medium"),
-        NPU2,
-        "effective_precision='medium' rounds more than precision='high' allows",
-    ),
-    (GEMM(M=20, K=64, N=64), NPU2, "GEMM on npu2: M=20 is not a multiple of 8"),
-    (GEMM(M=16, K=20, N=64), NPU1, "GEMM on npu1: K=20 is not a multiple of 8"),
-    (
-        GEMM(M=16, K=64, N=24),
-        NPU2,
-        "N=24 is not a multiple of 16 (twice the mmul's n=8",
-    ),
-    (
-        GEMM(M=64, K=64, N=64, precision="medium", tile_m=8),
-        NPU2,
-        "tile_m=8 is not a multiple of 16 (twice the mmul's m=8; aie2p bf16 mmul "
-        "(8, 8, 8) at medium)",
-    ),
-    (
-        GEMM(M=64, K=64, N=64, tile_m=64, tile_k=64, tile_n=64, num_aie_columns=1),
-        NPU2,
-        "tile_m=64, tile_k=64, tile_n=64 (a and b in bf16, c in fp32) need 65536 "
-        "bytes of double-buffered tiles, over the core's 64512 bytes (64 KiB less "
-        "a 1 KiB stack)",
-    ),
-    (
-        GEMM(M=64, K=64, N=64, tile_n=32, num_aie_columns=4),
-        NPU2,
-        "N=64 is not a multiple of tile_n * num_aie_columns = 128",
-    ),
-    (GEMM(M=64, K=64, N=64, num_aie_columns=8), NPU1, "num_aie_columns=8 exceeds"),
-    (
-        GEMM(M=16, K=2**21, N=16, tile_m=16, tile_k=64, tile_n=16, num_aie_columns=1),
-        NPU2,
-        "a row of a is 1048576 4-byte words, over the shim DMA's 20-bit stride",
-    ),
-]
-
-
-@pytest.mark.parametrize("op, dev, words", REFUSED, ids=lambda v: str(v)[:40])
-def test_refused_shapes(op, dev, words):
-    with pytest.raises(RefusedShapeError) as info:
-        op.resolved(dev)
-    assert isinstance(info.value, ValueError)
-    assert words in str(info.value)
-
-
 def test_npu1_takes_an_n_npu2_refuses():
     # AIE2's bf16 mmul is (4, 8, 4): n tiles of 8 work; AIE2P's is (4, 8, 8).
     assert_gemm_legal(GEMM(M=16, K=64, N=24).resolved(NPU1), NPU1)
@@ -762,19 +666,11 @@ def _work(cost: Cost) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("dev", DEVICES, ids=str)
-def test_cost_by_hand(dev):
-    # 2048 x 8192 weights dominate: 16 MiB of 16.01 MiB moved.
-    assert _work(GEMV(M=2048, K=8192).cost(dev)) == (
-        16_777_216,
-        (16_777_216 + 8192 + 2048) * 2,
-    )
+def test_cost_of_a_batch_and_of_a_transposed_b(dev):
+    # A batch of 4 re-reads the weights for each vector.
     assert _work(GEMV(M=64, K=128, batch=4).cost(dev)) == (
         32_768,
         4 * (8192 + 128 + 64) * 2,
-    )
-    assert _work(GEMM(M=512, K=1024, N=256).cost(dev)) == (
-        134_217_728,
-        (524_288 + 262_144 + 131_072) * 2,
     )
     assert GEMM(M=512, K=1024, N=256, b_transposed=True).cost(dev) == GEMM(
         M=512, K=1024, N=256

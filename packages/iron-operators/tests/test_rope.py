@@ -20,7 +20,7 @@ import iron
 from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
-from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.operator import Cost, DimensionConflictError
 from iron.core.tolerance import compare
 from iron.operators.norms import STACK_BYTES
 from iron.operators.rope import RoPE, rope_inv_freq, rope_table
@@ -435,77 +435,7 @@ def test_resolve_picks(rows, heads, head_dim, dev, tunables):
     assert RoPE(rows=rows, heads=heads, head_dim=head_dim).resolve(dev) == tunables
 
 
-REFUSED = [
-    pytest.param(
-        {"rows": 1, "heads": 8, "head_dim": 48},
-        NPU2,
-        "RoPE on npu2: head_dim=48 is not a positive multiple of 32 (even, with each "
-        "half of a table row whole 16-lane vectors)",
-        id="head-dim-not-two-vectors",
-    ),
-    pytest.param(
-        {"rows": 1, "heads": 8, "head_dim": 31, "method": "interleaved"},
-        NPU1,
-        "RoPE on npu1: head_dim=31 is not a positive multiple of 32",
-        id="head-dim-odd",
-    ),
-    pytest.param(
-        {"rows": 1, "heads": 8, "head_dim": 64, "num_aie_columns": 8},
-        NPU1,
-        "RoPE on npu1: num_aie_columns=8 exceeds the device's 4 columns",
-        id="8-columns-on-npu1",
-    ),
-    pytest.param(
-        {
-            "rows": 1,
-            "heads": 6,
-            "head_dim": 64,
-            "heads_per_tile": 2,
-            "num_aie_columns": 2,
-        },
-        NPU2,
-        "RoPE on npu2: rows * heads / heads_per_tile = 3 tiles do not spread evenly "
-        "over num_aie_columns=2",
-        id="tiles-uneven",
-    ),
-    pytest.param(
-        {"rows": 1, "heads": 8, "head_dim": 2048, "heads_per_tile": 4},
-        NPU2,
-        "RoPE on npu2: core memory: heads_per_tile=4 head rows of head_dim=2048 need "
-        "73728 bytes (x and out tiles and a table row, double-buffered), over the "
-        "64512 bytes of a core's 65536 left after its 1024-byte stack",
-        id="tile-too-big",
-    ),
-    pytest.param(
-        {"rows": 1, "heads": 1, "head_dim": 5408},
-        NPU1,
-        "RoPE on npu1: core memory: heads_per_tile=1 head rows of head_dim=5408 need "
-        "64896 bytes",
-        id="head-row-too-long",
-    ),
-]
-
-
-@pytest.mark.parametrize("fields, dev, message", REFUSED)
-def test_refused_shapes(fields, dev, message):
-    with pytest.raises(RefusedShapeError) as info:
-        RoPE(**fields).resolved(dev)
-    assert str(info.value).startswith(message)
-
-
 # -- cost --------------------------------------------------------------------------------
-
-
-def _work(cost: Cost) -> tuple[int, int]:
-    """A cost's MACs and bytes: what the shape alone fixes."""
-    return cost.macs, cost.bytes
-
-
-@pytest.mark.parametrize("dev", DEVICES, ids=str)
-def test_cost_by_hand(dev):
-    # 4 positions x 8 heads x 128: 4096 elements, 2 MACs each; x and out are
-    # 8192 bytes each, 4 table rows 1024 bytes.
-    assert _work(RoPE(rows=4, heads=8, head_dim=128).cost(dev)) == (8192, 17408)
 
 
 def _tiling(cost: Cost) -> tuple[int, int, int, int]:
