@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import iron
+from iron.core.carry import evaluate_carry
 from iron.core.declare import Input, Output, param
 from iron.core.device import Device
 from iron.core.emit import (
@@ -24,7 +25,6 @@ from iron.core.emit import (
 )
 from iron.core.operator import Operator
 from iron.core.percall import Affine, Clamp, FloorDiv, PerCall, _Expr, clamp
-from iron.core.recorder import evaluate_carry
 from iron.core.words import Word, evaluate_words, words_of
 
 # -- test operators ----------------------------------------------------------------
