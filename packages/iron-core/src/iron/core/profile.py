@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["FileEntry", "Profile", "ProfileFile"]
 
 _Op = TypeVar("_Op", bound="Operator")
-_P = TypeVar("_P", bound="Profile")
 _Entry = tuple[type, dict[str, Any], dict[str, Any]]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -544,7 +543,7 @@ class ProfileFile:
             read.append(FileEntry(where, entry))
         return cls(Path(path), meta, tuple(read))
 
-    def profile(self, kind: type[_P] = Profile) -> _P:  # type: ignore[assignment]
+    def profile(self, kind: type[Profile] = Profile) -> Profile:
         """The profile this file holds: every entry added, ``meta`` as read.
 
         Args:

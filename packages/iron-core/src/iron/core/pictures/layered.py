@@ -466,16 +466,16 @@ def layered_svg(nodes: dict[str, Node], edges: list[Edge], title: str) -> str:
         out.append("</g>")
 
     for it in all_items:
-        n = it.node
-        if n is None:
+        node = it.node
+        if node is None:
             continue
         x, yc = it.x + shift, cy(it)
         w = it.left + it.right
-        out.append(f'<g class="node {n.kind}"><title>{escape(n.tip)}</title>')
-        out.append(_shape(n.kind, x, yc, w, it.height))
-        first = yc - _LINE * len(n.lines) / 2 + 9.5
-        for i, line in enumerate(n.lines):
-            bold = ' font-weight="bold"' if i == 0 and n.kind == "step" else ""
+        out.append(f'<g class="node {node.kind}"><title>{escape(node.tip)}</title>')
+        out.append(_shape(node.kind, x, yc, w, it.height))
+        first = yc - _LINE * len(node.lines) / 2 + 9.5
+        for i, line in enumerate(node.lines):
+            bold = ' font-weight="bold"' if i == 0 and node.kind == "step" else ""
             out.append(
                 f'<text x="{number(x)}" y="{number(first + i * _LINE)}" '
                 f'text-anchor="middle"{bold}>{escape(line)}</text>'

@@ -205,15 +205,15 @@ def _graph(recording: Recording) -> tuple[dict[str, Node], list[Edge]]:
         lines = [f"#{step.index} {type(op).__name__}"] + ([dims] if dims else [])
         node_id = add("step", lines, f"step {step.index}: {op!r}", len(events))
         events.append((node_id, step.inputs, step.outputs))
-    for k, h in waiting:
-        host_step(k, h)
+    for k, host in waiting:
+        host_step(k, host)
 
     # a resident first written (not read) this call sits after that writer
     touched: set[str] = set()
     for position, (_, reads, writes) in enumerate(events):
-        for h in reads:
-            if h is not None and h.name in residents:
-                touched.add(h.name)
+        for used in reads:
+            if used is not None and used.name in residents:
+                touched.add(used.name)
         for h in writes:
             if h.name in residents and h.name not in touched:
                 touched.add(h.name)
@@ -241,9 +241,9 @@ def _graph(recording: Recording) -> tuple[dict[str, Node], list[Edge]]:
         return writer.get(h.name, own.get(h.name))
 
     for node_id, reads, writes in events:
-        for h in reads:
-            if h is not None and (src := source(h)) is not None:
-                link(src, node_id, h)
+        for used in reads:
+            if used is not None and (src := source(used)) is not None:
+                link(src, node_id, used)
         for h in writes:
             if h.name in residents:
                 link(node_id, own[h.name], h)
