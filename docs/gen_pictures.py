@@ -2,8 +2,8 @@
 
 Run: ``python docs/gen_pictures.py``. The pictures of Section 4 draw the
 arena of ``examples/device_memory.py``'s graph, so they change with it; those
-of Sections 2 and 9 draw recordings (laid out in Python, so they do not
-depend on Graphviz being installed), an arena and a roofline of Llama.
+of Sections 2 and 9 draw recordings (laid out by the one pure-Python engine,
+so they are the same on every machine), an arena and a roofline of Llama.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def pictures() -> dict[str, str]:
 def _llama_pictures() -> dict[str, str]:
     """Section 2's graph, and Section 9's Llama: a layer, an arena, a roofline."""
     first = ReluThenAxpy(scalar_factor=2.0).record(x=(2048,), y=(2048,))
-    drawn = {"recording-first-graph.svg": iron.recording_svg(first, engine="python")}
+    drawn = {"recording-first-graph.svg": iron.recording_svg(first)}
 
     # one decoder layer: the decode version of a one-layer tiny Llama
     config = LlamaConfig.tiny(num_hidden_layers=1)
@@ -93,7 +93,6 @@ def _llama_pictures() -> dict[str, str]:
     drawn["recording-llama-layer.svg"] = iron.recording_svg(
         layer.record(),
         title="One Llama layer: the decode version of a 1-layer tiny Llama",
-        engine="python",
     )
 
     # the prompt and decode versions of a 4-layer tiny Llama in one arena

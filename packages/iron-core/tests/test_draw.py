@@ -1,8 +1,8 @@
-"""Pictures: a recording drawn as a graph (both engines), a roofline as bars."""
+"""Pictures: a recording drawn as a graph (one engine), a roofline as bars."""
 
 from __future__ import annotations
 
-import shutil
+import os
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -11,14 +11,11 @@ from ml_dtypes import bfloat16
 from operators_for_tests import ArgMax, Copy, Crunch, MatVec, Mul, Scale, Stream
 
 import iron
-from iron.core import draw
+from iron.core.pictures import layered
 
 SVG = "{http://www.w3.org/2000/svg}"
 
-needs_dot = pytest.mark.skipif(
-    shutil.which("dot") is None, reason="Graphviz's dot is not on PATH"
-)
-ENGINES = ["python", pytest.param("dot", marks=needs_dot)]
+ENGINES = ["auto", "python"]  # two names of the one engine
 
 
 class Layered(iron.Graph):
@@ -140,12 +137,12 @@ def test_weights_and_states_are_marked_and_drawn_apart(engine):
     svg = iron.recording_svg(recording, engine=engine)
     (weight,) = [g for g in groups(svg, "node") if "weight" in g.get("class", "")]
     (state,) = [g for g in groups(svg, "node") if "state" in g.get("class", "")]
-    _, weight_fill, _ = draw._STYLE["weight"]
-    _, state_fill, _ = draw._STYLE["state"]
+    _, weight_fill, _ = layered.STYLE["weight"]
+    _, state_fill, _ = layered.STYLE["state"]
     assert weight_fill != state_fill
     assert weight_fill in ET.tostring(weight, encoding="unicode")
     assert state_fill in ET.tostring(state, encoding="unicode")
-    assert "weight" in title(weight) or engine == "dot"
+    assert "weight" in title(weight)
     # the legend names each kind drawn
     for text in ("weight", "state", "input", "output", "step"):
         assert f">{text}<" in svg
@@ -190,14 +187,25 @@ def test_host_steps_are_nodes(engine):
     assert len(groups(svg, "edge")) == 6
 
 
-def test_auto_is_python_without_dot(monkeypatch):
-    monkeypatch.setattr(draw.shutil, "which", lambda name: None)
+def test_a_picture_does_not_depend_on_graphviz(tmp_path, monkeypatch):
+    """A ``dot`` on PATH changes nothing: the one engine is pure Python."""
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\necho '<svg>laid out by dot</svg>'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     recording = Layered().record(x=(16,), y=(8,))
-    assert iron.recording_svg(recording) == iron.recording_svg(
-        recording, engine="python"
-    )
-    with pytest.raises(RuntimeError, match="needs Graphviz's dot"):
+    svg = iron.recording_svg(recording)
+    assert "laid out by dot" not in svg
+    assert svg == iron.recording_svg(recording, engine="python")
+
+
+def test_engine_dot_is_refused_naming_the_one_engine():
+    recording = Layered().record(x=(16,), y=(8,))
+    with pytest.raises(ValueError, match="engine='dot'") as info:
         iron.recording_svg(recording, engine="dot")
+    message = str(info.value)
+    assert "Graphviz" in message and "pure-Python layered engine" in message
+    assert "engine='auto'" in message
 
 
 def test_an_unknown_engine_is_refused():
@@ -325,6 +333,6 @@ def test_roofline_svg_refuses_an_unknown_scale():
     ],
 )
 def test_pictures_say_sizes_in_binary_units(nbytes, shown):
-    from iron.core._svg import _size
+    from iron.core.pictures.svg import byte_size
 
-    assert _size(nbytes) == shown
+    assert byte_size(nbytes) == shown

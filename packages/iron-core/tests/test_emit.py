@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from operators_for_tests import CopyTo, Double, Pick
 
 import iron
+from iron.core.carry import evaluate_carry
 from iron.core.emit import (
     EmitSite,
     NotCarriedError,
@@ -22,7 +23,6 @@ from iron.core.emit import (
     slots_of,
 )
 from iron.core.percall import Affine, Clamp, FloorDiv, PerCall, _Expr, clamp
-from iron.core.recorder import evaluate_carry
 from iron.core.words import Word, evaluate_words, words_of
 
 

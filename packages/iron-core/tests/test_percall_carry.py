@@ -15,7 +15,8 @@ import pytest
 from percall_for_tests import n, pos
 
 import iron
-from iron.core.percall import Carried, Carry, Kind, Scratchpad
+from iron.core.carry import Carried, Carry
+from iron.core.percall import Kind, Scratchpad
 
 # --------------------------------------------------------------------- Carry
 

@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 from percall_for_tests import m, n, pos, py_clamp
 
 import iron
+from iron.core.carry import Carried, Carry
 from iron.core.percall import (
     VALUE_MAX,
     Affine,
-    Carried,
-    Carry,
     Clamp,
     Scratchpad,
     clamp,

@@ -12,7 +12,7 @@ from operators_for_tests import AX, AX1, MM, Mode, NotCataloged
 from iron.core import plugins
 from iron.core.device import NPU2
 from iron.core.percall import PerCall
-from iron.core.profile import Profile
+from iron.core.profile import Profile, ProfileFile
 
 
 @pytest.fixture
@@ -407,6 +407,30 @@ def test_load_entry_lines_from_unusual_layout(tmp_path, catalog):
     text = '{\n"entries":\n[{"operator": "AX", "tile_size": 64}\n,\n\n{"operator": "AX",\n"bogus": 1}]}'
     with pytest.raises(ValueError, match=r"entry 2 \(line 6\): AX declares no field"):
         Profile.load(_write(tmp_path, text))
+
+
+def test_a_file_read_names_every_bad_entry_where_load_stops_at_the_first(
+    tmp_path, catalog
+):
+    text = (
+        '{"meta": {"device": "npu2"}, "entries": [[1],\n'
+        '  {"operator": "AXX", "tile_size": 64},\n'
+        '  {"operator": "MM", "m": 64, "tile_m": 32}\n]}\n'
+    )
+    path = _write(tmp_path, text)
+    read = ProfileFile.read(path)
+    assert read.meta == {"device": "npu2"} and len(read.entries) == 3
+    refused = []
+    for entry in read.entries[:2]:
+        with pytest.raises(ValueError) as info:
+            entry.parse(catalog)
+        refused.append(str(info.value))
+    assert refused[0].startswith(f"{path}: entry 1 (line 1): is a JSON array")
+    assert refused[1].startswith(f"{path}: entry 2 (line 2): operator 'AXX'")
+    assert read.entries[2].parse(catalog) == ("MM", MM, {"m": 64, "tile_m": 32})
+    with pytest.raises(ValueError) as info:
+        Profile.load(path)
+    assert str(info.value) == refused[0]
 
 
 def test_load_bad_fields_are_value_errors_naming_the_entry(tmp_path, catalog):

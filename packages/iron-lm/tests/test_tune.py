@@ -334,6 +334,49 @@ def test_a_call_site_keyword_beats_the_profile(tmp_path):
     assert second.op.tile_size == tunables["tile_size"]
 
 
+# -- --check reads a profile file as Profile.load does (one parser) -------------------
+
+
+def _check_one(tmp_path: Path, text: str) -> tuple[Path, list[str], list[str]]:
+    """Check a profile file holding ``text`` against the one-graph ``_Twice``."""
+    out = tmp_path / "p"
+    out.mkdir()
+    path = out / f"{DEVICE}.json"
+    path.write_text(text)
+    problems, notes = tune.check_profiles(_GraphApp(_Twice()), None, out, [DEVICE])
+    return path, problems, notes
+
+
+AXPY_ENTRY = (
+    '{"operator": "AXPY", "size": 4096, "scalar_factor": 1.5, "num_aie_columns": 2}'
+)
+
+
+def test_check_refuses_a_meta_that_is_not_an_object_as_load_does(tmp_path):
+    path, problems, _ = _check_one(
+        tmp_path, '{"meta": ["npu2"],\n "entries": [\n  ' + AXPY_ENTRY + "\n]}\n"
+    )
+    with pytest.raises(ValueError) as refused:
+        Profile.load(path)
+    assert '"meta" is a JSON array, not an object' in str(refused.value)
+    assert problems == [str(refused.value)]
+
+
+def test_check_names_an_entry_by_the_line_load_names(tmp_path):
+    # Not the layout save() writes: the first entry shares the line of "entries".
+    text = (
+        '{"entries": [{"operator": "AXPY", "tile_q": 4, "num_aie_columns": 2},\n'
+        "  " + AXPY_ENTRY + "\n]}\n"
+    )
+    path, problems, _ = _check_one(tmp_path, text)
+    with pytest.raises(ValueError) as refused:
+        Profile.load(path)
+    assert f"{path}: entry 1 (line 1): " in str(refused.value)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{path}: entry 1 (line 1): ")
+    assert "no longer declares 'tile_q'" in problems[0]
+
+
 def test_a_tunable_every_step_pins_is_not_tuned(tmp_path):
     out = tmp_path / "p"
     tune.tune(

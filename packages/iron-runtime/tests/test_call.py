@@ -8,7 +8,7 @@ from ml_dtypes import bfloat16
 from ops import Add1, Add32, Scale32, Take, Take2
 
 import iron
-from iron.core.percall import Carry
+from iron.core.carry import Carry
 from iron.operators import AXPY, ReLU
 from iron.runtime.emu import EmuBuffer
 

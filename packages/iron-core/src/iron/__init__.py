@@ -23,14 +23,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Operator": ("iron.core.operator", "Operator"),
     "Handle": ("iron.core.handle", "Handle"),
     "Recording": ("iron.core.recording", "Recording"),
-    "Carry": ("iron.core.percall", "Carry"),
-    "carry": ("iron.core.recorder", "carry"),
+    "Carry": ("iron.core.carry", "Carry"),
+    "carry": ("iron.core.carry", "carry"),
     "clamp": ("iron.core.percall", "clamp"),
     "on_host": ("iron.core.recorder", "on_host"),
     "param": ("iron.core.held", "param"),
     "state": ("iron.core.held", "state"),
     "weight": ("iron.core.held", "weight"),
-    "Carried": ("iron.core.percall", "Carried"),
+    "Carried": ("iron.core.carry", "Carried"),
     "Scratchpad": ("iron.core.percall", "Scratchpad"),
     "Precision": ("iron.core.precision", "Precision"),
     "Tolerance": ("iron.core.tolerance", "Tolerance"),
@@ -46,10 +46,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plan": ("iron.core.plan", "plan"),
     "Plan": ("iron.core.plan", "Plan"),
     "ArenaPlan": ("iron.core.arena", "ArenaPlan"),
-    "arena_svg": ("iron.core.arena_picture", "arena_svg"),
+    "arena_svg": ("iron.core.pictures", "arena_svg"),
     "roofline": ("iron.core.cost", "roofline"),
-    "recording_svg": ("iron.core.draw", "recording_svg"),
-    "roofline_svg": ("iron.core.roofline_picture", "roofline_svg"),
+    "recording_svg": ("iron.core.pictures", "recording_svg"),
+    "roofline_svg": ("iron.core.pictures", "roofline_svg"),
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -71,7 +71,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from iron.core.arena import ArenaPlan
-    from iron.core.arena_picture import arena_svg
+    from iron.core.carry import Carried, Carry, carry
     from iron.core.cost import roofline
     from iron.core.device import (
         NPU1,
@@ -81,17 +81,16 @@ if TYPE_CHECKING:
         set_current_device,
         use_device,
     )
-    from iron.core.draw import recording_svg
     from iron.core.graph import Graph
     from iron.core.handle import Handle
     from iron.core.held import param, state, weight
     from iron.core.operator import Operator
-    from iron.core.percall import Carried, Carry, Scratchpad, clamp
+    from iron.core.percall import Scratchpad, clamp
+    from iron.core.pictures import arena_svg, recording_svg, roofline_svg
     from iron.core.plan import Plan, plan
     from iron.core.precision import Precision
     from iron.core.profile import Profile
-    from iron.core.recorder import carry, on_host
+    from iron.core.recorder import on_host
     from iron.core.recording import Recording
-    from iron.core.roofline_picture import roofline_svg
     from iron.core.tap import TensorAccessPattern
     from iron.core.tolerance import Tolerance, Verdict, compare

@@ -5,7 +5,7 @@ of every version of one graph), :class:`Placed` (one buffer's placement),
 :class:`ArenaInvariantError` (what :meth:`ArenaPlan.check` raises). It
 re-exports :func:`~iron.core.liveness.liveness` and
 :func:`~iron.core.liveness.version_key` (what it places, and a version's
-default key) and :func:`~iron.core.arena_picture.arena_svg` (the plan drawn as
+default key) and :func:`~iron.core.pictures.arena_svg` (the plan drawn as
 buffers over step and byte offset); the byte-range arithmetic lives in
 ``iron.core._arena_ranges``.
 
@@ -45,8 +45,8 @@ from iron.core._arena_ranges import (
     _merged,
     _union,
 )
-from iron.core.arena_picture import arena_svg
 from iron.core.liveness import _Live, liveness, version_key
+from iron.core.pictures import arena_svg
 
 if TYPE_CHECKING:
     from iron.core.recording import Recording

@@ -24,6 +24,7 @@ import numpy as np
 from ml_dtypes import bfloat16
 
 from iron.core import context, plugins
+from iron.core.carry import Carry
 from iron.core.device import Device, require_device, use_device
 from iron.core.handle import Handle
 from iron.core.held import (
@@ -36,7 +37,7 @@ from iron.core.held import (
     param,
     walk,
 )
-from iron.core.percall import Affine, Carry, Kind, PerCall, check_values
+from iron.core.percall import Affine, Kind, PerCall, check_values
 from iron.core.profile import Profile
 from iron.core.recorder import Recorder
 from iron.core.recording import Recording

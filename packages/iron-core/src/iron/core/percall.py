@@ -8,13 +8,15 @@ builds an :class:`Affine` expression: a sum of integer multiples of values,
 clamps and floor divisions by powers of two, plus a constant. Using one where
 Python needs a concrete ``bool`` or ``int`` raises :class:`PerCallValueError`,
 so data-dependent control flow fails at record time instead of freezing one
-call's value into the graph.
+call's value into the graph. Carried values (what a graph computes for its
+own next call, ``iron.Carried`` and ``iron.carry``) are in
+:mod:`iron.core.carry`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from numbers import Number
 from typing import Annotated, Any, TypeVar
@@ -24,8 +26,6 @@ import numpy as np
 __all__ = [
     "VALUE_BITS",
     "Affine",
-    "Carried",
-    "Carry",
     "Clamp",
     "FloorDiv",
     "Kind",
@@ -56,14 +56,6 @@ Scratchpad = Annotated[T, Kind.SCRATCHPAD.value]
 
 Free per call, works under a full ELF, but cannot change a DMA size or
 stride; 30 bits at most.
-"""
-
-Carried = Annotated[T, Kind.CARRIED.value]
-"""A scratchpad value a graph computes for its next call.
-
-``body`` returns it last with ``iron.carry(name=...)``: an expression of its
-values (``position + 1``) or a one-element handle (a sampled token); the host
-seeds only the first call.
 """
 
 
@@ -452,47 +444,3 @@ def clamp(
             f"for a plain int use min/max"
         )
     return x.affine().clamp(lo, hi)
-
-
-class Carry(Mapping[str, Any]):
-    """The next value of each carried value, returned last by ``body``.
-
-    In a body it maps each ``iron.Carried`` name to an expression or a
-    one-element handle; from a call or a reference it maps each name to the
-    integer the next call starts from. Names read as attributes too
-    (``carry.position``).
-    """
-
-    def __init__(self, **values: Any) -> None:
-        self._values = dict(values)
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["_values"][name]
-        except KeyError:
-            raise AttributeError(
-                f"Carry has no value {name!r}; it carries "
-                f"{sorted(self.__dict__.get('_values', {}))}"
-            ) from None
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Carry):
-            return self._values == other._values
-        if isinstance(other, Mapping):
-            return self._values == dict(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v}" for k, v in self._values.items())
-        return f"Carry({inner})"

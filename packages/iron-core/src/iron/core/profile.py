@@ -22,6 +22,7 @@ imports iron-operators itself. A directory of profiles holds one
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import json
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from iron.core.device import Device
     from iron.core.operator import Operator
 
-__all__ = ["Profile"]
+__all__ = ["FileEntry", "Profile", "ProfileFile"]
 
 _Op = TypeVar("_Op", bound="Operator")
 _Entry = tuple[type, dict[str, Any], dict[str, Any]]
@@ -309,73 +310,7 @@ class Profile:
                 1 and naming the line it starts on.
             ImportError: No operator catalog (iron-operators) is installed.
         """
-        text = Path(path).read_text(encoding="utf-8")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(
-                f"{path}: line {e.lineno} column {e.colno}: not valid JSON "
-                f'({e.msg}); a profile is {{"entries": [...]}}, one entry '
-                f"object per line"
-            ) from None
-        shape = (
-            'a profile is {"entries": [...]}, optionally with a "meta" object, '
-            'each entry {"operator": NAME, <params>, <tunables>}'
-        )
-        if not isinstance(data, dict):
-            raise ValueError(
-                f"{path}: the top level is a JSON {_json_type(data)}; {shape}"
-            )
-        extra = [key for key in data if key not in _TOP_LEVEL]
-        if extra:
-            raise ValueError(f"{path}: unknown top-level key(s) {extra}; {shape}")
-        if "entries" not in data:
-            raise ValueError(f'{path}: no "entries" list; {shape}')
-        entries = data["entries"]
-        if not isinstance(entries, list):
-            raise ValueError(
-                f'{path}: "entries" is a JSON {_json_type(entries)}, not a list; '
-                f"{shape}"
-            )
-        meta = data.get("meta", {})
-        if not isinstance(meta, dict):
-            raise ValueError(
-                f'{path}: "meta" is a JSON {_json_type(meta)}, not an object; {shape}'
-            )
-        lines = _entry_lines(text)
-        catalog = plugins.catalog()
-        profile = cls()
-        profile.meta = meta
-        for index, entry in enumerate(entries):
-            line = lines[index] if index < len(lines) else None
-            where = f"{path}: entry {index + 1}" + (
-                f" (line {line})" if line is not None else ""
-            )
-            if not isinstance(entry, dict):
-                raise ValueError(
-                    f"{where}: is a JSON {_json_type(entry)}, not an object; {shape}"
-                )
-            fields = dict(entry)
-            name = fields.pop("operator", None)
-            if not isinstance(name, str):
-                raise ValueError(
-                    f'{where}: needs an "operator" naming an operator of '
-                    f"iron.operators (a string), got {name!r}"
-                )
-            if name not in catalog:
-                close = difflib.get_close_matches(name, list(catalog), n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ValueError(
-                    f"{where}: operator {name!r} is not in iron.operators (the "
-                    f"installed operator catalog); {hint}fix the name, or "
-                    f"install the distribution that registers it"
-                )
-            op_cls = catalog[name]
-            try:
-                profile.add(op_cls, **_from_json(op_cls, fields))
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{where}: {e}") from e
-        return profile
+        return ProfileFile.read(path).profile(cls)
 
     def save(self, path: str | Path) -> None:
         """Write the profile as JSON, one entry to a line.
@@ -468,6 +403,171 @@ class Profile:
                 f"(python -m iron.lm.tune ... --device {name}) or copy "
                 f"{name}.json from a profile made for it"
             )
+        return profile
+
+
+_SHAPE = (
+    'a profile is {"entries": [...]}, optionally with a "meta" object, '
+    'each entry {"operator": NAME, <params>, <tunables>}'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    """One entry of a profile file, as written, and where it is.
+
+    Attributes:
+        where: How errors name it: ``"<path>: entry N (line L)"``, counting
+            entries from 1 and naming the line it starts on.
+        value: The entry as JSON decoded it.
+    """
+
+    where: str
+    value: Any
+
+    def parse(self, catalog: Mapping[str, type]) -> tuple[str, type, dict[str, Any]]:
+        """Read the entry's operator and fields, as :meth:`Profile.load` does.
+
+        Args:
+            catalog: The operator catalog (:func:`iron.core.plugins.catalog`).
+
+        Returns:
+            The operator's catalog name, its class and the entry's other
+            fields, JSON values turned into what the class takes (an Enum
+            member for an Enum param). The fields are not checked against
+            the class (:meth:`Profile.add` does that).
+
+        Raises:
+            ValueError: The entry is not an object, has no ``"operator"``
+                string, names an operator not in ``catalog``, or gives an
+                Enum param a value not of the Enum; the message starts with
+                :attr:`where`.
+        """
+        if not isinstance(self.value, dict):
+            raise ValueError(
+                f"{self.where}: is a JSON {_json_type(self.value)}, not an "
+                f"object; {_SHAPE}"
+            )
+        fields = dict(self.value)
+        name = fields.pop("operator", None)
+        if not isinstance(name, str):
+            raise ValueError(
+                f'{self.where}: needs an "operator" naming an operator of '
+                f"iron.operators (a string), got {name!r}"
+            )
+        if name not in catalog:
+            close = difflib.get_close_matches(name, list(catalog), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"{self.where}: operator {name!r} is not in iron.operators (the "
+                f"installed operator catalog); {hint}fix the name, or install "
+                f"the distribution that registers it"
+            )
+        cls = catalog[name]
+        try:
+            return name, cls, _from_json(cls, fields)
+        except ValueError as e:
+            raise ValueError(f"{self.where}: {e}") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileFile:
+    """A profile file read: its ``meta`` and its entries, not yet applied.
+
+    The one reader of the file format (:meth:`Profile.load` is
+    ``ProfileFile.read(path).profile()``); a tool that checks a profile
+    reads it here too and goes through its entries one by one.
+
+    Attributes:
+        path: The file.
+        meta: Its ``"meta"`` object (empty if it has none).
+        entries: Its entries, in file order.
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    entries: tuple[FileEntry, ...]
+
+    @classmethod
+    def read(cls, path: str | Path) -> ProfileFile:
+        """Read and parse the profile file at ``path``.
+
+        Args:
+            path: The JSON file.
+
+        Returns:
+            The file's meta and entries (each entry as written).
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            ValueError: The file is not valid JSON (naming the line and
+                column), or not ``{"entries": [...]}`` with an optional
+                ``"meta"`` object.
+        """
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{path}: line {e.lineno} column {e.colno}: not valid JSON "
+                f'({e.msg}); a profile is {{"entries": [...]}}, one entry '
+                f"object per line"
+            ) from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{path}: the top level is a JSON {_json_type(data)}; {_SHAPE}"
+            )
+        extra = [key for key in data if key not in _TOP_LEVEL]
+        if extra:
+            raise ValueError(f"{path}: unknown top-level key(s) {extra}; {_SHAPE}")
+        if "entries" not in data:
+            raise ValueError(f'{path}: no "entries" list; {_SHAPE}')
+        entries = data["entries"]
+        if not isinstance(entries, list):
+            raise ValueError(
+                f'{path}: "entries" is a JSON {_json_type(entries)}, not a list; '
+                f"{_SHAPE}"
+            )
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ValueError(
+                f'{path}: "meta" is a JSON {_json_type(meta)}, not an object; {_SHAPE}'
+            )
+        lines = _entry_lines(text)
+        read = []
+        for index, entry in enumerate(entries):
+            line = lines[index] if index < len(lines) else None
+            where = f"{path}: entry {index + 1}" + (
+                f" (line {line})" if line is not None else ""
+            )
+            read.append(FileEntry(where, entry))
+        return cls(Path(path), meta, tuple(read))
+
+    def profile(self, kind: type[Profile] = Profile) -> Profile:
+        """The profile this file holds: every entry added, ``meta`` as read.
+
+        Args:
+            kind: The class of profile to make (:class:`Profile` or a
+                subclass).
+
+        Returns:
+            The profile, its entries in file order.
+
+        Raises:
+            ValueError: An entry is invalid (see :meth:`FileEntry.parse` and
+                :meth:`Profile.add`); the message names it as
+                :attr:`FileEntry.where` does.
+            ImportError: No operator catalog (iron-operators) is installed.
+        """
+        catalog = plugins.catalog()
+        profile = kind()
+        profile.meta = dict(self.meta)
+        for entry in self.entries:
+            _, cls, fields = entry.parse(catalog)
+            try:
+                profile.add(cls, **fields)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{entry.where}: {e}") from e
         return profile
 
 

@@ -19,13 +19,13 @@ from iron.core.device import require_device
 from iron.core.handle import Dense, Gather, Handle, Strided
 from iron.core.held import State, Weight, _Unbound, held_dtype
 from iron.core.operator import DimensionConflictError, Operator
-from iron.core.percall import Affine, Carry, PerCall, evaluate
+from iron.core.percall import Affine, PerCall
 from iron.core.recording import HostStep, Limit, Recording, Step
 
 if TYPE_CHECKING:
     from iron.core.profile import Profile
 
-__all__ = ["Recorder", "ViewOperandError", "carry", "on_host"]
+__all__ = ["Recorder", "ViewOperandError", "on_host"]
 
 
 class ViewOperandError(ValueError):
@@ -322,14 +322,6 @@ class Recorder:
         )
 
 
-def carry(**next_values: Handle | Affine | PerCall | int) -> Carry:
-    """Return with a graph's outputs the next value of each carried value.
-
-    ``return logits, iron.carry(token=sampled, position=position + 1)``.
-    """
-    return Carry(**next_values)
-
-
 def on_host(fn: Callable[..., None], *reads: Any, writes: Any = ()) -> None:
     """Run ``fn(*reads, *writes)`` on the host between the steps around it.
 
@@ -346,16 +338,3 @@ def on_host(fn: Callable[..., None], *reads: Any, writes: Any = ()) -> None:
             "on_host records into a graph's body; call fn directly outside one"
         )
     recorder.on_host(fn, reads, writes)
-
-
-def evaluate_carry(
-    carry: Mapping[str, Any], values: Mapping[str, int], read: Callable[[Handle], Any]
-) -> dict[str, int]:
-    """Each carried value's next value for one call."""
-    out = {}
-    for name, nxt in carry.items():
-        if isinstance(nxt, Handle):
-            out[name] = int(np.asarray(read(nxt)).reshape(-1)[0])
-        else:
-            out[name] = evaluate(nxt, values)
-    return out

@@ -182,7 +182,7 @@ class Recording:
             The outputs (numpy, cut to their bounds) and each carried value's
             next value.
         """
-        from iron.core.recorder import evaluate_carry
+        from iron.core.carry import evaluate_carry
 
         self.check_values(values)
         buffers: dict[str, np.ndarray] = {}

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from iron.core.access import read
+from iron.core.carry import Carry, evaluate_carry
 from iron.core.emit import EmitSite, compose, emit_site, made
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
-from iron.core.percall import Carry, check_values
+from iron.core.percall import check_values
 from iron.core.plan import Plan
-from iron.core.recorder import evaluate_carry
 from iron.core.recording import Recording
 from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena

@@ -3,45 +3,25 @@
 Owns :func:`check_profiles`: entries that match no step of the versions,
 fields an operator no longer declares or opens, values outside their
 domains and files that do not load are problems (``--check`` exits 1);
-shapes no entry covers are notes.
+shapes no entry covers are notes. A file is read by iron-core's own reader
+(:class:`~iron.core.profile.ProfileFile`, what ``Profile.load`` reads with),
+so the check and a graph applying the profile never disagree about what a
+file says; the check goes on past a bad entry to report every one.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-from collections.abc import Mapping, Sequence
-from enum import Enum
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iron.core import plugins
 from iron.core.device import DEVICES, as_device
-from iron.core.profile import Profile
+from iron.core.profile import Profile, ProfileFile
 from iron.lm.tune.shapes import call_dims, collect_shapes
 
 __all__ = ["check_profiles"]
-
-
-def _entry_lines(text: str, count: int) -> list[int | None]:
-    """Each entry's line in a file :meth:`Profile.save` wrote (one entry a line)."""
-    lines = [
-        number
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.lstrip().startswith('{"operator"')
-    ]
-    return lines if len(lines) == count else [None] * count
-
-
-def _from_json(cls: type, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn an entry's JSON values into what the class takes (Enum members)."""
-    out = dict(fields)
-    for name, value in fields.items():
-        spec = cls.declaration.params[name]
-        if not spec.tunable and isinstance(spec.default, Enum) and value is not None:
-            out[name] = type(spec.default)(value)
-    return out
 
 
 def check_profiles(
@@ -84,16 +64,12 @@ def check_profiles(
         if not path.is_file():
             problems.append(f"{path}: no profile for {name}")
             continue
-        text = path.read_text(encoding="utf-8")
         try:
-            data = json.loads(text)
-            entries = data["entries"]
-            if not isinstance(entries, list):
-                raise TypeError("entries is not a list")
-        except (ValueError, KeyError, TypeError) as error:
-            problems.append(f"{path}: not a profile ({error})")
+            read = ProfileFile.read(path)
+        except ValueError as error:
+            problems.append(str(error))
             continue
-        tuned_for = (data.get("meta") or {}).get("config")
+        tuned_for = read.meta.get("config")
         if config_label and tuned_for and tuned_for != config_label:
             notes.append(
                 f"{path}: tuned for {tuned_for}, checked against {config_label}"
@@ -101,27 +77,14 @@ def check_profiles(
         device = as_device(name)
         recordings = application.versions(config, device)
         steps = [s.op for r in recordings.values() for s in r.steps]
-        lines = _entry_lines(text, len(entries))
         before = len(problems)
         where_versions = ", ".join(recordings)
-        for index, entry in enumerate(entries):
-            line = lines[index]
-            where = f"{path}: entry {index + 1}" + (f" (line {line})" if line else "")
-            if not isinstance(entry, dict) or not isinstance(
-                entry.get("operator"), str
-            ):
-                problems.append(f'{where}: not an object with an "operator" name')
-                continue
-            fields = dict(entry)
-            op_name = fields.pop("operator")
-            cls = catalog.get(op_name)
-            if cls is None:
-                close = difflib.get_close_matches(op_name, list(catalog), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                problems.append(
-                    f"{where}: operator {op_name!r} is not in the operator "
-                    f"catalog{hint}; delete the entry or rename it"
-                )
+        for entry in read.entries:
+            where = entry.where
+            try:
+                op_name, cls, fields = entry.parse(catalog)
+            except ValueError as error:
+                problems.append(str(error))
                 continue
             params = cls.declaration.params
             open_ = cls.declaration.tunables
@@ -151,12 +114,11 @@ def check_profiles(
                     problems.append(f"{where}: the {op_name} entry gives no tunable")
                 continue
             try:
-                converted = _from_json(cls, fields)
-                Profile().add(cls, **converted)
+                Profile().add(cls, **fields)
             except (TypeError, ValueError) as error:
                 problems.append(f"{where}: {error}")
                 continue
-            dims = {k: v for k, v in converted.items() if not params[k].tunable}
+            dims = {k: v for k, v in fields.items() if not params[k].tunable}
             live = any(
                 issubclass(type(op), cls)
                 and Profile.matches(dims, call_dims(op))
@@ -173,7 +135,7 @@ def check_profiles(
         if len(problems) > before:
             continue  # the file does not load: the entries above say why
         try:
-            profile = Profile.load(path)
+            profile = read.profile()
         except ValueError as error:
             problems.append(f"{path}: does not load: {error}")
             continue

@@ -4,7 +4,6 @@ This module owns :func:`roofline_svg`: a :class:`~iron.core.cost.Roofline`
 drawn as one bar per step, as the cost model composes a step's time, with
 each step's share of the memory-bandwidth bound marked and the slowest steps
 named. It is deterministic: the same argument gives the same text.
-:mod:`iron.core.draw` re-exports it.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from iron.core._svg import _num, _text_width
+from iron.core.pictures.svg import number, text_width
 
 if TYPE_CHECKING:
     from iron.core.cost import Roofline, StepTime
@@ -153,7 +152,7 @@ def roofline_svg(
         f'font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{_num(width / 2)}" y="16" text-anchor="middle" '
+        f'<text x="{number(width / 2)}" y="16" text-anchor="middle" '
         f'font-size="12">{escape(title)}</text>',
     ]
 
@@ -168,15 +167,15 @@ def roofline_svg(
     out.append('<g class="summary">')
     out.append(f"<title>{escape(summary)}</title>")
     out.append(
-        f'<rect x="{_num(left)}" y="26" width="{_num(plot_w)}" height="12" '
+        f'<rect x="{number(left)}" y="26" width="{number(plot_w)}" height="12" '
         'fill="#dddddd"/>'
     )
     out.append(
-        f'<rect x="{_num(left)}" y="26" width="{_num(plot_w * min(share, 1.0))}" '
+        f'<rect x="{number(left)}" y="26" width="{number(plot_w * min(share, 1.0))}" '
         'height="12" fill="#555555"/>'
     )
     out.append(
-        f'<text x="{_num(left + 4)}" y="35.5" fill="white">{escape(summary)}</text>'
+        f'<text x="{number(left + 4)}" y="35.5" fill="white">{escape(summary)}</text>'
     )
     out.append("</g>")
 
@@ -185,32 +184,32 @@ def roofline_svg(
     out.append('<g class="legend">')
     for part, colour in _PART_COLOURS.items():
         out.append(
-            f'<rect x="{_num(x)}" y="48" width="12" height="10" fill="{colour}"/>'
+            f'<rect x="{number(x)}" y="48" width="12" height="10" fill="{colour}"/>'
         )
-        out.append(f'<text x="{_num(x + 16)}" y="57">{part}</text>')
-        x += 16 + _text_width(part) + 16
+        out.append(f'<text x="{number(x + 16)}" y="57">{part}</text>')
+        x += 16 + text_width(part) + 16
     out.append(
-        f'<line x1="{_num(x)}" y1="53" x2="{_num(x + 14)}" y2="53" '
+        f'<line x1="{number(x)}" y1="53" x2="{number(x + 14)}" y2="53" '
         'stroke="black" stroke-width="2"/>'
     )
     legend = "bandwidth-bound share (bytes at the DMA roof)"
-    out.append(f'<text x="{_num(x + 18)}" y="57">{escape(legend)}</text>')
+    out.append(f'<text x="{number(x + 18)}" y="57">{escape(legend)}</text>')
     out.append("</g>")
 
     # axes and grid
     for t in ticks:
         y = y_of(t)
         out.append(
-            f'<line x1="{_num(left)}" y1="{_num(y)}" x2="{_num(left + plot_w)}" '
-            f'y2="{_num(y)}" stroke="#e4e4e4"/>'
+            f'<line x1="{number(left)}" y1="{number(y)}" x2="{number(left + plot_w)}" '
+            f'y2="{number(y)}" stroke="#e4e4e4"/>'
         )
         out.append(
-            f'<text x="{_num(left - 4)}" y="{_num(y + 3.5)}" '
+            f'<text x="{number(left - 4)}" y="{number(y + 3.5)}" '
             f'text-anchor="end">{_tick_us(t) if log else _us(t) if t else "0"}</text>'
         )
     out.append(
-        f'<rect x="{_num(left)}" y="{_num(top)}" width="{_num(plot_w)}" '
-        f'height="{_num(plot_h)}" fill="none" stroke="#888"/>'
+        f'<rect x="{number(left)}" y="{number(top)}" width="{number(plot_w)}" '
+        f'height="{number(plot_h)}" fill="none" stroke="#888"/>'
     )
 
     # bars
@@ -235,15 +234,15 @@ def roofline_svg(
                 continue
             y_hi, y_lo = y_of(base + seconds), y_of(base)
             out.append(
-                f'<rect x="{_num(x0)}" y="{_num(y_hi)}" width="{_num(bar_w)}" '
-                f'height="{_num(max(y_lo - y_hi, 0.0))}" '
+                f'<rect x="{number(x0)}" y="{number(y_hi)}" width="{number(bar_w)}" '
+                f'height="{number(max(y_lo - y_hi, 0.0))}" '
                 f'fill="{_PART_COLOURS[part]}"/>'
             )
             base += seconds
         y = y_of(s.bytes / ddr)
         out.append(
-            f'<line x1="{_num(left + i * slot)}" y1="{_num(y)}" '
-            f'x2="{_num(left + (i + 1) * slot)}" y2="{_num(y)}" '
+            f'<line x1="{number(left + i * slot)}" y1="{number(y)}" '
+            f'x2="{number(left + (i + 1) * slot)}" y2="{number(y)}" '
             'stroke="black" stroke-width="1.5"/>'
         )
         out.append("</g>")
@@ -264,7 +263,7 @@ def roofline_svg(
         text = f"#{s.index} {name} {shown_us} us"
         if len(alike) > 1:
             text += f" (x{len(alike)})"
-        tw = _text_width(text)
+        tw = text_width(text)
         cx = left + (i + 0.5) * slot
         cx = min(max(cx, left + tw / 2 + 2), left + plot_w - tw / 2 - 2)
         # above every bar (and dash) under it
@@ -279,7 +278,7 @@ def roofline_svg(
             y -= 11
         placed.append((cx - tw / 2, cx + tw / 2, y))
         out.append(
-            f'<text class="slowest" x="{_num(cx)}" y="{_num(y)}" '
+            f'<text class="slowest" x="{number(cx)}" y="{number(y)}" '
             f'text-anchor="middle">{escape(text)}</text>'
         )
 
@@ -292,18 +291,18 @@ def roofline_svg(
         shown.append(len(steps) - 1)
     for i in shown:
         out.append(
-            f'<text x="{_num(left + (i + 0.5) * slot)}" '
-            f'y="{_num(top + plot_h + 14)}" text-anchor="middle">'
+            f'<text x="{number(left + (i + 0.5) * slot)}" '
+            f'y="{number(top + plot_h + 14)}" text-anchor="middle">'
             f"{steps[i].index}</text>"
         )
     out.append(
-        f'<text x="{_num(left + plot_w / 2)}" y="{_num(height - 6)}" '
+        f'<text x="{number(left + plot_w / 2)}" y="{number(height - 6)}" '
         'text-anchor="middle">step</text>'
     )
     mid = top + plot_h / 2
     out.append(
-        f'<text x="14" y="{_num(mid)}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_num(mid)})">'
+        f'<text x="14" y="{number(mid)}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {number(mid)})">'
         f"modelled time (us{', log scale' if log else ''})</text>"
     )
     out.append("</svg>")

@@ -1,7 +1,9 @@
-"""The pure-Python layout of a recording's graph, as SVG text.
+"""The one layout engine of the pictures: a layered graph drawing, as SVG text.
 
-This private module owns the layered layout :func:`~iron.core.draw.recording_svg`
-uses when Graphviz's ``dot`` is not wanted or not on ``PATH``: longest-path
+This module owns the nodes and edges a picture of a graph is drawn from
+(:class:`Node`, :class:`Edge`, the style of each kind of node) and the
+layered layout :func:`~iron.core.pictures.recording_svg` draws them with, in
+pure Python so a picture is the same on every machine: longest-path
 layers over the forward edges, a point per rank an edge passes through,
 barycentre ordering within ranks with transposition, x positions relaxed
 towards neighbours and straightened edges, then the SVG itself (nodes,
@@ -15,8 +17,65 @@ import math
 from typing import Any
 from xml.sax.saxutils import escape
 
-from iron.core._recording_graph import _EDGE, _STYLE, _Edge, _Node
-from iron.core._svg import _num, _text_width
+from iron.core.pictures.svg import number, text_width
+
+__all__ = ["EDGE_COLOR", "STYLE", "Edge", "Node", "layered_svg"]
+
+STYLE = {
+    "step": ("step", "#e3edf7", "#4c78a8"),
+    "host": ("host step", "#f2f2f2", "#888888"),
+    "input": ("input", "#e2f2df", "#54a24b"),
+    "output": ("output", "#ece3f3", "#8e6bb8"),
+    "carry": ("carried value", "#ece3f3", "#8e6bb8"),
+    "weight": ("weight", "#fde6cf", "#f58518"),
+    "state": ("state", "#fadad8", "#e45756"),
+}
+"""Each kind of node -> (its legend text, fill colour, stroke colour)."""
+
+EDGE_COLOR = "#666666"
+"""The colour of every edge and arrowhead."""
+
+
+@dataclasses.dataclass
+class Node:
+    """One node of a picture.
+
+    Attributes:
+        id: Its unique id.
+        kind: Its kind, a key of :data:`STYLE`.
+        lines: Its label, a line each.
+        tip: Its tooltip.
+        order: Where it runs (steps in order, inputs first); edges from a
+            higher order to a lower one are drawn as back edges.
+        name: How edge tooltips name it.
+    """
+
+    id: str
+    kind: str
+    lines: tuple[str, ...]
+    tip: str
+    order: float
+    name: str
+
+
+@dataclasses.dataclass
+class Edge:
+    """One edge of a picture, from node ``src`` to node ``dst``.
+
+    Attributes:
+        src: The id of the node it leaves.
+        dst: The id of the node it enters.
+        label: Its label (empty for none).
+        tip: Its tooltip.
+        back: Whether it feeds the next call: drawn dashed, not laid out.
+    """
+
+    src: str
+    dst: str
+    label: str
+    tip: str
+    back: bool = False
+
 
 _LINE = 13.0  # px between label lines
 _NODE_GAP = 16.0  # px between neighbouring nodes in a rank
@@ -34,16 +93,16 @@ class _Item:
     left: float  # extent left of x
     right: float  # extent right of x
     height: float
-    node: _Node | None = None
+    node: Node | None = None
     label: str = ""
     x: float = 0.0
     up: list[_Item] = dataclasses.field(default_factory=list)
     down: list[_Item] = dataclasses.field(default_factory=list)
 
 
-def _node_size(n: _Node) -> tuple[float, float]:
+def _node_size(n: Node) -> tuple[float, float]:
     widths = [
-        _text_width(line, 10.5 if i == 0 and n.kind == "step" else 10.0)
+        text_width(line, 10.5 if i == 0 and n.kind == "step" else 10.0)
         for i, line in enumerate(n.lines)
     ]
     width = max([40.0, *widths]) + 16.0
@@ -54,7 +113,7 @@ def _node_size(n: _Node) -> tuple[float, float]:
     return width, _LINE * len(n.lines) + 10.0
 
 
-def _layers(nodes: dict[str, _Node], edges: list[_Edge]) -> dict[str, int]:
+def _layers(nodes: dict[str, Node], edges: list[Edge]) -> dict[str, int]:
     """Longest-path layers over the forward edges; sources pulled to their users."""
     ids = list(nodes)
     preds: dict[str, list[str]] = {n: [] for n in ids}
@@ -247,7 +306,18 @@ def _straighten(ranks: list[list[_Item]]) -> None:
                     lo, hi = room(d)
 
 
-def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
+def layered_svg(nodes: dict[str, Node], edges: list[Edge], title: str) -> str:
+    """Lay ``nodes`` and ``edges`` out in layers, top to bottom, as SVG text.
+
+    Args:
+        nodes: The nodes by id; ids are ``n<number>``, numbered in the order
+            made (ties in ``order`` keep it).
+        edges: The edges between them.
+        title: The picture's title, drawn at its top.
+
+    Returns:
+        A standalone SVG document, the same text for the same arguments.
+    """
     layer = _layers(nodes, edges)
     count = 2 * max(layer.values(), default=0) + 1
     ranks: list[list[_Item]] = [[] for _ in range(count)]
@@ -257,7 +327,7 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
         it = _Item(n.id, 2 * layer[n.id], w / 2, w / 2, h, node=n)
         items[n.id] = it
         ranks[it.rank].append(it)
-    chains: list[tuple[_Edge, list[_Item]]] = []
+    chains: list[tuple[Edge, list[_Item]]] = []
     forward = [e for e in edges if not e.back]
     forward.sort(key=lambda e: (nodes[e.src].order, int(e.src[1:]), int(e.dst[1:])))
     for k, e in enumerate(forward):
@@ -265,7 +335,7 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
         chain = [a]
         for r in range(a.rank + 1, b.rank):
             label = e.label if r == a.rank + 1 else ""
-            right = _text_width(label, 9.0) + 8.0 if label else 3.0
+            right = text_width(label, 9.0) + 8.0 if label else 3.0
             d = _Item((k, r), r, 3.0, right, 12.0 if label else 4.0, label=label)
             ranks[r].append(d)
             chain.append(d)
@@ -292,12 +362,12 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
     all_items = [it for rank in ranks for it in rank]
     lo = min((it.x - it.left for it in all_items), default=0.0)
     hi = max((it.x + it.right for it in all_items), default=0.0)
-    kinds = [k for k in _STYLE if any(n.kind == k for n in nodes.values())]
-    legend_w = sum(34.0 + _text_width(_STYLE[k][0], 9.0) + 14.0 for k in kinds)
+    kinds = [k for k in STYLE if any(n.kind == k for n in nodes.values())]
+    legend_w = sum(34.0 + text_width(STYLE[k][0], 9.0) + 14.0 for k in kinds)
     width = max(
         hi - lo + 2 * _MARGIN,
         legend_w + 2 * _MARGIN,
-        _text_width(title, 12) + 2 * _MARGIN,
+        text_width(title, 12) + 2 * _MARGIN,
         200.0,
     )
     graph_top = 64.0
@@ -308,18 +378,18 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
         return graph_top + tops[it.rank] + heights[it.rank] / 2
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_num(width)}" '
-        f'height="{_num(height)}" viewBox="0 0 {_num(width)} {_num(height)}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{number(width)}" '
+        f'height="{number(height)}" viewBox="0 0 {number(width)} {number(height)}" '
         f'font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
         "<defs>",
         '<marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto">'
-        f'<path d="M0,0 L10,5 L0,10 z" fill="{_EDGE}"/></marker>',
+        f'<path d="M0,0 L10,5 L0,10 z" fill="{EDGE_COLOR}"/></marker>',
         "</defs>",
-        f'<rect x="0" y="0" width="{_num(width)}" height="{_num(height)}" '
+        f'<rect x="0" y="0" width="{number(width)}" height="{number(height)}" '
         'fill="white"/>',
-        f'<text x="{_num(width / 2)}" y="18" text-anchor="middle" '
+        f'<text x="{number(width / 2)}" y="18" text-anchor="middle" '
         f'font-size="12">{escape(title)}</text>',
     ]
 
@@ -329,10 +399,10 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
     for kind in kinds:
         out.append(_shape(kind, x + 14.0, 40.0, 28.0, 16.0))
         out.append(
-            f'<text x="{_num(x + 32.0)}" y="{_num(43.5)}">'
-            f"{escape(_STYLE[kind][0])}</text>"
+            f'<text x="{number(x + 32.0)}" y="{number(43.5)}">'
+            f"{escape(STYLE[kind][0])}</text>"
         )
-        x += 34.0 + _text_width(_STYLE[kind][0], 9.0) + 14.0
+        x += 34.0 + text_width(STYLE[kind][0], 9.0) + 14.0
     out.append("</g>")
 
     # ports: where each edge leaves its source and enters its target
@@ -361,24 +431,22 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
             pts.append((d.x + shift, top))
             pts.append((d.x + shift, top + heights[d.rank]))
         pts.append((port_in[k] + shift, cy(b) - b.height / 2))
-        path = f"M{_num(pts[0][0])},{_num(pts[0][1])}"
+        path = f"M{number(pts[0][0])},{number(pts[0][1])}"
         for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
             if x0 == x1:  # down through a rank
-                path += f" L{_num(x1)},{_num(y1)}"
+                path += f" L{number(x1)},{number(y1)}"
             else:  # across a gap: a curve leaving and arriving vertically
                 m = (y0 + y1) / 2
-                path += (
-                    f" C{_num(x0)},{_num(m)} {_num(x1)},{_num(m)} {_num(x1)},{_num(y1)}"
-                )
+                path += f" C{number(x0)},{number(m)} {number(x1)},{number(m)} {number(x1)},{number(y1)}"
         out.append(f'<g class="edge"><title>{escape(e.tip)}</title>')
         out.append(
-            f'<path d="{path}" fill="none" stroke="{_EDGE}" '
+            f'<path d="{path}" fill="none" stroke="{EDGE_COLOR}" '
             'stroke-width="1" marker-end="url(#arrow)"/>'
         )
         if e.label:
             d = chain[1]
             out.append(
-                f'<text x="{_num(d.x + shift + 5.0)}" y="{_num(cy(d) + 3.5)}" '
+                f'<text x="{number(d.x + shift + 5.0)}" y="{number(cy(d) + 3.5)}" '
                 f'font-size="9" fill="#333333">{escape(e.label)}</text>'
             )
         out.append("</g>")
@@ -391,25 +459,25 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
         bend = max(x0, x1) + 40.0
         out.append(f'<g class="edge back"><title>{escape(e.tip)} (next call)</title>')
         out.append(
-            f'<path d="M{_num(x0)},{_num(y0)} C{_num(bend)},{_num(y0)} '
-            f'{_num(bend)},{_num(y1)} {_num(x1)},{_num(y1)}" fill="none" '
-            f'stroke="{_EDGE}" stroke-dasharray="4 3" marker-end="url(#arrow)"/>'
+            f'<path d="M{number(x0)},{number(y0)} C{number(bend)},{number(y0)} '
+            f'{number(bend)},{number(y1)} {number(x1)},{number(y1)}" fill="none" '
+            f'stroke="{EDGE_COLOR}" stroke-dasharray="4 3" marker-end="url(#arrow)"/>'
         )
         out.append("</g>")
 
     for it in all_items:
-        n = it.node
-        if n is None:
+        node = it.node
+        if node is None:
             continue
         x, yc = it.x + shift, cy(it)
         w = it.left + it.right
-        out.append(f'<g class="node {n.kind}"><title>{escape(n.tip)}</title>')
-        out.append(_shape(n.kind, x, yc, w, it.height))
-        first = yc - _LINE * len(n.lines) / 2 + 9.5
-        for i, line in enumerate(n.lines):
-            bold = ' font-weight="bold"' if i == 0 and n.kind == "step" else ""
+        out.append(f'<g class="node {node.kind}"><title>{escape(node.tip)}</title>')
+        out.append(_shape(node.kind, x, yc, w, it.height))
+        first = yc - _LINE * len(node.lines) / 2 + 9.5
+        for i, line in enumerate(node.lines):
+            bold = ' font-weight="bold"' if i == 0 and node.kind == "step" else ""
             out.append(
-                f'<text x="{_num(x)}" y="{_num(first + i * _LINE)}" '
+                f'<text x="{number(x)}" y="{number(first + i * _LINE)}" '
                 f'text-anchor="middle"{bold}>{escape(line)}</text>'
             )
         out.append("</g>")
@@ -419,15 +487,15 @@ def _python_svg(nodes: dict[str, _Node], edges: list[_Edge], title: str) -> str:
 
 def _shape(kind: str, x: float, y: float, w: float, h: float) -> str:
     """The outline of a node of ``kind`` centred at (x, y), ``w`` by ``h``."""
-    _, fill, stroke = _STYLE[kind]
+    _, fill, stroke = STYLE[kind]
     x0, y0, x1, y1 = x - w / 2, y - h / 2, x + w / 2, y + h / 2
     paint = f'fill="{fill}" stroke="{stroke}"'
     if kind == "weight":
         f = min(8.0, h / 3)
         return (
-            f'<path d="M{_num(x0)},{_num(y0)} H{_num(x1 - f)} L{_num(x1)},'
-            f'{_num(y0 + f)} V{_num(y1)} H{_num(x0)} Z" {paint}/>'
-            f'<path d="M{_num(x1 - f)},{_num(y0)} V{_num(y0 + f)} H{_num(x1)}" '
+            f'<path d="M{number(x0)},{number(y0)} H{number(x1 - f)} L{number(x1)},'
+            f'{number(y0 + f)} V{number(y1)} H{number(x0)} Z" {paint}/>'
+            f'<path d="M{number(x1 - f)},{number(y0)} V{number(y0 + f)} H{number(x1)}" '
             f'fill="none" stroke="{stroke}"/>'
         )
     if kind in ("input", "output", "carry"):
@@ -438,6 +506,6 @@ def _shape(kind: str, x: float, y: float, w: float, h: float) -> str:
         radius = 0.0
     dash = ' stroke-dasharray="4 2"' if kind in ("host", "carry") else ""
     return (
-        f'<rect x="{_num(x0)}" y="{_num(y0)}" width="{_num(w)}" height="{_num(h)}" '
-        f'rx="{_num(radius)}" {paint}{dash}/>'
+        f'<rect x="{number(x0)}" y="{number(y0)}" width="{number(w)}" height="{number(h)}" '
+        f'rx="{number(radius)}" {paint}{dash}/>'
     )

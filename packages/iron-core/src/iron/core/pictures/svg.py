@@ -1,18 +1,20 @@
-"""Small helpers shared by the SVG pictures: number formatting, text widths, sizes.
+"""What the SVG pictures share: number formatting, text widths, byte sizes.
 
-Private to the picture modules (:mod:`iron.core._layout`,
-:mod:`iron.core.arena_picture`, :mod:`iron.core.roofline_picture`); their
-text depends on these byte for byte.
+The picture modules of :mod:`iron.core.pictures` write their text with
+these; each picture depends on them byte for byte.
 """
 
 from __future__ import annotations
 
+__all__ = ["byte_size", "byte_unit", "number", "text_width"]
 
-def _num(x: float) -> str:
+
+def number(x: float) -> str:
+    """``x`` to two decimals at most, trailing zeros (and point) dropped."""
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def _text_width(text: str, size: float = 10.0) -> float:
+def text_width(text: str, size: float = 10.0) -> float:
     """A generous estimate of ``text``'s width in sans-serif at ``size`` px."""
     return 0.62 * size * len(text)
 
@@ -20,7 +22,7 @@ def _text_width(text: str, size: float = 10.0) -> float:
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def _unit(nbytes: int) -> tuple[str, int]:
+def byte_unit(nbytes: int) -> tuple[str, int]:
     """The binary unit a size of ``nbytes`` reads best in, and its bytes."""
     power = 0
     while power < len(_UNITS) - 1 and nbytes >= 1024 ** (power + 1):
@@ -28,12 +30,12 @@ def _unit(nbytes: int) -> tuple[str, int]:
     return _UNITS[power], 1024**power
 
 
-def _size(nbytes: int) -> str:
+def byte_size(nbytes: int) -> str:
     """``nbytes`` as a reader says it: ``512 B``, ``2.5 KiB``, ``1.93 MiB``.
 
     Three significant digits at most, trailing zeros dropped.
     """
-    unit, scale = _unit(nbytes)
+    unit, scale = byte_unit(nbytes)
     if scale == 1:
         return f"{nbytes} B"
     value = nbytes / scale

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from iron.core._svg import _num, _size, _text_width, _unit
+from iron.core.pictures.svg import byte_size, byte_unit, number, text_width
 
 if TYPE_CHECKING:
     from iron.core.arena import ArenaPlan, Placed
@@ -73,9 +73,9 @@ def arena_svg(
     zoom = span is not None and (span[1] - span[0]) / size * plot_h < _THIN_PX
 
     title = (
-        f"{key}: arena {_size(arena.size)}, transients "
-        f"{_size(arena.transient_bytes(key))} (lower bound "
-        f"{_size(arena.lower_bound_of(key))})"
+        f"{key}: arena {byte_size(arena.size)}, transients "
+        f"{byte_size(arena.transient_bytes(key))} (lower bound "
+        f"{byte_size(arena.lower_bound_of(key))})"
     )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -83,7 +83,7 @@ def arena_svg(
         f'font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{_num(width / 2)}" y="16" text-anchor="middle" '
+        f'<text x="{number(width / 2)}" y="16" text-anchor="middle" '
         f'font-size="12">{escape(title)}</text>',
     ]
     if not zoom:
@@ -98,8 +98,8 @@ def arena_svg(
         box = (left + half + _GAP, top, half, plot_h)
         _panel(out, "transients", zoomed, steps, box, span, None)
     out.append(
-        f'<text x="14" y="{_num(top + plot_h / 2)}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_num(top + plot_h / 2)})">byte offset</text>'
+        f'<text x="14" y="{number(top + plot_h / 2)}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {number(top + plot_h / 2)})">byte offset</text>'
     )
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -127,18 +127,18 @@ def _panel(
         return y0 + h - (offset - lo) * ys
 
     heading = (
-        f"whole arena, {_size(hi)}"
+        f"whole arena, {byte_size(hi)}"
         if name == "arena"
-        else f"transients: {_size(hi - lo)} from offset {_size(lo)}"
+        else f"transients: {byte_size(hi - lo)} from offset {byte_size(lo)}"
     )
     out.append(f'<g class="{name}">')
     out.append(
-        f'<text x="{_num(x0 + w / 2)}" y="{_num(y0 - 8)}" '
+        f'<text x="{number(x0 + w / 2)}" y="{number(y0 - 8)}" '
         f'text-anchor="middle">{escape(heading)}</text>'
     )
     out.append(
-        f'<rect x="{_num(x0)}" y="{_num(y0)}" width="{_num(w)}" '
-        f'height="{_num(h)}" fill="none" stroke="#888"/>'
+        f'<rect x="{number(x0)}" y="{number(y0)}" width="{number(w)}" '
+        f'height="{number(h)}" fill="none" stroke="#888"/>'
     )
     colours = {"transient": 0, "resident": 0}
     for p in placed:
@@ -150,40 +150,40 @@ def _panel(
         y_hi, y_lo = y_of(min(p.end, hi)), y_of(max(p.offset, lo))
         bh = max(y_lo - y_hi, 0.5)
         tip = (
-            f"{p.name} ({p.kind}): {_size(p.nbytes)} at {_size(p.offset)}, "
+            f"{p.name} ({p.kind}): {byte_size(p.nbytes)} at {byte_size(p.offset)}, "
             f"bytes [{p.offset}, {p.end}), steps {p.first}..{p.last}"
         )
         out.append(
-            f'<rect x="{_num(x)}" y="{_num(y_hi)}" width="{_num(bw)}" '
-            f'height="{_num(bh)}" fill="{fill}" stroke="white" stroke-width="0.5">'
+            f'<rect x="{number(x)}" y="{number(y_hi)}" width="{number(bw)}" '
+            f'height="{number(bh)}" fill="{fill}" stroke="white" stroke-width="0.5">'
             f"<title>{escape(tip)}</title></rect>"
         )
-        if bw >= _text_width(p.name) + 4 and bh >= 12:
+        if bw >= text_width(p.name) + 4 and bh >= 12:
             out.append(
-                f'<text x="{_num(x + bw / 2)}" y="{_num(y_hi + bh / 2 + 3.5)}" '
+                f'<text x="{number(x + bw / 2)}" y="{number(y_hi + bh / 2 + 3.5)}" '
                 f'text-anchor="middle" fill="white">{escape(p.name)}</text>'
             )
     if outline is not None:
         y_hi, y_lo = y_of(outline[1]), y_of(outline[0])
         pad = max((6.0 - (y_lo - y_hi)) / 2, 0.0)  # a thin range stays visible
         out.append(
-            f'<rect class="zoomed" x="{_num(x0 - 2)}" y="{_num(y_hi - pad)}" '
-            f'width="{_num(w + 4)}" height="{_num(y_lo - y_hi + 2 * pad)}" '
+            f'<rect class="zoomed" x="{number(x0 - 2)}" y="{number(y_hi - pad)}" '
+            f'width="{number(w + 4)}" height="{number(y_lo - y_hi + 2 * pad)}" '
             'fill="none" stroke="black" stroke-dasharray="4 2"/>'
         )
     for s in _ticks(steps):
         out.append(
-            f'<text x="{_num(x0 + (s + 0.5) * xs)}" y="{_num(y0 + h + 14)}" '
+            f'<text x="{number(x0 + (s + 0.5) * xs)}" y="{number(y0 + h + 14)}" '
             f'text-anchor="middle">{s}</text>'
         )
     out.append(
-        f'<text x="{_num(x0 + w / 2)}" y="{_num(y0 + h + 32)}" '
+        f'<text x="{number(x0 + w / 2)}" y="{number(y0 + h + 32)}" '
         'text-anchor="middle">step</text>'
     )
     for b in _byte_ticks(lo, hi, h):  # a zoomed panel counts from its bottom
-        shown = _size(b) if lo == 0 else f"+{_size(b - lo)}"
+        shown = byte_size(b) if lo == 0 else f"+{byte_size(b - lo)}"
         out.append(
-            f'<text x="{_num(x0 - 4)}" y="{_num(y_of(b) + 3.5)}" '
+            f'<text x="{number(x0 - 4)}" y="{number(y_of(b) + 3.5)}" '
             f'text-anchor="end">{shown}</text>'
         )
     out.append("</g>")
@@ -191,7 +191,7 @@ def _panel(
 
 def _byte_ticks(lo: int, hi: int, pixels: float) -> list[int]:
     """``lo``, ``hi`` and round sizes between, at least 18 pixels apart."""
-    _, scale = _unit(max(hi - lo, 1))
+    _, scale = byte_unit(max(hi - lo, 1))
     raw = (hi - lo) / scale / 4
     power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw) * scale
