@@ -33,7 +33,7 @@ from iron.core._indexing import (
     _rescale_bounds,
     _slice,
 )
-from iron.core.dma import shim_descriptor_fits
+from iron.core.dma import shim_descriptor_fits, walk_reach
 from iron.core.percall import Affine, PerCall, _Expr
 from iron.core.tap import TensorAccessPattern
 
@@ -484,7 +484,7 @@ class Handle:
                     f"{len(walks)} pattern(s) take a repeat each, not {repeat}"
                 )
         for w in walks:
-            last = w.offset + sum((s - 1) * st for s, st in zip(w.sizes, w.strides))
+            last = w.offset + walk_reach(w.sizes, w.strides) - 1
             if last >= self.elements:
                 raise ValueError(
                     f"{w} reaches element {last} of {self!r}, which has "

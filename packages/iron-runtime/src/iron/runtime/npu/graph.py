@@ -13,7 +13,7 @@ Arguments of a graph image, in order:
   weights alone are 2.47 GB), a stretch of it from a fixed byte on
   (:class:`Segment`), bound by the driver as a sub-buffer of the arena:
   aiecc patches a transfer's byte offset into its argument as a 32-bit
-  value (:data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT`), so
+  value (:data:`~iron.core.dma.ARG_OFFSET_LIMIT`), so
   :func:`arena_segments` cuts the arena, between buffers, into arguments
   each below 2^31 bytes, and every offset into one is below 2^31 too
   (``arena`` is then the first stretch);
@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from iron.core import dma
 from iron.core.device import Device, as_device
 from iron.core.handle import Dense, Gather, Handle, Strided
 from iron.core.percall import Affine
@@ -136,7 +137,7 @@ class Segment:
 def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
     """The arena argument each arena buffer of ``spec`` lies in, by buffer name.
 
-    An arena below :data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT` is one
+    An arena below :data:`~iron.core.dma.ARG_OFFSET_LIMIT` is one
     argument, ``arena``. A larger one is cut between buffers, in address
     order, into stretches each below the limit (``arena``, ``arena#1``, ...);
     a buffer lies wholly in one.
@@ -145,7 +146,7 @@ def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
         iron.runtime.npu.legality.LegalityError: One buffer alone is 2^31
             bytes or more (named, with the limit).
     """
-    limit = legality.ARG_OFFSET_LIMIT
+    limit = dma.ARG_OFFSET_LIMIT
     arena = sorted(
         (p.offset, p.offset + p.nbytes, name)
         for name, p in spec.placement.items()
