@@ -87,9 +87,7 @@ def test_the_offset_limit_is_a_signed_32_bit_byte_offset():
     assert dma.ARG_OFFSET_LIMIT == 2**31
     below = dma.ARG_OFFSET_LIMIT // 2 - 16
     assert not dma.shim_transfer_problems(NPU2, (1, 1, 1, 32), (0, 0, 0, 1), below, 2)
-    (problem,) = dma.shim_transfer_problems(
-        NPU2, (1, 1, 1, 32), (0, 0, 0, 1), 2**30, 2
-    )
+    (problem,) = dma.shim_transfer_problems(NPU2, (1, 1, 1, 32), (0, 0, 0, 1), 2**30, 2)
     assert "2^31" in problem
 
 

@@ -28,14 +28,13 @@ from iron.core.dma import (
     walk_reach,
     wrap_limit,
 )
-from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.handle import Handle
 from iron.core.operator import (
     Cost,
     DimensionConflictError,
     Operator,
     RefusedShapeError,
 )
-from iron.core.percall import Affine
 from iron.core.tap import TensorAccessPattern
 from iron.core.tolerance import Tolerance
 
@@ -49,13 +48,6 @@ _COLUMNS = (1, 2, 4, 8)
 _STACK_BYTES = 1024
 
 
-def _offset_parts(offset: int | Affine) -> tuple[int, tuple[int, ...]]:
-    """An offset's constant and the multiples per-call values add to it."""
-    if isinstance(offset, Affine):
-        return offset.const, tuple(c for _, c in offset.terms)
-    return int(offset), ()
-
-
 @dataclasses.dataclass(frozen=True)
 class Access:
     """How ``Copy`` reads its view: the shim DMA walks, in elements.
@@ -64,7 +56,8 @@ class Access:
     none (a contiguous run).
 
     Attributes:
-        kind: ``"dense"``, ``"strided"`` or ``"gather"``.
+        kind: The view's layout kind (``"dense"``, ``"strided"``,
+            ``"gather"``: ``HandleLayout.kind``).
         walks: One ``(offset, sizes, strides)`` per descriptor, over the
             buffer's elements (the offset's constant part).
         per_call: The multiples per-call values add to the start address (a
@@ -82,32 +75,8 @@ class Access:
     @classmethod
     def of(cls, h: Handle) -> Access:
         """The walks a DMA makes to read handle ``h``."""
-        layout = h.layout
-        if isinstance(layout, Dense):
-            const, per_call = _offset_parts(layout.offset)
-            return cls("dense", ((const, (h.elements,), (1,)),), per_call)
-        if isinstance(layout, Strided):
-            taps = layout.tap if isinstance(layout.tap, tuple) else (layout.tap,)
-            shift, per_call = _offset_parts(layout.shift)
-            walks = tuple((t.offset + shift, t.sizes, t.strides) for t in taps)
-            sized = layout.repeat is not None or layout.length is not None
-            return cls("strided", walks, per_call, sized)
-        assert isinstance(layout, Gather)
-        row = layout.row_elements
-        if isinstance(layout.ids, Handle):
-            rows = layout.ids.shape[0]
-            walk = (layout.offset, (row,), (1,))
-            return cls("gather", (walk,) * rows, (row,))
-        runs: list[list[int]] = []
-        for i in layout.ids:
-            if runs and i == runs[-1][0] + runs[-1][1]:
-                runs[-1][1] += 1
-            else:
-                runs.append([i, 1])
-        walks = tuple(
-            (layout.offset + first * row, (count * row,), (1,)) for first, count in runs
-        )
-        return cls("gather", walks)
+        walks = h.layout.dma_walks(h.elements)
+        return cls(h.layout.kind, walks.walks, walks.per_call, walks.sized_per_call)
 
     def __repr__(self) -> str:
         shown = "; ".join(
