@@ -346,8 +346,8 @@ def _start(h: Handle) -> int | Affine:
     layout = h.layout
     if layout.reads():
         raise NotImplementedError(
-            f"{h.name}: a {layout.kind} view by ids a device buffer holds has no "
-            f"NPU design (a shim descriptor cannot read its address from device "
+            f"{h.name}: a {layout.kind} by ids a device buffer holds has no NPU "
+            f"design (a shim descriptor cannot read its address from device "
             f"memory); gather with per-call values (iron.Carried / "
             f"iron.Scratchpad) instead"
         )
