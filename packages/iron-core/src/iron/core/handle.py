@@ -113,11 +113,14 @@ class ViewWalks:
             device makes).
         sized_per_call: Whether a per-call repeat or length sets the walks'
             first sizes (then each walk is one four-dimensional descriptor).
+        per_walk: Whether each walk moves by a per-call value of its own (a
+            row per id a handle holds) rather than the view as one.
     """
 
     walks: tuple[Walk, ...]
     per_call: tuple[int, ...] = ()
     sized_per_call: bool = False
+    per_walk: bool = False
 
 
 class HandleLayout(Protocol):
@@ -351,7 +354,8 @@ class Gather:
         row = self.row_elements
         if isinstance(self.ids, Handle):
             rows = self.ids.shape[0]
-            return ViewWalks(((self.offset, (row,), (1,)),) * rows, (row,))
+            walk = (self.offset, (row,), (1,))
+            return ViewWalks((walk,) * rows, (row,), per_walk=True)
         runs: list[list[int]] = []
         for i in self.ids:
             if runs and i == runs[-1][0] + runs[-1][1]:

@@ -65,18 +65,22 @@ class Access:
             ids the device makes).
         sized_per_call: Whether a per-call repeat or length sets the walks'
             first sizes (then each walk is one four-dimensional descriptor).
+        per_walk: Whether each walk moves by a per-call value of its own
+            (rows gathered by ids the device makes) rather than the view
+            as one.
     """
 
     kind: str
     walks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]
     per_call: tuple[int, ...] = ()
     sized_per_call: bool = False
+    per_walk: bool = False
 
     @classmethod
     def of(cls, h: Handle) -> Access:
         """The walks a DMA makes to read handle ``h``."""
-        walks = h.layout.dma_walks(h.elements)
-        return cls(h.layout.kind, walks.walks, walks.per_call, walks.sized_per_call)
+        w = h.layout.dma_walks(h.elements)
+        return cls(h.layout.kind, w.walks, w.per_call, w.sized_per_call, w.per_walk)
 
     def __repr__(self) -> str:
         shown = "; ".join(

@@ -256,9 +256,7 @@ def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
     # rows by ids: one walk per row, each moved by its id times the row
     row = prod(view.shape[1:])
     walks = layout.dma_walks(view.elements)
-    if walks.per_call != (row,) or any(
-        w != (layout.start, (row,), (1,)) for w in walks.walks
-    ):
+    if not walks.per_walk or walks.per_call != (row,):
         return None
     ids_buf = spec.placement[ids.buffer.name]
     table = spec.placement[view.buffer.name]

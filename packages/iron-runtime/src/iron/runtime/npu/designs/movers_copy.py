@@ -115,7 +115,7 @@ def _port(name: str, access: Access) -> _Port:
     if not access.per_call:
         reach = max(o + walk_reach(s, t) for o, s, t in walks)
         return _Port((name,), walks, (0,) * len(walks), (reach,), ())
-    if access.kind == "gather":  # rows by an id handle: one window per row
+    if access.per_walk:  # rows by an id handle: one window per row
         args = tuple(f"{name}_{i}" for i in range(len(walks)))
         rel = tuple((0, s, t) for _, s, t in walks)
         need = tuple(walk_reach(s, t) for _, s, t in walks)
