@@ -32,9 +32,9 @@ LAYOUT_CLASSES = {"Dense", "Strided", "Gather"}
 LAYOUT_MODULE = Path("packages/iron-core/src/iron/core/handle.py")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Backwards:
-    """Test-only: ``n`` elements from ``offset``, last first."""
+    """Test-only: ``n`` elements from ``offset``, last first (slots: no ``vars``)."""
 
     offset: int | Affine = 0
     kind: ClassVar[str] = "backwards"
