@@ -1,4 +1,4 @@
-"""Copy reads any layout kind through iron.core.handle.HandleLayout.
+"""Copy reads any layout kind through iron.core.layout.HandleLayout.
 
 A test-only kind (every other element from an offset) is read by
 ``Copy.step`` and judged by ``Copy.check`` without the operator knowing it.
@@ -16,7 +16,8 @@ import pytest
 
 import iron
 from iron.core.device import as_device
-from iron.core.handle import Handle, ViewWalks, offset_parts
+from iron.core.handle import Handle
+from iron.core.layout import ViewWalks, offset_parts
 from iron.core.operator import RefusedShapeError
 from iron.core.percall import Affine, evaluate
 from iron.operators import Copy

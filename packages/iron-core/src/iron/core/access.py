@@ -29,7 +29,7 @@ def indices(
     Per-call offsets, repeats and lengths are evaluated from ``values``;
     a gather by a handle reads its ids from ``buffers``. Elements a per-call
     repeat or length leaves out are -1. The layout computes them
-    (:meth:`~iron.core.handle.HandleLayout.indices`).
+    (:meth:`~iron.core.layout.HandleLayout.indices`).
     """
 
     def every(ids: Handle) -> np.ndarray:
