@@ -67,10 +67,10 @@ class ViewWalks:
 class HandleLayout(Protocol):
     """What every layout kind answers; consumers ask this, never the kind.
 
-    A layout is where a :class:`Handle`'s elements are in its buffer. The
-    host reference, the recorder, per-call words, liveness, the data movers
-    and the NPU backend read a layout only through these members, so a new
-    kind is one class that implements them.
+    A layout is where a :class:`~iron.core.handle.Handle`'s elements are in
+    its buffer. The host reference, the recorder, per-call words, liveness,
+    the data movers and the NPU backend read a layout only through these
+    members, so a new kind is one class that implements them.
 
     Attributes:
         kind: Its name in a handle's repr and in errors (``dense``...).
