@@ -15,6 +15,10 @@ and exits non-zero with a readable report if any fails:
     literal name), nor a third-party module iron-core does not declare as a
     dependency. iron-core's ``src/iron`` holds no other distribution's
     subpackage directory.
+(d) No distribution imports another's underscore names: no
+    ``from iron.<other>... import _name``, no ``iron.<other>._module`` and no
+    ``import iron.<other>._module``, at any level. What siblings share has a
+    public name in its module's ``__all__``.
 
 Fresh subprocesses matter: ``sys.modules`` in a long test run lies.
 
@@ -295,10 +299,80 @@ def check_core_sources() -> list[str]:
     return scan_sources(CORE_SRC, declared_imports(CORE_DIR / "pyproject.toml"))
 
 
+# -- (d): no distribution imports another's underscore names --------------------
+
+#: Each distribution's subpackage of ``iron``, by the distribution's directory.
+SUBPACKAGES = {
+    "iron-core": "iron.core",
+    "iron-operators": "iron.operators",
+    "iron-runtime": "iron.runtime",
+    "iron-lm": "iron.lm",
+}
+
+
+def _private_part(name: str) -> str | None:
+    """The first underscore-named part of a dotted name, or None."""
+    for part in name.split(".")[1:]:
+        if part.startswith("_") and not part.startswith("__"):
+            return part
+    return None
+
+
+def scan_private_imports(src: Path, own: str) -> list[str]:
+    """Imports in ``src`` of another distribution's underscore names.
+
+    Args:
+        src: A distribution's ``src/`` directory.
+        own: That distribution's subpackage (``iron.runtime``); its own
+            underscore names are its business.
+
+    Returns:
+        One ``path:line: message`` per import of ``iron.<other>`` that names
+        a module or an attribute starting with one underscore.
+    """
+    others = tuple(p for p in SUBPACKAGES.values() if p != own)
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except SyntaxError as exc:
+            problems.append(f"{shown}:{exc.lineno}: cannot be parsed: {exc.msg}")
+            continue
+        module, is_package = _module_of(path, src)
+        for line, name in _imported_names(tree, module, is_package):
+            owner = next(
+                (p for p in others if name == p or name.startswith(p + ".")), None
+            )
+            private = _private_part(name[len(owner) :]) if owner else None
+            if private is not None:
+                problems.append(
+                    f"{shown}:{line}: imports {name}, an underscore name of "
+                    f"{owner}; a distribution uses only another's public names: "
+                    f"give {private} a public name in its module's __all__"
+                )
+    return sorted(set(problems))
+
+
+def check_private_imports() -> list[str]:
+    """(d) No distribution imports another's underscore names.
+
+    Returns:
+        One line per problem; empty if the check passes.
+    """
+    problems = []
+    for directory, subpackage in SUBPACKAGES.items():
+        src = ROOT / "packages" / directory / "src"
+        if src.is_dir():
+            problems.extend(scan_private_imports(src, subpackage))
+    return problems
+
+
 CHECKS = {
     "(a) import iron is light": check_import_iron,
     "(b) iron.Graph loads no runtime": check_graph_is_lazy,
     "(c) iron-core imports no other distribution": check_core_sources,
+    "(d) no distribution imports another's underscore names": check_private_imports,
 }
 
 

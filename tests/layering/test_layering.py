@@ -58,6 +58,10 @@ def test_core_sources_import_no_other_distribution():
     _fail_on(check_layering.check_core_sources())
 
 
+def test_no_distribution_imports_another_s_underscore_names():
+    _fail_on(check_layering.check_private_imports())
+
+
 def test_core_declares_numpy_and_ml_dtypes():
     declared = check_layering.declared_imports(
         check_layering.CORE_DIR / "pyproject.toml"
@@ -138,6 +142,36 @@ def test_scanner_flags_another_distributions_directory(tmp_path):
     src = _tree(tmp_path, {**CLEAN, "iron/runtime/__init__.py": ""})
     problems = check_layering.scan_sources(src, {"numpy", "ml_dtypes"})
     assert any("iron-runtime" in p for p in problems), _report(problems)
+
+
+PRIVATE_IMPORTS = {
+    "from iron.operators.movers import Access, _split_inner": "_split_inner",
+    "from iron.operators.movers import (\n    Access,\n    _simplify,\n)": "_simplify",
+    "from iron.core._indexing import _slice": "_indexing",
+    "import iron.core._recording_graph": "_recording_graph",
+    "def f():\n    from iron.operators import _EXACT\n": "_EXACT",
+    "from ...operators.movers import _reach": "_reach",
+}
+
+
+@pytest.mark.parametrize("source,name", list(PRIVATE_IMPORTS.items()))
+def test_private_import_scanner_flags(tmp_path, source, name):
+    src = _tree(tmp_path, {"iron/runtime/npu/bad.py": source})
+    problems = check_layering.scan_private_imports(src, "iron.runtime")
+    assert problems, f"not flagged: {source!r}"
+    assert any(name in p and "bad.py" in p for p in problems), _report(problems)
+
+
+def test_private_import_scanner_passes_own_and_public_names(tmp_path):
+    source = """
+        from iron.runtime.npu import _common
+        from iron.runtime.npu._common import _sequence_args
+        from iron.core.dma import split_long_dims
+        from iron.operators.movers import Access
+        from iron.core import __version__
+    """
+    src = _tree(tmp_path, {"iron/runtime/npu/ok.py": source})
+    assert check_layering.scan_private_imports(src, "iron.runtime") == []
 
 
 # -- the wheel checker -----------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core import dma
 from iron.core.device import NPU1, NPU2
 from iron.core.plan import plan
 from iron.operators import GEMV, ElementwiseAdd, RMSNorm, SiLU
@@ -410,7 +411,7 @@ def test_an_arena_past_the_offset_limit_is_cut_into_arguments(monkeypatch, tmp_p
     ``arena`` (w) and ``arena#1`` (the rest), each below the limit, and the
     driver binds ``arena#1`` as a sub-buffer from its first byte."""
     limit = (1 << 17) + (1 << 13)
-    monkeypatch.setattr(legality, "ARG_OFFSET_LIMIT", limit)
+    monkeypatch.setattr(dma, "ARG_OFFSET_LIMIT", limit)
     p, rec, (image,) = _images("npu2")
     extent = -(-_extent(p) // 4) * 4
     assert extent >= limit
@@ -451,7 +452,7 @@ def test_an_arena_past_the_offset_limit_is_cut_into_arguments(monkeypatch, tmp_p
 
 
 def test_a_buffer_past_the_offset_limit_alone_is_refused_by_name(monkeypatch):
-    monkeypatch.setattr(legality, "ARG_OFFSET_LIMIT", 1 << 16)
+    monkeypatch.setattr(dma, "ARG_OFFSET_LIMIT", 1 << 16)
     p, rec, (image,) = _images("npu2")
     with pytest.raises(
         legality.LegalityError, match=r"buffer w takes 131072 bytes .* below 2\^31"

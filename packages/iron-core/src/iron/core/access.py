@@ -15,52 +15,28 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from iron.core.handle import Dense, Gather, Handle
+from iron.core.handle import Handle
 from iron.core.percall import evaluate
-from iron.core.tap import TensorAccessPattern
 
 __all__ = ["bounded", "indices", "read", "write"]
 
 
-def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]):
+def indices(
+    h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]
+) -> np.ndarray:
     """The flat element indices of ``h`` in its buffer for one call, shape ``h.shape``.
 
     Per-call offsets, repeats and lengths are evaluated from ``values``;
     a gather by a handle reads its ids from ``buffers``. Elements a per-call
-    repeat or length leaves out are -1.
+    repeat or length leaves out are -1. The layout computes them
+    (:meth:`~iron.core.layout.HandleLayout.indices`).
     """
-    layout = h.layout
-    if isinstance(layout, Dense):
-        start = evaluate(layout.offset, values)
-        return np.arange(start, start + h.elements, dtype=np.int64).reshape(h.shape)
-    if isinstance(layout, Gather):
-        if isinstance(layout.ids, Handle):
-            # Every id, bounded or not, so the rows keep the handle's shape.
-            whole = dataclasses.replace(layout.ids, valid={})
-            ids = read(whole, values, buffers).astype(np.int64)
-        else:
-            ids = np.asarray(layout.ids, dtype=np.int64)
-        row = np.arange(layout.row_elements, dtype=np.int64)
-        flat = layout.offset + ids[:, None] * layout.row_elements + row[None, :]
-        return flat.reshape(h.shape)
-    walks = layout.tap if isinstance(layout.tap, tuple) else (layout.tap,)
-    repeats = layout.repeat or (None,) * len(walks)
-    parts = []
-    for walk, r in zip(walks, repeats):
-        sizes = list(walk.sizes)
-        if r is not None:
-            sizes[0] = evaluate(r, values)
-        if layout.length is not None:
-            sizes[1] = evaluate(layout.length, values)
-        if sizes != list(walk.sizes):
-            walk = TensorAccessPattern(
-                walk.tensor_dims, walk.offset, sizes, walk.strides
-            )
-        parts.append(walk.indices().reshape(-1))
-    flat = np.concatenate(parts) + evaluate(layout.shift, values)
-    if flat.size < h.elements:
-        flat = np.concatenate([flat, np.full(h.elements - flat.size, -1, np.int64)])
-    return flat.reshape(h.shape)
+
+    def every(ids: Handle) -> np.ndarray:
+        # every element, bounded or not, so gathered rows keep their shape
+        return read(dataclasses.replace(ids, valid={}), values, buffers)
+
+    return h.layout.indices(h.shape, values, every)
 
 
 def bounded(h: Handle, values: Mapping[str, int]) -> tuple[slice, ...]:
@@ -88,9 +64,9 @@ def _dense_view(
     h: Handle, values: Mapping[str, int], flat: np.ndarray, verb: str
 ) -> np.ndarray | None:
     """``h``'s elements as a view of ``flat`` when its layout is a contiguous run."""
-    if not isinstance(h.layout, Dense):
+    if not h.layout.contiguous:
         return None
-    start = evaluate(h.layout.offset, values)
+    start = evaluate(h.layout.start, values)
     if h.elements == 0:
         return flat[:0].reshape(h.shape)
     if start < 0 or start + h.elements > flat.size:

@@ -1,15 +1,12 @@
 """Handles: the recorded tensors a graph's ``body`` reads and writes.
 
-A :class:`Handle` is a place in a graph :class:`Buffer` (its *layout*), a
-shape, a dtype and, per axis, how many leading entries are valid this call
-(``x[:n]`` with ``n`` a per-call value). Layouts:
-
-- :class:`Dense`: a contiguous run of the buffer at an element offset (an int,
-  or an expression of per-call values for ``cache[position]``);
-- :class:`Strided`: the elements a :class:`TensorAccessPattern` walks, plus a
-  per-call shift, and optionally a per-call repeat or length;
-- :class:`Gather`: leading-axis rows picked by fixed ids or by a 1-D integer
-  handle the device fills (``table[ids]``).
+A :class:`Handle` is a place in a graph :class:`Buffer` (its *layout*, one
+of the kinds in :mod:`iron.core.layout`), a shape, a dtype and, per axis, how
+many leading entries are valid this call (``x[:n]`` with ``n`` a per-call
+value). Indexing makes a :class:`~iron.core.layout.Dense` run, a
+:class:`~iron.core.layout.Strided` walk or
+:class:`~iron.core.layout.Gather`-ed rows; everything else asks the layout
+through :class:`~iron.core.layout.HandleLayout`.
 
 Views follow numpy's basic indexing. Anything but a contiguous static slice
 is a view that only a copy consumes on the device; the host reads every
@@ -21,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -33,20 +30,15 @@ from iron.core._indexing import (
     _rescale_bounds,
     _slice,
 )
-from iron.core.dma import shim_descriptor_fits
+from iron.core.dma import shim_descriptor_fits, walk_reach
+from iron.core.layout import Dense, Gather, HandleLayout, Strided
 from iron.core.percall import Affine, PerCall, _Expr
 from iron.core.tap import TensorAccessPattern
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "Buffer",
     "BufferRef",
-    "Dense",
-    "Gather",
     "Handle",
-    "Strided",
     "dtype_name",
 ]
 
@@ -96,36 +88,6 @@ class BufferRef:
     nbytes: int | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Dense:
-    """A contiguous run of the buffer starting at element ``offset``."""
-
-    offset: int | Affine = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Strided:
-    """The elements ``tap`` walks over the flat buffer, shifted per call.
-
-    ``repeat`` (one per pattern of a tuple ``tap``) replaces each pattern's
-    first size per call; ``length`` replaces its second.
-    """
-
-    tap: TensorAccessPattern | tuple[TensorAccessPattern, ...]
-    shift: int | Affine = 0
-    repeat: tuple[int | Affine, ...] | None = None
-    length: int | Affine | None = None
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Gather:
-    """Leading-axis rows of the buffer, by fixed ids or by a 1-D int handle."""
-
-    ids: tuple[int, ...] | Handle
-    row_elements: int
-    offset: int = 0
-
-
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
@@ -152,7 +114,7 @@ class Handle:
     shape: tuple[int, ...]
     dtype: Any
     valid: Mapping[int, int | Affine] = dataclasses.field(default_factory=dict)
-    layout: Dense | Strided | Gather = Dense()
+    layout: HandleLayout = Dense()
 
     @classmethod
     def whole(cls, shape: Sequence[int], dtype: Any, name: str, role: str) -> Handle:
@@ -188,9 +150,7 @@ class Handle:
     def is_whole(self) -> bool:
         """Whether it is its whole buffer, unbounded."""
         return (
-            isinstance(self.layout, Dense)
-            and isinstance(self.layout.offset, int)
-            and self.layout.offset == 0
+            self.layout.static_offset == 0
             and self.elements == self.buffer.elements
             and not self.valid
         )
@@ -198,9 +158,7 @@ class Handle:
     @property
     def is_view(self) -> bool:
         """Whether only a copy can consume it (anything but a contiguous slice)."""
-        if isinstance(self.layout, Dense):
-            return not isinstance(self.layout.offset, int)
-        return True
+        return self.layout.static_offset is None
 
     @property
     def T(self) -> Handle:
@@ -214,8 +172,7 @@ class Handle:
             f"{s} (valid {self.valid[a]})" if a in self.valid else str(s)
             for a, s in enumerate(self.shape)
         )
-        kind = type(self.layout).__name__.lower()
-        where = "" if self.is_whole else f" {kind}"
+        where = "" if self.is_whole else f" {self.layout.kind}"
         return f"{self.name}[{dims}] {dtype_name(self.dtype)}{where}"
 
     def __bool__(self) -> bool:
@@ -237,9 +194,10 @@ class Handle:
 
         A part of its buffer for a contiguous run, else all of it.
         """
-        if isinstance(self.layout, Dense) and isinstance(self.layout.offset, int):
+        offset = self.layout.static_offset
+        if offset is not None:
             itemsize = np.dtype(self.dtype).itemsize
-            return BufferRef(self.name, self.layout.offset * itemsize, self.nbytes)
+            return BufferRef(self.name, offset * itemsize, self.nbytes)
         return BufferRef(self.name)
 
     # -- views ------------------------------------------------------------------
@@ -484,7 +442,7 @@ class Handle:
                     f"{len(walks)} pattern(s) take a repeat each, not {repeat}"
                 )
         for w in walks:
-            last = w.offset + sum((s - 1) * st for s, st in zip(w.sizes, w.strides))
+            last = w.offset + walk_reach(w.sizes, w.strides) - 1
             if last >= self.elements:
                 raise ValueError(
                     f"{w} reaches element {last} of {self!r}, which has "

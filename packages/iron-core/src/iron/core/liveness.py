@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from iron.core.handle import Gather, Handle, dtype_name
+from iron.core.handle import Handle, dtype_name
 
 if TYPE_CHECKING:
     from iron.core.recording import Recording
@@ -45,8 +45,8 @@ def version_key(recording: Recording) -> str:
 def _buffers_of(h: Handle) -> list[Handle]:
     """``h`` and the ids handle a gather by device-made ids reads with it."""
     found = [h]
-    if isinstance(h.layout, Gather) and isinstance(h.layout.ids, Handle):
-        found.extend(_buffers_of(h.layout.ids))
+    for read in h.layout.reads():
+        found.extend(_buffers_of(read))
     return found
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from iron.core import context
 from iron.core.device import require_device
-from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.handle import Handle
 from iron.core.held import State, Weight, _Unbound, held_dtype
 from iron.core.operator import DimensionConflictError, Operator
 from iron.core.percall import Affine, PerCall
@@ -172,10 +172,10 @@ class Recorder:
                     f"{cls.__name__}.{spec.name} takes {np.dtype(spec.dtype).name}, "
                     f"got {h!r}"
                 )
-            if isinstance(h.layout, (Strided, Gather)) and not cls.consumes_views:
+            if not h.layout.contiguous and not cls.consumes_views:
                 raise ViewOperandError(
                     f"{cls.__name__}.{spec.name} is {h!r}, a "
-                    f"{type(h.layout).__name__.lower()} view: only a data mover "
+                    f"{h.layout.kind} view: only a data mover "
                     f"(Copy) reads one; copy it first, e.g. Copy.step(view)"
                 )
             handles[spec.name] = h
@@ -270,7 +270,7 @@ class Recorder:
             writes = (writes,)
         write_handles = tuple(self.handle_of(x, "on_host write") for x in writes)
         for h in (*read_handles, *write_handles):
-            if not isinstance(h.layout, Dense):
+            if not h.layout.contiguous:
                 raise ValueError(
                     f"on_host moves contiguous tensors; {h!r} is a view: copy it "
                     f"into a buffer of its own first"

@@ -134,13 +134,8 @@ class Recording:
         for h in self._handles():
             for b in h.valid.values():
                 note(b)
-            layout = h.layout
-            for part in vars(layout).values():
-                if isinstance(part, tuple):
-                    for p in part:
-                        note(p)
-                else:
-                    note(part)
+            for _, part in h.layout.per_call_parts():
+                note(part)
         for step in self.steps:
             for v in step.op.fields().values():
                 note(v)

@@ -4,6 +4,7 @@ This module owns `TensorAccessPattern`, a strided walk (an offset plus sizes
 and strides, in elements) over a row-major tensor, such as a DMA descriptor
 performs. It checks that a walk stays inside its tensor, lists the element
 indices it visits, simplifies it, and gathers or scatters values along it.
+The walk arithmetic it shares with the DMA descriptors is :mod:`iron.core.dma`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from iron.core.dma import simplify_walk, walk_reach
 
 __all__ = ["TensorAccessPattern"]
 
@@ -125,7 +128,7 @@ class TensorAccessPattern:
                 f"{shown} starts at offset {offset}, outside the "
                 f"{elements}-element tensor; give an offset in [0, {elements})"
             )
-        last = offset + sum((s - 1) * st for s, st in zip(sizes, strides))
+        last = offset + walk_reach(sizes, strides) - 1
         if last >= elements:
             raise ValueError(
                 f"{shown} reaches element {last}, past the end of the "
@@ -223,23 +226,8 @@ class TensorAccessPattern:
         Returns:
             The simplified pattern over the same tensor.
         """
-        kept = [(s, st) for s, st in zip(self.sizes, self.strides) if s != 1]
-        merged: list[tuple[int, int]] = []
-        for size, stride in reversed(kept):  # innermost first
-            if merged and stride == merged[-1][0] * merged[-1][1]:
-                inner_size, inner_stride = merged[-1]
-                merged[-1] = (size * inner_size, inner_stride)
-            else:
-                merged.append((size, stride))
-        if not merged:
-            merged = [(1, 1)]
-        merged.reverse()
-        return TensorAccessPattern(
-            self.tensor_dims,
-            self.offset,
-            tuple(s for s, _ in merged),
-            tuple(st for _, st in merged),
-        )
+        sizes, strides = simplify_walk(self.sizes, self.strides)
+        return TensorAccessPattern(self.tensor_dims, self.offset, sizes, strides)
 
     def _flat(self, array: np.ndarray, verb: str) -> np.ndarray:
         """Return ``array`` seen as one flat dimension, or raise if it cannot be."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.handle import Handle
 from iron.core.percall import Affine, Clamp, FloorDiv, PerCall
 
 if TYPE_CHECKING:
@@ -142,26 +142,12 @@ def _handle_uses(h: Handle, where: str) -> Iterator[tuple[Affine, str]]:
         expr = _per_call(h.valid[axis])
         if expr is not None:
             yield expr, f"{_bound_text(h.name, axis, expr)} ({where})"
-    layout = h.layout
-    if isinstance(layout, Dense):
-        expr = _per_call(layout.offset)
+    for use, value in h.layout.per_call_parts():
+        expr = _per_call(value)
         if expr is not None:
-            yield expr, f"offset of {h.name} view ({where})"
-    elif isinstance(layout, Strided):
-        expr = _per_call(layout.shift)
-        if expr is not None:
-            yield expr, f"shift of {h.name} view ({where})"
-        repeats = layout.repeat or ()
-        for i, r in enumerate(repeats):
-            expr = _per_call(r)
-            if expr is not None:
-                which = "repeat" if len(repeats) == 1 else f"repeat {i}"
-                yield expr, f"{which} of {h.name} view ({where})"
-        expr = _per_call(layout.length)
-        if expr is not None:
-            yield expr, f"length of {h.name} view ({where})"
-    elif isinstance(layout, Gather) and isinstance(layout.ids, Handle):
-        yield from _handle_uses(layout.ids, f"ids of {h.name} gather, {where}")
+            yield expr, f"{use} of {h.name} view ({where})"
+    for read in h.layout.reads():
+        yield from _handle_uses(read, f"ids of {h.name} {h.layout.kind}, {where}")
 
 
 def _fn_name(fn: Any) -> str:

@@ -21,15 +21,20 @@ import numpy as np
 
 from iron.core.declare import Divisors, Input, Output, param, tunable
 from iron.core.device import Device
-from iron.core.dma import shim_descriptor_fits
-from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.dma import (
+    shim_descriptor_fits,
+    simplify_walk,
+    split_long_dims,
+    walk_reach,
+    wrap_limit,
+)
+from iron.core.handle import Handle
 from iron.core.operator import (
     Cost,
     DimensionConflictError,
     Operator,
     RefusedShapeError,
 )
-from iron.core.percall import Affine
 from iron.core.tap import TensorAccessPattern
 from iron.core.tolerance import Tolerance
 
@@ -43,33 +48,6 @@ _COLUMNS = (1, 2, 4, 8)
 _STACK_BYTES = 1024
 
 
-def _wrap(dev: Device) -> int:
-    return (1 << dev.dma_size_bits) - 1
-
-
-def _offset_parts(offset: int | Affine) -> tuple[int, tuple[int, ...]]:
-    """An offset's constant and the multiples per-call values add to it."""
-    if isinstance(offset, Affine):
-        return offset.const, tuple(c for _, c in offset.terms)
-    return int(offset), ()
-
-
-def _simplify(
-    sizes: tuple[int, ...], strides: tuple[int, ...]
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Drop size-1 dimensions and merge dimensions that walk on contiguously."""
-    merged: list[tuple[int, int]] = []
-    for size, stride in reversed([(s, t) for s, t in zip(sizes, strides) if s != 1]):
-        if merged and stride == merged[-1][0] * merged[-1][1]:
-            merged[-1] = (size * merged[-1][0], merged[-1][1])
-        else:
-            merged.append((size, stride))
-    merged.reverse()
-    if not merged:
-        return (1,), (1,)
-    return tuple(s for s, _ in merged), tuple(t for _, t in merged)
-
-
 @dataclasses.dataclass(frozen=True)
 class Access:
     """How ``Copy`` reads its view: the shim DMA walks, in elements.
@@ -78,7 +56,8 @@ class Access:
     none (a contiguous run).
 
     Attributes:
-        kind: ``"dense"``, ``"strided"`` or ``"gather"``.
+        kind: The view's layout kind (``"dense"``, ``"strided"``,
+            ``"gather"``: ``HandleLayout.kind``).
         walks: One ``(offset, sizes, strides)`` per descriptor, over the
             buffer's elements (the offset's constant part).
         per_call: The multiples per-call values add to the start address (a
@@ -86,42 +65,22 @@ class Access:
             ids the device makes).
         sized_per_call: Whether a per-call repeat or length sets the walks'
             first sizes (then each walk is one four-dimensional descriptor).
+        per_walk: Whether each walk moves by a per-call value of its own
+            (rows gathered by ids the device makes) rather than the view
+            as one.
     """
 
     kind: str
     walks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]
     per_call: tuple[int, ...] = ()
     sized_per_call: bool = False
+    per_walk: bool = False
 
     @classmethod
     def of(cls, h: Handle) -> Access:
         """The walks a DMA makes to read handle ``h``."""
-        layout = h.layout
-        if isinstance(layout, Dense):
-            const, per_call = _offset_parts(layout.offset)
-            return cls("dense", ((const, (h.elements,), (1,)),), per_call)
-        if isinstance(layout, Strided):
-            taps = layout.tap if isinstance(layout.tap, tuple) else (layout.tap,)
-            shift, per_call = _offset_parts(layout.shift)
-            walks = tuple((t.offset + shift, t.sizes, t.strides) for t in taps)
-            sized = layout.repeat is not None or layout.length is not None
-            return cls("strided", walks, per_call, sized)
-        assert isinstance(layout, Gather)
-        row = layout.row_elements
-        if isinstance(layout.ids, Handle):
-            rows = layout.ids.shape[0]
-            walk = (layout.offset, (row,), (1,))
-            return cls("gather", (walk,) * rows, (row,))
-        runs: list[list[int]] = []
-        for i in layout.ids:
-            if runs and i == runs[-1][0] + runs[-1][1]:
-                runs[-1][1] += 1
-            else:
-                runs.append([i, 1])
-        walks = tuple(
-            (layout.offset + first * row, (count * row,), (1,)) for first, count in runs
-        )
-        return cls("gather", walks)
+        w = h.layout.dma_walks(h.elements)
+        return cls(h.layout.kind, w.walks, w.per_call, w.sized_per_call, w.per_walk)
 
     def __repr__(self) -> str:
         shown = "; ".join(
@@ -232,11 +191,11 @@ class Copy(Operator):
             )
         if sized_per_call:
             # A per-call repeat or length: one four-dimensional descriptor as is.
-            tap = TensorAccessPattern((_reach(sizes, strides),), 0, sizes, strides)
+            tap = TensorAccessPattern((walk_reach(sizes, strides),), 0, sizes, strides)
             if not shim_descriptor_fits(dev, tap, np.dtype(f"V{size}")):
                 raise self._refuse(dev, f"{shown} is not one shim descriptor")
             return
-        sizes, strides = _simplify(sizes, strides)
+        sizes, strides = simplify_walk(sizes, strides)
         if len(sizes) == 1 and strides[0] == 1:
             if (sizes[0] * size) % granule:
                 raise self._refuse(
@@ -265,7 +224,7 @@ class Copy(Operator):
                     f"{shown} steps {stride} elements ({stride * size} bytes), not "
                     f"whole {granule}-byte DMA words",
                 )
-        sizes, strides = _split_inner(dev, sizes, strides, size)
+        sizes, strides = split_long_dims(dev, sizes, strides, size)
         if len(sizes) > 4:
             raise self._refuse(
                 dev,
@@ -274,12 +233,12 @@ class Copy(Operator):
             )
         pad = 4 - len(sizes)
         sizes, strides = (1,) * pad + sizes, (0,) * pad + strides
-        tap = TensorAccessPattern((_reach(sizes, strides),), 0, sizes, strides)
+        tap = TensorAccessPattern((walk_reach(sizes, strides),), 0, sizes, strides)
         if not shim_descriptor_fits(dev, tap, np.dtype(f"V{size}")):
             raise self._refuse(
                 dev,
                 f"{shown} is not one shim descriptor (iteration <= "
-                f"{dev.dma_iteration_max} outermost, sizes <= {_wrap(dev)} words, "
+                f"{dev.dma_iteration_max} outermost, sizes <= {wrap_limit(dev)} words, "
                 f"strides < 2**{dev.dma_stride_bits} words, {granule}-byte runs)",
             )
 
@@ -295,42 +254,6 @@ class Copy(Operator):
         return Cost(
             macs=0, bytes=2 * prod(self.shape) * self.itemsize, cores=0, calls=0
         )
-
-
-def _reach(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    return 1 + sum((s - 1) * t for s, t in zip(sizes, strides))
-
-
-def _split_inner(
-    dev: Device, sizes: tuple[int, ...], strides: tuple[int, ...], itemsize: int
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Split dimensions too long for the wrap field in two, where a divisor allows.
-
-    A contiguous innermost run is split into ``(a, b)`` with ``b`` at most the
-    wrap in words; an outer dimension into ``(a, b)`` with ``b`` at most the
-    wrap. A dimension with no such divisor is kept (the descriptor check
-    then refuses it).
-    """
-    wrap = _wrap(dev)
-    granule = dev.dma_granule_bytes
-    out_sizes, out_strides = list(sizes), list(strides)
-    inner = sizes[-1]
-    if strides[-1] == 1 and inner * itemsize > wrap * granule:
-        for b in range(wrap * granule // itemsize, 0, -1):
-            if inner % b == 0 and (b * itemsize) % granule == 0:
-                if inner // b > 1:
-                    out_sizes[-1:] = [inner // b, b]
-                    out_strides[-1:] = [b, 1]
-                break
-    for axis in range(len(out_sizes) - 2, -1, -1):
-        size, stride = out_sizes[axis], out_strides[axis]
-        if size <= wrap:
-            continue
-        b = next((d for d in range(wrap, 1, -1) if size % d == 0), None)
-        if b is not None:
-            out_sizes[axis : axis + 1] = [size // b, b]
-            out_strides[axis : axis + 1] = [b * stride, stride]
-    return tuple(out_sizes), tuple(out_strides)
 
 
 class Transpose(Operator):
@@ -525,7 +448,7 @@ class Repeat(Operator):
     def check(self, dev: Device) -> None:
         row = prod(self.row_shape)
         row_bytes = row * self.itemsize
-        granule, wrap = dev.dma_granule_bytes, _wrap(dev)
+        granule, wrap = dev.dma_granule_bytes, wrap_limit(dev)
         if self.repeat < 1:
             raise self._refuse(dev, f"repeat={self.repeat} is not positive")
         if self.repeat > dev.dma_iteration_max:
@@ -546,7 +469,7 @@ class Repeat(Operator):
                 f"rows={self.rows} exceeds the DMA size field's {wrap} (the write "
                 f"walks rows in one dimension)",
             )
-        sizes, strides = _split_inner(dev, (row,), (1,), self.itemsize)
+        sizes, strides = split_long_dims(dev, (row,), (1,), self.itemsize)
         words = sizes[-1] * self.itemsize // granule
         if len(sizes) > 2 or words > wrap or (len(sizes) == 2 and sizes[0] > wrap):
             raise self._refuse(

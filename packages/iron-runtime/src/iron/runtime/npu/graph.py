@@ -13,7 +13,7 @@ Arguments of a graph image, in order:
   weights alone are 2.47 GB), a stretch of it from a fixed byte on
   (:class:`Segment`), bound by the driver as a sub-buffer of the arena:
   aiecc patches a transfer's byte offset into its argument as a 32-bit
-  value (:data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT`), so
+  value (:data:`~iron.core.dma.ARG_OFFSET_LIMIT`), so
   :func:`arena_segments` cuts the arena, between buffers, into arguments
   each below 2^31 bytes, and every offset into one is below 2^31 too
   (``arena`` is then the first stretch);
@@ -56,12 +56,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from math import prod
 from typing import Any
 
 import numpy as np
 
+from iron.core import dma
 from iron.core.device import Device, as_device
-from iron.core.handle import Dense, Gather, Handle, Strided
+from iron.core.handle import Handle
 from iron.core.percall import Affine
 from iron.runtime.image import ImageSpec, Placement
 from iron.runtime.npu import legality
@@ -136,7 +138,7 @@ class Segment:
 def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
     """The arena argument each arena buffer of ``spec`` lies in, by buffer name.
 
-    An arena below :data:`~iron.runtime.npu.legality.ARG_OFFSET_LIMIT` is one
+    An arena below :data:`~iron.core.dma.ARG_OFFSET_LIMIT` is one
     argument, ``arena``. A larger one is cut between buffers, in address
     order, into stretches each below the limit (``arena``, ``arena#1``, ...);
     a buffer lies wholly in one.
@@ -145,7 +147,7 @@ def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
         iron.runtime.npu.legality.LegalityError: One buffer alone is 2^31
             bytes or more (named, with the limit).
     """
-    limit = legality.ARG_OFFSET_LIMIT
+    limit = dma.ARG_OFFSET_LIMIT
     arena = sorted(
         (p.offset, p.offset + p.nbytes, name)
         for name, p in spec.placement.items()
@@ -247,33 +249,38 @@ def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
         return None
     view, out = step.inputs[0], step.outputs[0]
     layout = view.layout
-    if not (isinstance(layout, Gather) and isinstance(layout.ids, Handle)):
+    reads = layout.reads()
+    if len(reads) != 1:
         return None
-    ids = layout.ids
+    (ids,) = reads
+    # rows by ids: one walk per row, each moved by its id times the row
+    row = prod(view.shape[1:])
+    walks = layout.dma_walks(view.elements)
+    if not walks.per_walk or walks.per_call != (row,):
+        return None
     ids_buf = spec.placement[ids.buffer.name]
     table = spec.placement[view.buffer.name]
     dest = spec.placement[out.buffer.name]
+    ids_offset, out_offset = ids.layout.static_offset, out.layout.static_offset
     if (
         ids_buf.where != "input"
         or np.dtype(ids.dtype) != np.int32
-        or not isinstance(ids.layout, Dense)
-        or not isinstance(ids.layout.offset, int)
+        or ids_offset is None
         or table.where != "arena"
-        or not isinstance(out.layout, Dense)
-        or not isinstance(out.layout.offset, int)
+        or out_offset is None
     ):
         return None
     itemsize = np.dtype(view.dtype).itemsize
-    row_bytes = layout.row_elements * itemsize
+    row_bytes = row * itemsize
     bound = view.valid.get(0, ids.valid.get(0))
     slot = None
     if isinstance(bound, Affine):
         slot = spec.slot_of_key.get(bound.key())
-    first = table.offset + layout.offset * itemsize
+    first = table.offset + layout.start * itemsize
     return HostGather(
         step=step.index,
         ids=f"input:{ids.buffer.name}",
-        ids_offset=ids.layout.offset * 4,
+        ids_offset=ids_offset * 4,
         count=ids.shape[0],
         bound_slot=slot,
         source="arena",
@@ -282,7 +289,7 @@ def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
         row_bytes=row_bytes,
         dest="arena" if dest.where == "arena" else f"{dest.where}:{out.buffer.name}",
         dest_offset=(dest.offset if dest.where == "arena" else 0)
-        + out.layout.offset * itemsize,
+        + out_offset * itemsize,
     )
 
 
@@ -335,26 +342,19 @@ class GraphDesign:
 def _start(h: Handle) -> int | Affine:
     """A handle's start in its buffer, in elements (a per-call expression or not)."""
     layout = h.layout
-    if isinstance(layout, Dense):
-        return layout.offset
-    if isinstance(layout, Strided):
-        return layout.shift
-    if isinstance(layout, Gather):
-        ids = layout.ids
-        if isinstance(ids, Handle):
-            raise NotImplementedError(
-                f"{h.name}: a gather by ids a device buffer holds has no NPU design "
-                f"(a shim descriptor cannot read its address from device memory); "
-                f"gather with per-call values (iron.Carried / iron.Scratchpad) "
-                f"instead"
-            )
-        return layout.offset
-    raise TypeError(f"{h.name}: unknown layout {layout!r}")
+    if layout.reads():
+        raise NotImplementedError(
+            f"{h.name}: a {layout.kind} by ids a device buffer holds has no NPU "
+            f"design (a shim descriptor cannot read its address from device "
+            f"memory); gather with per-call values (iron.Carried / "
+            f"iron.Scratchpad) instead"
+        )
+    return layout.start
 
 
 def _dense_whole(h: Handle) -> bool:
     """Whether ``h`` is a contiguous run of its buffer (a Copy writes it as one)."""
-    return isinstance(h.layout, Dense)
+    return h.layout.contiguous
 
 
 def placements(

@@ -13,19 +13,19 @@ that breaks any of:
   (two per FIFO end) within the tile's counts, FIFO depths within a lock's
   largest value;
 * every shim transfer within the buffer-descriptor limits
-  (:func:`shim_transfer_problems`), its byte offset into its argument below
-  :data:`ARG_OFFSET_LIMIT` (2^31);
+  (:func:`iron.core.dma.shim_transfer_problems`), its byte offset into its
+  argument below :data:`iron.core.dma.ARG_OFFSET_LIMIT` (2^31);
 * the runtime sequence's buffer-descriptor ids: without waits
   (``Layout.waits`` empty: every transfer issued, then the outputs awaited)
   each id once per shim; with waits, an id may be used again once a wait has
   retired its earlier use (:func:`check`'s sequence rules), and each FIFO's
   outstanding transfers stay within the channel's task queue.
 
-The shim's address generation is modelled independently of
-:class:`iron.core.tap.TensorAccessPattern` (:func:`encode` then
-:func:`shim_elements`: 4-D counters with wraps and steps in 32-bit words, the
-iteration outermost), so tests can check that a transfer that passes moves
-exactly the elements its access pattern names.
+The shim's limits and address generation (:func:`iron.core.dma.encode` then
+:func:`iron.core.dma.shim_elements`: 4-D counters with wraps and steps in
+32-bit words, the iteration outermost) live in :mod:`iron.core.dma`, so tests
+can check that a transfer that passes moves exactly the elements its access
+pattern names; this module imports them under the same names.
 
 Sources: mlir-aie's ``include/aie/Dialect/AIE/IR/AIETargetModel.h``
 (memories, locks, channels, BDs, field widths) and
@@ -38,34 +38,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
-
-import numpy as np
 
 from iron.core.device import Device
 
-#: A shim transfer's byte offset into its runtime-sequence argument must be
-#: below this: aiecc folds the offset into the ``aiex.npu.address_patch``
-#: ``arg_plus`` operand, an ``I32`` (mlir-aie v1.4.1 ``include/aie/Dialect/
-#: AIEX/IR/AIEX.td`` ``NpuAddressPatchOp``; ``lib/Dialect/AIEX/Utils/
-#: BdLowering.cpp`` builds it with ``IntegerAttr::get(i32ty, bytes)``).
-ARG_OFFSET_LIMIT = 2**31
+# The shim's limits and address generation live in iron.core.dma, their one
+# home; legality's callers (designs, their tests) reach them here too.
+from iron.core.dma import ARG_OFFSET_LIMIT as ARG_OFFSET_LIMIT
+from iron.core.dma import ShimDescriptor as ShimDescriptor
+from iron.core.dma import encode as encode
+from iron.core.dma import shim_elements as shim_elements
+from iron.core.dma import shim_transfer_problems as shim_transfer_problems
 
 __all__ = [
-    "ARG_OFFSET_LIMIT",
     "TILE_LIMITS",
     "Fifo",
     "LegalityError",
     "Layout",
-    "ShimDescriptor",
     "Tile",
     "TileLimits",
     "Transfer",
     "check",
     "check_shim_transfer",
-    "encode",
-    "shim_elements",
-    "shim_transfer_problems",
 ]
 
 
@@ -182,179 +175,6 @@ class Layout:
     stack_bytes: int | None = None
     buffers: tuple[tuple[Tile, int], ...] = ()
     waits: tuple[tuple[int, str], ...] = ()
-
-
-# -- the shim's address generation --------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ShimDescriptor:
-    """A shim buffer descriptor's fields, in 32-bit words.
-
-    ``wraps``/``steps`` are d0 (innermost), d1, d2; the iteration wraps and
-    steps around all three.
-    """
-
-    base: int
-    wraps: tuple[int, int, int]
-    steps: tuple[int, int, int]
-    iteration_wrap: int
-    iteration_step: int
-    items_per_word: int
-    repeat: int = 0
-
-
-def encode(
-    sizes: Sequence[int],
-    strides: Sequence[int],
-    offset: int,
-    itemsize: int,
-    repeat: int = 0,
-) -> ShimDescriptor:
-    """The descriptor of a pattern in elements: sizes and strides converted to words.
-
-    The innermost size and every stride count words; items smaller than a
-    word travel whole words (so a sub-word innermost dimension is
-    contiguous). Check :func:`shim_transfer_problems` first: this only
-    converts.
-    """
-    per_word = max(1, 4 // itemsize)
-    words = lambda n: n * itemsize // 4  # noqa: E731 - a unit conversion
-    inner_step = 1 if itemsize < 4 else strides[3]
-    return ShimDescriptor(
-        base=words(offset),
-        wraps=(sizes[3] * itemsize // 4, sizes[2], sizes[1]),
-        steps=(inner_step, words(strides[2]), words(strides[1])),
-        iteration_wrap=sizes[0],
-        iteration_step=words(strides[0]),
-        items_per_word=per_word,
-        repeat=repeat,
-    )
-
-
-def _word_addresses(d: ShimDescriptor) -> Iterator[int]:
-    """Word addresses in the order the shim DMA issues them.
-
-    Three counters step and wrap like the hardware's: d0 counts up to its
-    wrap, then clears and carries into d1, which carries into d2; the
-    iteration counter advances once per full pass, and the whole repeats.
-    """
-    per_pass = d.wraps[0] * d.wraps[1] * d.wraps[2]
-    for _ in range(d.repeat + 1):
-        for it in range(d.iteration_wrap):
-            counters = [0, 0, 0]
-            for _ in range(per_pass):
-                yield (
-                    d.base
-                    + it * d.iteration_step
-                    + sum(c * s for c, s in zip(counters, d.steps))
-                )
-                for k in range(3):
-                    counters[k] += 1
-                    if counters[k] < d.wraps[k]:
-                        break
-                    counters[k] = 0
-
-
-def shim_elements(d: ShimDescriptor) -> np.ndarray:
-    """The element indices a descriptor moves, in order (little-endian words)."""
-    k = d.items_per_word
-    out = [a * k + j for a in _word_addresses(d) for j in range(k)]
-    return np.asarray(out, dtype=np.int64)
-
-
-def shim_transfer_problems(
-    dev: Device,
-    sizes: Sequence[int],
-    strides: Sequence[int],
-    offset: int,
-    itemsize: int,
-    repeat: int = 0,
-) -> list[str]:
-    """Every shim-descriptor limit a pattern (in elements) breaks; empty if none.
-
-    Limits (mlir-aie's ``AIEXDialect.cpp`` dma_memcpy_nd verifier and
-    ``AIETargetModel.h`` field widths; iron-core's Device ``dma_*`` fields):
-    four dimensions; items at most 32 bits; the offset, the innermost size
-    and every stride in whole 4-byte units; a sub-word innermost dimension
-    contiguous (stride 1); d0 wrap (in words), d1 and d2 sizes within the
-    ``dma_size_bits`` field; steps within ``dma_stride_bits`` words (a step
-    is encoded minus one, so ``2**bits`` itself fits); the iteration at most
-    ``dma_iteration_max``; the repeat at most ``dma_repeat_max``. A stride of
-    0 on a dimension of more than one is refused except on the iteration
-    (IRON does not model repeated inner dimensions).
-    """
-    g = dev.dma_granule_bytes
-    found = []
-    if len(sizes) != 4 or len(strides) != 4:
-        return [
-            f"{len(sizes)} sizes and {len(strides)} strides: a shim descriptor has 4"
-        ]
-    if itemsize not in (1, 2, 4):
-        return [f"{itemsize}-byte items: a shim moves 1-, 2- or 4-byte items"]
-    if min(sizes) < 1 or min(strides) < 0 or offset < 0:
-        return [f"sizes {list(sizes)} must be >= 1, strides and offset >= 0"]
-    if offset * itemsize >= ARG_OFFSET_LIMIT:
-        found.append(
-            f"offset {offset} elements = {offset * itemsize} bytes is at or past "
-            f"2^31 = {ARG_OFFSET_LIMIT} bytes: aiecc patches a descriptor's "
-            f"offset into its argument as a signed 32-bit value, so it would "
-            f"wrap; lay the buffer out in an argument of its own"
-        )
-    if (offset * itemsize) % dev.dma_alignment_bytes:
-        found.append(
-            f"offset {offset} elements = {offset * itemsize} bytes is not a multiple "
-            f"of the {dev.dma_alignment_bytes}-byte alignment"
-        )
-    if (sizes[3] * itemsize) % g:
-        found.append(
-            f"innermost size {sizes[3]} x {itemsize} bytes is not a whole number "
-            f"of {g}-byte words"
-        )
-    if itemsize < g and sizes[3] > 1 and strides[3] != 1:
-        found.append(
-            f"innermost stride {strides[3]}: {itemsize}-byte items move in whole "
-            f"words, so the innermost dimension must be contiguous (stride 1)"
-        )
-    for axis in range(3):
-        if (strides[axis] * itemsize) % g:
-            found.append(
-                f"stride {strides[axis]} (dimension {axis}) x {itemsize} bytes is "
-                f"not a multiple of {g} bytes"
-            )
-    for axis in (1, 2, 3):
-        if strides[axis] == 0 and sizes[axis] > 1:
-            found.append(
-                f"stride 0 on dimension {axis} of size {sizes[axis]}: only the "
-                f"iteration may repeat"
-            )
-    wrap = (1 << dev.dma_size_bits) - 1
-    inner_words = sizes[3] * itemsize // g
-    for name, value in (
-        ("d0 wrap (words)", inner_words),
-        ("d1 size", sizes[2]),
-        ("d2 size", sizes[1]),
-    ):
-        if value > wrap:
-            found.append(
-                f"{name} {value} exceeds the {dev.dma_size_bits}-bit field (<= {wrap})"
-            )
-    step_max = 1 << dev.dma_stride_bits
-    for axis in range(4):
-        words = strides[axis] * itemsize // g
-        if words > step_max:
-            found.append(
-                f"stride {strides[axis]} (dimension {axis}) = {words} words exceeds "
-                f"the {dev.dma_stride_bits}-bit step (<= {step_max} words)"
-            )
-    if sizes[0] > dev.dma_iteration_max:
-        found.append(
-            f"iteration size {sizes[0]} exceeds the iteration limit "
-            f"(<= {dev.dma_iteration_max})"
-        )
-    if not 0 <= repeat <= dev.dma_repeat_max:
-        found.append(f"repeat {repeat} is outside 0..{dev.dma_repeat_max}")
-    return found
 
 
 def check_shim_transfer(op: str, dev: Device, t: Transfer) -> None:

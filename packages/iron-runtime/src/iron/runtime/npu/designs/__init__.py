@@ -22,10 +22,13 @@ import importlib
 from collections.abc import Mapping
 
 from iron.core.device import Device, as_device
+
+# The designs' walks are iron.core.dma's (their one home), named here too.
+from iron.core.dma import linear_walk as linear_walk
 from iron.runtime.image import Placement
 from iron.runtime.npu.legality import Layout
 
-__all__ = ["MODULES", "Design", "Words", "build_design", "design", "linear_walk"]
+__all__ = ["MODULES", "Design", "Words", "build_design", "design"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,47 +67,6 @@ class Words:
 
     slots: Mapping[tuple, int]
     count: int
-
-
-def linear_walk(
-    count: int, itemsize: int, dev: Device
-) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """Sizes and strides that stream ``count`` contiguous items in one descriptor.
-
-    The innermost dimension is the largest divisor of ``count`` whose bytes
-    are whole words within the wrap field; the rest splits over d1 and d2,
-    then the iteration. A run that cannot be split so is returned as one
-    dimension (legality then names the limit).
-    """
-    wrap = (1 << dev.dma_size_bits) - 1
-    inner_max = wrap * dev.dma_granule_bytes // itemsize
-    inner = next(
-        (
-            d
-            for d in range(min(count, inner_max), 0, -1)
-            if count % d == 0 and (d * itemsize) % dev.dma_granule_bytes == 0
-        ),
-        count,
-    )
-    rest = count // inner
-    for it in range(1, dev.dma_iteration_max + 1):
-        if rest % it:
-            continue
-        per = rest // it
-        d2 = next(
-            (a for a in range(1, wrap + 1) if per % a == 0 and per // a <= wrap), None
-        )
-        if d2 is not None:
-            d1 = per // d2
-            sizes = (it, d2, d1, inner)
-            strides = (
-                per * inner if it > 1 else 0,
-                d1 * inner if d2 > 1 else 0,
-                inner if d1 > 1 else 0,
-                1,
-            )
-            return sizes, strides
-    return (1, 1, 1, count), (0, 0, 0, 1)
 
 
 #: The family module (under this package) designing each catalog operator.

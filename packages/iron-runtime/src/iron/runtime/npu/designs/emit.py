@@ -34,7 +34,7 @@ import numpy as np
 
 from iron.core.device import Device
 from iron.core.emit import HEADER, WIDTH, slots_of
-from iron.core.handle import Dense, Handle
+from iron.core.handle import Handle
 from iron.runtime.image import ImageSpec
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, linear_walk
@@ -67,12 +67,8 @@ def _made_at(
     handle = spec.recording.carry[name]
     assert isinstance(handle, Handle)
     buf = spec.placement[handle.buffer.name]
-    layout = handle.layout
-    if (
-        not isinstance(layout, Dense)
-        or not isinstance(layout.offset, int)
-        or np.dtype(handle.dtype).itemsize != _WORD
-    ):
+    offset = handle.layout.static_offset
+    if offset is None or np.dtype(handle.dtype).itemsize != _WORD:
         raise NotImplementedError(
             f"{spec.name}: the Emit reads carried {name} from {handle.name}; on the "
             f"NPU it must be an int32 at a fixed place (a step's output)"
@@ -80,9 +76,9 @@ def _made_at(
     if buf.where == "arena":
         seg = (segments or {}).get(handle.buffer.name)
         if seg is not None:
-            return seg.arg, buf.offset - seg.start + layout.offset * _WORD
-        return "arena", buf.offset + layout.offset * _WORD
-    return f"{buf.where}:{handle.buffer.name}", layout.offset * _WORD
+            return seg.arg, buf.offset - seg.start + offset * _WORD
+        return "arena", buf.offset + offset * _WORD
+    return f"{buf.where}:{handle.buffer.name}", offset * _WORD
 
 
 def build(

@@ -33,10 +33,11 @@ from collections.abc import Mapping, Sequence
 from math import gcd, prod
 
 from iron.core.device import Device
-from iron.operators.movers import Access, Copy, _simplify, _split_inner
+from iron.core.dma import shim_pieces, walk_reach
+from iron.operators.movers import Access, Copy
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, linear_walk
+from iron.runtime.npu.designs import Design
 from iron.runtime.npu.designs._common import (
     _design,
     _runtime_sequence,
@@ -108,20 +109,16 @@ class _Port:
     windows: tuple[Window, ...]
 
 
-def _reach(sizes: Sequence[int], strides: Sequence[int]) -> int:
-    return 1 + sum((s - 1) * t for s, t in zip(sizes, strides))
-
-
 def _port(name: str, access: Access) -> _Port:
     """Arguments and walks of port ``name`` read (or written) as ``access`` walks."""
     walks = access.walks
     if not access.per_call:
-        reach = max(o + _reach(s, t) for o, s, t in walks)
+        reach = max(o + walk_reach(s, t) for o, s, t in walks)
         return _Port((name,), walks, (0,) * len(walks), (reach,), ())
-    if access.kind == "gather":  # rows by an id handle: one window per row
+    if access.per_walk:  # rows by an id handle: one window per row
         args = tuple(f"{name}_{i}" for i in range(len(walks)))
         rel = tuple((0, s, t) for _, s, t in walks)
-        need = tuple(_reach(s, t) for _, s, t in walks)
+        need = tuple(walk_reach(s, t) for _, s, t in walks)
         wins = tuple(
             Window(a, o, access.per_call, n)
             for a, (o, _, _), n in zip(args, walks, need)
@@ -129,7 +126,7 @@ def _port(name: str, access: Access) -> _Port:
         return _Port(args, rel, tuple(range(len(walks))), need, wins)
     lo = min(o for o, _, _ in walks)
     rel = tuple((o - lo, s, t) for o, s, t in walks)
-    extent = max(o + _reach(s, t) for o, s, t in rel)
+    extent = max(o + walk_reach(s, t) for o, s, t in rel)
     win = Window(name, lo, access.per_call, extent)
     return _Port((name,), rel, (0,) * len(walks), (extent,), (win,))
 
@@ -141,34 +138,6 @@ def copy_windows(op: Copy, out_access: Access | None = None) -> tuple[Window, ..
     view = _port("view", op.access or dense)
     out = _port("out", out_access or dense)
     return view.windows + out.windows
-
-
-def _pieces(
-    dev: Device, walk: tuple[int, tuple[int, ...], tuple[int, ...]], itemsize: int
-) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
-    """A walk as four-dimensional shim transfers, as ``Copy.check`` counts it.
-
-    Contiguous dimensions merge; a contiguous run is one transfer when
-    :func:`linear_walk` splits it, else a bulk of whole wrap-long rows and a
-    rest; any other walk splits its long dimensions and pads to four.
-    """
-    offset, sizes, strides = walk
-    sizes, strides = _simplify(sizes, strides)
-    wrap = (1 << dev.dma_size_bits) - 1
-    if len(sizes) == 1 and strides[0] == 1:
-        count = sizes[0]
-        s4, t4 = linear_walk(count, itemsize, dev)
-        if s4[3] * itemsize <= wrap * dev.dma_granule_bytes:
-            return [(offset, s4, t4)]
-        inner = wrap * dev.dma_granule_bytes // itemsize
-        bulk = count // inner * inner
-        out = [(offset, *linear_walk(bulk, itemsize, dev))]
-        if count > bulk:
-            out.append((offset + bulk, *linear_walk(count - bulk, itemsize, dev)))
-        return out
-    sizes, strides = _split_inner(dev, sizes, strides, itemsize)
-    pad = 4 - len(sizes)
-    return [(offset, (1,) * pad + sizes, (0,) * pad + strides)]
 
 
 def _chunk(counts: Sequence[int], itemsize: int) -> int:
@@ -261,7 +230,7 @@ def _transfers(
     found = []
     for walk, k in zip(port.walks, port.arg_of_walk):
         arg, base = where[port.args[k]]
-        for offset, sizes, strides in _pieces(dev, walk, itemsize):
+        for offset, sizes, strides in shim_pieces(dev, walk, itemsize):
             found.append(
                 legality.Transfer(
                     fifo,

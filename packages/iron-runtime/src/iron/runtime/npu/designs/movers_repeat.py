@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from math import prod
 
 from iron.core.device import Device
-from iron.operators.movers import _split_inner
+from iron.core.dma import split_long_dims
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design
@@ -56,7 +56,7 @@ def build_repeat(
     need = {"x": rows * row * s, "out": rows * rep * row * s}
     args, where = _sequence_args(op, need, placement, arena_bytes, unit=s)
     # The walks Repeat.check checked: a row in at most two dimensions.
-    sizes, strides = _split_inner(dev, (row,), (1,), s)
+    sizes, strides = split_long_dims(dev, (row,), (1,), s)
     inner = sizes if len(sizes) == 2 else (1, row)
     inner_t = strides if len(strides) == 2 else (row, 1)
     shim = legality.Tile(0, 0)
