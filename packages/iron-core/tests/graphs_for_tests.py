@@ -1,6 +1,6 @@
 """Small graphs and host arithmetic shared by the ``test_graph_*`` files.
 
-The operators are the tiny ones in ``ops_for_tests`` (iron-core's tests never
+The operators are the tiny ones in ``operators_for_tests`` (iron-core's tests never
 import iron.operators); ``scale`` and ``mul`` round as Scale and Mul do, so a
 test compares a graph's reference with numpy.
 """

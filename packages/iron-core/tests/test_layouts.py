@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
-from ops_for_tests import Copy, Scale
+from operators_for_tests import Copy, Scale
 
 import iron
 from iron.core import access
