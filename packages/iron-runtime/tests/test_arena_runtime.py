@@ -10,6 +10,7 @@ import pytest
 from ops import Add32, Scale32, Take, Take2
 
 import iron
+from iron.runtime import CompiledGraph
 from iron.runtime.emu.execute import POISON_BYTES
 
 
@@ -190,7 +191,7 @@ class Loops(iron.Graph):
         return iron.carry(row=row + 1)
 
 
-def _snapshot(graph, versions) -> tuple:
+def _snapshot(graph: iron.Graph, versions: list[CompiledGraph]) -> tuple:
     """The arena's size, versions and residents, each version's report and result."""
     (arena,) = {v.arena for v in versions}
     results = [
@@ -206,6 +207,7 @@ def _snapshot(graph, versions) -> tuple:
 
 
 def _same(before: tuple, after: tuple) -> None:
+    """The arena and the versions' reports and results are as they were."""
     assert before[:4] == after[:4]
     for a, b in zip(before[4], after[4]):
         np.testing.assert_array_equal(a, b)
@@ -231,7 +233,7 @@ def test_a_failure_while_building_leaves_the_arena_and_earlier_versions(monkeypa
     small = graph.compile(x=((16,), np.float32))
     before = _snapshot(graph, [small])
 
-    def broken(*args, **kwargs):
+    def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the build failed")
 
     monkeypatch.setattr(compiled, "build_images", broken)
@@ -251,10 +253,10 @@ def test_an_emit_that_cannot_start_its_target_leaves_the_arena(monkeypatch):
     program = looped.program
     size, versions = looped.arena.plan.size, dict(looped.arena.plan.versions)
 
-    def refuse(*args, **kwargs):
+    def refuse(*args: object, **kwargs: object) -> None:
         raise ValueError("cannot start it")
 
-    monkeypatch.setattr(backend, "emit_program", refuse)
+    monkeypatch.setattr(backend, "program_for", refuse)
     with pytest.raises(ValueError, match="cannot start it"):
         graph.compile(x=((2048,), np.float32), feeds=looped)
     assert len(graph.versions) == 1 and looped.program is program

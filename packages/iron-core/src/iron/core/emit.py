@@ -80,6 +80,7 @@ __all__ = [
     "emit_site",
     "for_target",
     "made",
+    "program_for",
     "run",
     "slots_of",
     "stored",
@@ -260,6 +261,50 @@ def for_target(site: EmitSite, target: Recording) -> EmitSite:
 
 
 # -- composing ---------------------------------------------------------------
+
+
+def program_for(
+    site: EmitSite,
+    source: Recording,
+    target: Recording,
+    target_words: Sequence[Word],
+    target_parameters: Sequence[str],
+    target_name: str | None = None,
+) -> np.ndarray:
+    """The program that ends a run of ``source`` and starts one of ``target``.
+
+    Composed (:func:`compose`) over ``site`` with each device-made value
+    limited as ``target``'s views limit it (:func:`for_target`).
+
+    Args:
+        site: The source version's Emit site.
+        source: The source version's recording.
+        target: The recording of the version the Emit starts.
+        target_words: The target version's words, in its scratchpad order.
+        target_parameters: The names of the per-call values the target reads.
+        target_name: The target version's name, for messages.
+
+    Raises:
+        ValueError: ``target`` gathers by ids the device made, whose
+            addresses no carried value holds, or the two carry other values.
+        NotCarriedError: ``target`` reads a value no carried value holds.
+        NotLoopableError: A target word cannot be computed on the device.
+    """
+    if target.addresses:
+        tables = sorted({table for table, _, _ in target.addresses.values()})
+        raise ValueError(
+            f"{target.name}: an Emit cannot start it: its gather by ids "
+            f"the device made reads the address of {tables}, which the host "
+            f"writes each call and no carried value holds"
+        )
+    if tuple(target.carry) != tuple(source.carry):
+        raise ValueError(
+            f"{target_name or target.name} carries {list(target.carry)}, not "
+            f"{list(source.carry)}: they are not versions of one graph"
+        )
+    return compose(
+        for_target(site, target), source.carry, target_words, target_parameters
+    )
 
 
 def compose(

@@ -20,13 +20,14 @@ from typing import Any
 
 from iron.core.arena import ArenaPlan
 from iron.core.device import require_device
+from iron.core.emit import program_for
 from iron.core.graph import Graph
 from iron.core.graph_state import state_of
 from iron.core.operator import Operator
 from iron.core.plan import packaging, plan
 from iron.core.recording import Recording
 from iron.runtime.arena import ScratchArena
-from iron.runtime.compiled import CompiledGraph, emit_program
+from iron.runtime.compiled import CompiledGraph
 from iron.runtime.select import open_device
 from iron.runtime.use import GraphUse
 
@@ -129,9 +130,7 @@ class Runtime:
             target = feeds.recording if feeds is not None else recording
             words = feeds.words if feeds is not None else planned.words
             reads = feeds.parameters if feeds is not None else recording.reads
-            emit_program(
-                planned.emit, recording, target, words, [p.name for p in reads]
-            )
+            program_for(planned.emit, recording, target, words, [p.name for p in reads])
         version = CompiledGraph(recording, planned, check=check, arena=arena)
         if planned.emit is not None:
             version.emit_to(feeds if feeds is not None else version)

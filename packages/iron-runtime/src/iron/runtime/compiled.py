@@ -30,7 +30,7 @@ import numpy as np
 
 from iron.core.access import read
 from iron.core.arena import ArenaPlan
-from iron.core.emit import EmitSite, compose, for_target
+from iron.core.emit import EmitSite, program_for
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
 from iron.core.percall import Carry, check_values
@@ -44,7 +44,7 @@ from iron.runtime.image import ImageSpec, build_images
 from iron.runtime.select import open_device
 from iron.runtime.use import GraphUse
 
-__all__ = ["UPLOAD_PIECE", "CompiledGraph", "Loaded", "emit_program"]
+__all__ = ["UPLOAD_PIECE", "CompiledGraph", "Loaded"]
 
 logger = logging.getLogger("iron.runtime")
 
@@ -506,7 +506,7 @@ class CompiledGraph:
         """
         if self.emit is None:
             raise ValueError(f"{self.recording.name}: this version has no Emit step")
-        program = emit_program(
+        program = program_for(
             self.emit,
             self.recording,
             target.recording,
@@ -525,41 +525,3 @@ class CompiledGraph:
     def __repr__(self) -> str:
         packaging = "full ELF" if self.plan.full_elf else "xclbin per step"
         return f"<CompiledGraph {self.name} on {self.device.backend} {self.device.name}: {packaging}>"
-
-
-def emit_program(
-    site: EmitSite,
-    source: Recording,
-    target: Recording,
-    target_words: Sequence[Any],
-    target_parameters: Sequence[str],
-    target_name: str | None = None,
-) -> np.ndarray:
-    """The Emit program that ends a run of ``source`` and starts one of ``target``.
-
-    Composed over ``site`` with each device-made value limited as
-    ``target``'s views limit it (:func:`iron.core.emit.for_target`).
-
-    Raises:
-        ValueError: ``target`` gathers by ids the device made, whose
-            addresses no carried value holds, or the two carry other values.
-        iron.core.emit.NotCarriedError: ``target`` reads a value no carried
-            value holds.
-        iron.core.emit.NotLoopableError: A target word cannot be computed on
-            the device.
-    """
-    if target.addresses:
-        tables = sorted({table for table, _, _ in target.addresses.values()})
-        raise ValueError(
-            f"{target.name}: an Emit cannot start it: its gather by ids "
-            f"the device made reads the address of {tables}, which the host "
-            f"writes each call and no carried value holds"
-        )
-    if tuple(target.carry) != tuple(source.carry):
-        raise ValueError(
-            f"{target_name or target.name} carries {list(target.carry)}, not "
-            f"{list(source.carry)}: they are not versions of one graph"
-        )
-    return compose(
-        for_target(site, target), source.carry, target_words, target_parameters
-    )
