@@ -64,8 +64,7 @@ def _example(name: str):
 def pictures() -> dict[str, str]:
     """Each picture's file name and its SVG text."""
     with iron.use_device("npu2"):
-        arena = iron.ArenaPlan()
-        iron.plan("npu2", Chain().record(x=(4096,)), arena=arena)
+        arena = iron.plan("npu2", Chain().record(x=(4096,))).arena
         drawn = {"arena-chain.svg": iron.arena_svg(arena)}
         # Section 4: both versions of one graph planned into one arena.
         memory = _example("device_memory")
@@ -74,7 +73,8 @@ def pictures() -> dict[str, str]:
         versions = {}
         for rows, label in ((memory.SMALL, "small"), (memory.BIG, "big")):
             recording = graph.record(x=(rows, memory.COLS))
-            versions[label] = iron.plan("npu2", recording, arena=shared).version
+            planned = iron.plan("npu2", recording, arena=shared)
+            shared, versions[label] = planned.arena, planned.version
         for label, version in versions.items():
             drawn[f"arena-versions-{label}.svg"] = iron.arena_svg(shared, version)
         drawn.update(_llama_pictures())
@@ -99,9 +99,9 @@ def _llama_pictures() -> dict[str, str]:
     config = LlamaConfig.tiny(num_hidden_layers=4)
     model = Llama(config, context=256, rows=16, profile=None)
     model.load_state_dict(tiny.random_state_dict(config))
-    arena = iron.ArenaPlan()
-    iron.plan("npu2", model.record(tokens=((16,), np.int32)), arena=arena)
-    decode = iron.plan("npu2", model.record(), arena=arena).version
+    prompt = iron.plan("npu2", model.record(tokens=((16,), np.int32)))
+    planned = iron.plan("npu2", model.record(), arena=prompt.arena)
+    arena, decode = planned.arena, planned.version
     drawn["arena-llama-decode.svg"] = iron.arena_svg(arena, decode)
 
     # Llama-3.2-1B's decode version, modelled: placeholder weights cost nothing

@@ -18,6 +18,7 @@ import pytest
 from ml_dtypes import bfloat16
 
 import iron
+from iron.core.graph_state import state_of
 from iron.operators import AXPY, ReLU
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
@@ -188,7 +189,7 @@ def test_section_7_reference_uses_the_profile():
     graph.profile = profile
     x = np.ones(2048, bfloat16)
     np.testing.assert_array_equal(graph.reference(x, x), np.full(2048, 2.5, bfloat16))
-    (recording,) = graph.__dict__["_references"].values()
+    (recording,) = state_of(graph).references.values()
     assert recording.steps[0].op.tile_size == 1024
 
 

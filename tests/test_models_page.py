@@ -98,10 +98,9 @@ def row(name: str, repo: str, fields: dict) -> str:
             model.load_state_dict(
                 {n: iron.param(np.broadcast_to(zero, s)) for n, s in shapes.items()}
             )
-            arena = iron.ArenaPlan()
-            iron.plan(device, model.record(tokens=((16,), np.int32)), arena=arena)
+            prompt = iron.plan(device, model.record(tokens=((16,), np.int32)))
             decode = model.record()
-            iron.plan(device, decode, arena=arena)
+            arena = iron.plan(device, decode, arena=prompt.arena).arena
             arenas.add(arena.size)
             rates.append(f"{1 / iron.roofline(decode).seconds:.0f}")
     assert len(arenas) == 1, f"{name}: the arena differs between devices"

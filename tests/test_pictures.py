@@ -79,9 +79,9 @@ def test_the_llama_arena_picture_shows_its_transients(root):
     config = LlamaConfig.tiny(num_hidden_layers=4)
     model = Llama(config, context=256, rows=16, profile=None)
     model.load_state_dict(tiny.random_state_dict(config))
-    arena = iron.ArenaPlan()
-    iron.plan("npu2", model.record(tokens=((16,), np.int32)), arena=arena)
-    decode = iron.plan("npu2", model.record(), arena=arena).version
+    prompt = iron.plan("npu2", model.record(tokens=((16,), np.int32)))
+    planned = iron.plan("npu2", model.record(), arena=prompt.arena)
+    arena, decode = planned.arena, planned.version
     transients = {
         p.name for p in arena.versions[decode].values() if p.kind == "transient"
     }

@@ -130,6 +130,7 @@ def llama_rows(name: str, config: Any, context: int) -> list[dict]:
         ):
             recording = graph.record(**shapes)
             plan = iron.plan(DEVICE, recording, arena=arena)
+            arena = plan.arena  # the snapshot with this version placed
             rows.append(
                 _row(f"{name} {version}", arena, plan.version, len(recording.steps))
             )

@@ -19,8 +19,10 @@ from iron.core.emit import (
     disassemble,
     emit_site,
     made,
+    program_for,
     run,
     slots_of,
+    stored,
 )
 from iron.core.percall import Affine, Clamp, FloorDiv, PerCall, _Expr, clamp
 from iron.core.words import Word, evaluate_words, words_of
@@ -406,3 +408,39 @@ def test_a_version_reading_a_host_value_cannot_be_looped():
     words = words_of(rec, iron.NPU2)
     with pytest.raises(NotCarriedError, match="w0 = n reads n"):
         compose(site, rec.carry, words, [v.name for v in rec.reads])
+
+
+# -- what a runtime needs: one program per target, read back from a buffer ---------
+
+
+def test_program_for_composes_over_the_targets_ranges():
+    rec = _record(Decode())
+    site = emit_site(rec)
+    words = words_of(rec, iron.NPU2, reserved=len(site.carried))
+    reads = [v.name for v in rec.reads]
+    program = program_for(site, rec, rec, words, reads)
+    assert program.tobytes() == compose(site, rec.carry, words, reads).tobytes()
+
+
+def test_program_for_refuses_a_target_of_another_graph():
+    rec = _record(Decode())
+    other = _record(Prefill(), x=((8,), np.float32))
+    site = emit_site(rec)
+    words = words_of(rec, iron.NPU2, reserved=len(site.carried))
+    with pytest.raises(ValueError, match="not versions of one graph"):
+        program_for(site, rec, other, words, [], "Prefill(x=8)")
+
+
+def test_a_stored_program_is_read_back_cut_to_its_length():
+    rec = _record(Decode())
+    site = emit_site(rec)
+    words = words_of(rec, iron.NPU2, reserved=len(site.carried))
+    program = compose(site, rec.carry, words, [v.name for v in rec.reads])
+    padded = np.zeros(program.size + 40, np.int32)
+    padded[: program.size] = program
+    for buffer in (padded, padded.view(np.uint8), program):
+        assert stored(buffer).tolist() == program.tolist()
+    with pytest.raises(ValueError, match="at least 8 int32 words"):
+        stored(np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match="not an Emit program"):
+        stored(np.zeros(16, np.int32))

@@ -75,11 +75,9 @@ def test_idle_steps_are_those_with_a_zero_row_bound_this_call():
 
 
 def test_versions_share_one_arena_and_the_report_explains_every_choice():
-    arena = ArenaPlan()
-    small = iron.plan("npu2", _record(Chain(), size=16), arena=arena)
-    big = iron.plan("npu2", _record(Chain(), size=64), arena=arena)
-    assert small.arena is big.arena is arena
-    assert len(arena.versions) == 2 and small.version != big.version
+    small = iron.plan("npu2", _record(Chain(), size=16), arena=ArenaPlan())
+    big = iron.plan("npu2", _record(Chain(), size=64), arena=small.arena)
+    assert len(big.arena.versions) == 2 and small.version != big.version
     text = big.report("Chain")
     assert text.splitlines()[0] == f"Chain on npu2: version {big.version}"
     for phrase in (
@@ -121,3 +119,52 @@ def test_weights_and_states_are_residents_in_the_arena():
     assert plan.buffers["x"].kind == "input" and not plan.buffers["x"].in_arena
     report = plan.report()
     assert "w " in report and "resident" in report
+
+
+# -- planning is pure: a plan is a snapshot ------------------------------------
+
+
+def test_planning_leaves_the_arena_given_as_it_was():
+    arena = ArenaPlan()
+    first = iron.plan("npu2", _record(Chain(), size=16), arena=arena)
+    assert arena.versions == {} and arena.size == 0
+    assert first.arena is not arena and list(first.arena.versions) == [first.version]
+    arena.commit(first.arena)
+    size = arena.size
+    second = iron.plan("npu2", _record(Chain(), size=256), arena=arena)
+    assert second.arena.size > size
+    assert list(arena.versions) == [first.version] and arena.size == size
+
+
+def test_an_earlier_plans_report_never_changes_after_a_later_plan():
+    first = iron.plan("npu2", _record(Chain(), size=16))
+    before = first.report("Chain")
+    later = iron.plan("npu2", _record(Chain(), size=4096), arena=first.arena)
+    assert later.arena.size > first.arena.size
+    assert first.report("Chain") == before
+
+
+def test_a_commit_of_a_stale_snapshot_changes_nothing():
+    arena = ArenaPlan()
+    a = iron.plan("npu2", _record(Chain(), size=16), arena=arena)
+    b = iron.plan("npu2", _record(Chain(), size=64), arena=arena)
+    arena.commit(a.arena)
+    with pytest.raises(ValueError, match="does not extend this plan"):
+        arena.commit(b.arena)
+    assert list(arena.versions) == [a.version] and arena.size == a.arena.size
+
+
+def test_an_emit_is_planned_only_for_a_version_that_loops():
+    class Walk(iron.Graph):
+        def body(self, x, *, position: iron.Carried[int] = 0):
+            return Scale.step(x, factor=2.0), iron.carry(position=position + 1)
+
+    with iron.use_device("npu2"):
+        recording = Walk().record(x=(16,))
+    looping = iron.plan("npu2", recording, emit=True)
+    assert looping.emit is not None and looping.emit.carried == ("position",)
+    assert iron.plan("npu2", recording).emit is None
+    with iron.use_device("npu1"):
+        on_npu1 = Walk().record(x=(16,))
+    with pytest.raises(ValueError, match="npu1 has no full ELF"):
+        iron.plan("npu1", on_npu1, emit=True)

@@ -84,6 +84,13 @@ def test_an_unknown_name_is_an_attribute_error():
         iron.lm.Decodr  # noqa: B018
 
 
+def test_iron_lm_and_iron_load_their_names_by_one_mechanism():
+    """Issue 19, section 7: iron.lm shares iron's lazy loader (iron.core.lazy)."""
+    for package in (iron, iron.lm):
+        assert package.__getattr__.__module__ == "iron.core.lazy"
+        assert package.__dir__.__module__ == "iron.core.lazy"
+
+
 def _signature(obj: object) -> str:
     try:
         return str(inspect.signature(obj))  # type: ignore[arg-type]

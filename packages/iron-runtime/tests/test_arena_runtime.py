@@ -10,6 +10,7 @@ import pytest
 from ops import Add32, Scale32, Take, Take2
 
 import iron
+from iron.runtime import CompiledGraph
 from iron.runtime.emu.execute import POISON_BYTES
 
 
@@ -107,7 +108,10 @@ def test_residents_keep_one_offset_in_every_version():
     big = graph.compile(x=((2048,), np.float32))
     name = small.recording.states["s"][1].name
     assert small.plan.buffers[name].offset == big.plan.buffers[name].offset
-    assert small.arena is big.arena and small.plan.arena is big.plan.arena
+    assert small.arena is big.arena
+    # each plan keeps the snapshot it was made on; the arena took both
+    assert list(small.plan.arena.versions) == [small.plan.version]
+    assert list(big.arena.plan.versions) == [small.plan.version, big.plan.version]
 
 
 def test_compiling_every_shape_first_allocates_once(caplog):
@@ -169,3 +173,118 @@ def test_versions_reuse_each_others_transient_bytes(full_elf):
     for n in (256, 1024, 256):
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
         np.testing.assert_array_equal(graph(x), graph.reference(x))
+
+
+# -- a failed compile changes nothing (issue 19, section 2) ---------------------
+
+
+class Loops(iron.Graph):
+    """A version that loops on the device when it takes no tensor."""
+
+    def __init__(self) -> None:
+        self.s = iron.state((4, 16), np.float32)
+
+    def body(self, x=None, *, row: iron.Carried[int]):
+        if x is not None:
+            Take.step(Scale32.step(x, factor=2.0)[:16], out=self.s[row])
+        Take.step(self.s[row], out=self.s[row + 1])
+        return iron.carry(row=row + 1)
+
+
+def _snapshot(graph: iron.Graph, versions: list[CompiledGraph]) -> tuple:
+    """The arena's size, versions and residents, each version's report and result."""
+    (arena,) = {v.arena for v in versions}
+    results = [
+        v(np.ones(v.recording.inputs[0].shape, np.float32), row=0) for v in versions
+    ]
+    return (
+        arena.plan.size,
+        dict(arena.plan.versions),
+        dict(arena.plan.residents),
+        [v.plan.report(graph.name) for v in versions],
+        [np.asarray(r).copy() for r in results],
+    )
+
+
+def _same(before: tuple, after: tuple) -> None:
+    """The arena and the versions' reports and results are as they were."""
+    assert before[:4] == after[:4]
+    for a, b in zip(before[4], after[4]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_bad_feeds_leaves_the_arena_and_earlier_versions_as_they_were():
+    graph = Grow()
+    small = graph.compile(x=((16,), np.float32))
+    before = _snapshot(graph, [small])
+    # x=2048 would grow the arena; feeds= a version that cannot loop is refused
+    with pytest.raises(ValueError, match="feeds= needs a version that loops"):
+        graph.compile(x=((2048,), np.float32), feeds=small)
+    with pytest.raises(TypeError, match="feeds= is the version"):
+        graph.compile(x=((2048,), np.float32), feeds="small")
+    _same(before, _snapshot(graph, [small]))
+    assert len(graph.versions) == 1
+
+
+def test_a_failure_while_building_leaves_the_arena_and_earlier_versions(monkeypatch):
+    import iron.runtime.compiled as compiled
+
+    graph = Grow()
+    small = graph.compile(x=((16,), np.float32))
+    before = _snapshot(graph, [small])
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the build failed")
+
+    monkeypatch.setattr(compiled, "build_images", broken)
+    with pytest.raises(RuntimeError, match="the build failed"):
+        graph.compile(x=((2048,), np.float32))
+    monkeypatch.undo()
+    _same(before, _snapshot(graph, [small]))
+    big = graph.compile(x=((2048,), np.float32))  # and a later compile works
+    assert big.arena.plan.size > before[0]
+
+
+def test_an_emit_that_cannot_start_its_target_leaves_the_arena(monkeypatch):
+    import iron.runtime.backend as backend
+
+    graph = Loops()
+    looped = graph.compile()
+    program = looped.program
+    size, versions = looped.arena.plan.size, dict(looped.arena.plan.versions)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise ValueError("cannot start it")
+
+    monkeypatch.setattr(backend, "program_for", refuse)
+    with pytest.raises(ValueError, match="cannot start it"):
+        graph.compile(x=((2048,), np.float32), feeds=looped)
+    assert len(graph.versions) == 1 and looped.program is program
+    assert (looped.arena.plan.size, dict(looped.arena.plan.versions)) == (
+        size,
+        versions,
+    )
+
+
+def test_an_old_versions_report_does_not_change_after_a_later_compile():
+    graph = Grow()
+    small = graph.compile(x=((16,), np.float32))
+    report = small.plan.report(graph.name)
+    big = graph.compile(x=((2048,), np.float32))
+    assert big.arena.plan.size > small.plan.arena.size
+    assert small.plan.report(graph.name) == report
+
+
+def test_the_emit_program_is_an_input_of_the_run_not_of_the_image():
+    from iron.runtime import CarriedLoop
+
+    graph = Loops()
+    looped = graph.compile()
+    assert looped.plan.emit is not None and looped.emit is looped.plan.emit
+    assert not hasattr(looped.images[-1], "program")
+    # compile programmed it to start itself: each run is given the program
+    given = looped._args()["program"].host()
+    assert given.tobytes() == looped.program.tobytes()
+    loop = CarriedLoop(looped, looped, depth=1)
+    loop.start(row=0)
+    assert list(loop.steps(2)) == [0, 1]

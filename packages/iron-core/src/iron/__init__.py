@@ -1,22 +1,25 @@
 """IRON: operators for the NPU, and graphs over them.
 
 Its public names are imported on first use, so ``import iron`` stays light:
-it loads neither the runtime nor any device driver.
+it loads neither the runtime nor any device driver. ``CompiledGraph`` and
+``CarriedLoop`` are iron-runtime's: without it, using them raises an
+ImportError naming it.
 """
 
 from __future__ import annotations
 
-import importlib
 from pkgutil import extend_path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The other distributions (iron-operators, iron-runtime, iron-lm) ship their
 # own ``iron/<name>`` subpackages; extend_path lets this package find them.
 __path__ = extend_path(__path__, __name__)
 
 from iron.core.__about__ import __version__  # noqa: E402
+from iron.core.lazy import lazy_names  # noqa: E402
 
-# name -> (module, attribute); the module is imported on first use.
+# name -> (module, attribute); the module is imported on first use. Modules
+# of other distributions are named as strings only: core never imports them.
 _LAZY: dict[str, tuple[str, str]] = {
     "Graph": ("iron.core.graph", "Graph"),
     "Profile": ("iron.core.profile", "Profile"),
@@ -50,23 +53,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "roofline": ("iron.core.cost", "roofline"),
     "recording_svg": ("iron.core.pictures", "recording_svg"),
     "roofline_svg": ("iron.core.pictures", "roofline_svg"),
+    "CompiledGraph": ("iron.runtime.compiled", "CompiledGraph"),
+    "CarriedLoop": ("iron.runtime.carried", "CarriedLoop"),
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'iron' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 if TYPE_CHECKING:

@@ -322,13 +322,17 @@ class Walk(iron.Graph):
         return iron.carry(position=position + 1)
 
 
-def _looping_image():
+def _looping_version():
     from iron.runtime import CarriedLoop
 
     with iron.use_device("npu2"):
         version = Walk().compile()
         CarriedLoop(version, version, depth=2)  # composes the Emit program
-    return version.images[-1]
+    return version
+
+
+def _looping_image():
+    return _looping_version().images[-1]
 
 
 def test_a_looping_version_ends_in_an_emit_device(tmp_path):
@@ -364,7 +368,9 @@ def test_a_looping_version_ends_in_an_emit_device(tmp_path):
 def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
     log: list = []
     monkeypatch.setitem(sys.modules, "pyxrt", make_fake(log))
-    spec = _looping_image()
+    version = _looping_version()
+    spec, program = version.images[-1], version.program
+    assert program is not None
     _fake_built.cache = tmp_path
 
     def builder(s):
@@ -377,17 +383,18 @@ def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
     a.bind_feedback(b)
     b.bind_feedback(a)
     arena = device.alloc(1 << 16, "arena")
+    # the composed program is an input of each run, as CompiledGraph gives it
+    given = device.alloc(program.nbytes, "program")
+    given.host()[:] = program.view(np.uint8)
     for run in (a, b):
-        run.set_args({"arena": arena})
+        run.set_args({"arena": arena, "program": given})
         run.scratchpad = np.zeros(spec.scratchpad_words, np.int32)
     a.scratchpad[:] = [3 * WIDTH, 3]
     a.start()
     bound = {i: v for (op, i, v) in (c for c in log if c[0] == "set_arg")}
     args = {name: bound[k] for k, name in enumerate(image.args)}
     assert args["feedback"] is b._words and args["words"] is a._words
-    assert np.array_equal(
-        args["program"].dev[: spec.program.nbytes], spec.program.view(np.uint8)
-    )
+    assert np.array_equal(args["program"].dev[: program.nbytes], program.view(np.uint8))
     assert args["words"].dev[:8].view(np.int32).tolist() == [3 * WIDTH, 3]
     # what a's Emit writes on the device: the next position's words
     b._words.dev[:8] = np.array([4 * WIDTH, 4], np.int32).view(np.uint8)
@@ -400,7 +407,7 @@ def test_emit_feeds_the_next_run_on_the_device(monkeypatch, tmp_path):
     )
     with pytest.raises(RunError, match="bind_feedback"):
         c = image.new_run()
-        c.set_args({"arena": arena})
+        c.set_args({"arena": arena, "program": given})
         c.scratchpad = np.zeros(spec.scratchpad_words, np.int32)
         c.start()
 

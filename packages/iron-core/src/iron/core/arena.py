@@ -158,6 +158,56 @@ class ArenaPlan:
 
     # -- planning ----------------------------------------------------------------
 
+    def copy(self) -> ArenaPlan:
+        """A snapshot: adding to it leaves this plan as it is.
+
+        Placements are immutable, so the copy shares them; only the tables
+        of versions and residents are new.
+        """
+        other = ArenaPlan(self.align)
+        other.versions = dict(self.versions)
+        other.residents = dict(self.residents)
+        other._size = self._size
+        other._latest = self._latest
+        return other
+
+    def commit(self, snapshot: ArenaPlan) -> None:
+        """Take ``snapshot``'s layout: a copy of this plan with versions added.
+
+        What a runtime calls once a version planned on ``snapshot`` is built,
+        so a compile that fails leaves this plan (its size, versions and
+        residents) as it was.
+
+        Raises:
+            ValueError: ``snapshot`` does not extend this plan: another
+                alignment, or a version or resident of this plan missing or
+                placed elsewhere in it (this plan changed since the snapshot
+                was taken); nothing changes. Plan the version again.
+        """
+        if snapshot is self:
+            return
+        lost = [
+            f"version {k!r}"
+            for k, placed in self.versions.items()
+            if snapshot.versions.get(k) is not placed
+        ] + [
+            f"resident {k!r}"
+            for k, r in self.residents.items()
+            if snapshot.residents.get(k) != r
+        ]
+        if snapshot.align != self.align or lost or snapshot._size < self._size:
+            raise ValueError(
+                f"ArenaPlan.commit: the snapshot does not extend this plan "
+                f"(align {snapshot.align} vs {self.align}; "
+                f"{', '.join(lost) or 'nothing'} missing or moved; size "
+                f"{snapshot._size} vs {self._size}); this plan changed since the "
+                f"snapshot was taken: plan the version again from this plan"
+            )
+        self.versions = dict(snapshot.versions)
+        self.residents = dict(snapshot.residents)
+        self._size = snapshot._size
+        self._latest = snapshot._latest
+
     def add(
         self, recording: Recording, version: str | None = None
     ) -> dict[str, Placed]:

@@ -5,9 +5,10 @@ left out), its keyword-only ones the per-call values (annotated
 ``iron.Scratchpad[int]`` or ``iron.Carried[int]``), its return the outputs,
 with an ``iron.carry(...)`` last when it carries values. What the graph
 holds (params, weights, states) is found by attribute path. This module owns
-recording, the host reference, weights binding and the versions by shape; a
-device image comes from the runtime found through the ``iron.backends``
-entry point.
+recording, the host reference, weights binding and the versions by shape
+(kept in the graph's :class:`~iron.core.graph_state.GraphState`); a device
+image comes from the runtime found through the ``iron.backends`` entry point,
+which compiles from the recording alone.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ml_dtypes import bfloat16
 from iron.core import context, plugins
 from iron.core.carry import Carry
 from iron.core.device import Device, require_device, use_device
+from iron.core.graph_state import state_of
 from iron.core.handle import Handle
 from iron.core.held import (
     State,
@@ -40,21 +42,11 @@ from iron.core.held import (
 from iron.core.percall import Affine, Kind, PerCall, check_values
 from iron.core.profile import Profile
 from iron.core.recorder import Recorder
-from iron.core.recording import Recording
+from iron.core.recording import Recording, Signature
 
 __all__ = ["Graph"]
 
 logger = logging.getLogger("iron.graph")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Parameters:
-    """What ``body``'s signature declares."""
-
-    inputs: tuple[str, ...]
-    optional: frozenset[str]
-    values: dict[str, tuple[Kind, Any]]
-    defaults: dict[str, int]
 
 
 def _kind_of(annotation: Any) -> Kind | None:
@@ -138,7 +130,7 @@ class Graph:
     @property
     def profile(self) -> Profile | str | os.PathLike | None:
         """The profile steps are made under: a Profile, a directory, or None."""
-        return self.__dict__.get("_profile_value")
+        return state_of(self).profile
 
     @profile.setter
     def profile(self, value: Profile | str | os.PathLike | None) -> None:
@@ -147,8 +139,9 @@ class Graph:
                 f"{self.name}.profile is a Profile or a directory of "
                 f"<device>.json profiles, got {value!r}"
             )
-        self.__dict__["_profile_value"] = value
-        self.__dict__.pop("_references", None)
+        state = state_of(self)
+        state.profile = value
+        state.references.clear()
 
     def _profile(self) -> Profile | None:
         value = self.profile
@@ -170,10 +163,10 @@ class Graph:
         return signature.replace(parameters=list(signature.parameters.values())[1:])
 
     @property
-    def _parameters(self) -> _Parameters:
-        cached = self.__dict__.get("_parameters_cache")
-        if cached is not None:
-            return cached
+    def _parameters(self) -> Signature:
+        state = state_of(self)
+        if state.signature is not None:
+            return state.signature
         inputs: list[str] = []
         optional: set[str] = set()
         values: dict[str, tuple[Kind, Any]] = {}
@@ -214,8 +207,8 @@ class Graph:
                         f"(optional)"
                     )
                 optional.add(p.name)
-        parameters = _Parameters(tuple(inputs), frozenset(optional), values, defaults)
-        self.__dict__["_parameters_cache"] = parameters
+        parameters = Signature(tuple(inputs), frozenset(optional), values, defaults)
+        state.signature = parameters
         return parameters
 
     # -- what it holds -----------------------------------------------------------------
@@ -262,7 +255,7 @@ class Graph:
             raise ValueError(
                 f"{self.name}: load_state_dict's path {path!r} must end in a dot"
             )
-        if self.__dict__.get("_bound"):
+        if state_of(self).bound:
             raise ValueError(f"{self.name}: already loaded")
         tensors = {n: t for n, t, _, _ in walk(tree) if n.startswith(path)}
         tied: dict[int, list[str]] = {}
@@ -335,7 +328,7 @@ class Graph:
             bound.update(dict.fromkeys(others, bound[first]))
         for n, x, parent, key in walk(self, graphs=False):
             if isinstance(x, Graph):
-                if not x.__dict__.get("_bound"):
+                if not state_of(x).bound:
                     x.load_state_dict({**tensors, **bound}, path=f"{path}{n}.")
                 continue
             if not isinstance(x, _Unbound):
@@ -344,7 +337,7 @@ class Graph:
                 parent[key] = bound[path + n]
             else:
                 setattr(parent, key, bound[path + n])
-        self.__dict__["_bound"] = True
+        state_of(self).bound = True
 
     # -- recording ---------------------------------------------------------------------
 
@@ -384,7 +377,8 @@ class Graph:
             items, carry = self._split_carry(result)
             outputs = self._outputs(items)
             recorded = self._recorded_carry(carry, values, rec)
-        return rec.finish(inputs, outputs, values, recorded, params.defaults)
+        recording = rec.finish(inputs, outputs, values, recorded, params.defaults)
+        return dataclasses.replace(recording, signature=params)
 
     def _split_carry(self, result: Any) -> tuple[list[Any], Carry | None]:
         if isinstance(result, Carry):
@@ -521,7 +515,7 @@ class Graph:
         shapes = {n: (t.shape, t.dtype) for n, t in given.items()}
         with use_device(dev) if dev is not None else contextlib.nullcontext():
             device = require_device()
-            references = self.__dict__.setdefault("_references", {})
+            references = state_of(self).references
             key = (device.name, self._signature(shapes))
             recording = references.get(key)
             if recording is None:
@@ -548,7 +542,7 @@ class Graph:
         return self._versions_on(require_device().name)
 
     def _versions_on(self, device: str) -> dict[tuple, Any]:
-        return self.__dict__.setdefault("_versions", {}).setdefault(device, {})
+        return state_of(self).versions_on(device)
 
     def compile(
         self,
@@ -616,9 +610,4 @@ class Graph:
         A call after it loads them again (weights upload again; states start
         from zeros).
         """
-        for versions in self.__dict__.get("_versions", {}).values():
-            for version in versions.values():
-                version.release()
-        # The runtime keeps the graph's arenas here, one per backend and device.
-        for arena in self.__dict__.get("_arenas", {}).values():
-            arena.release()
+        state_of(self).release()

@@ -3,10 +3,16 @@
 Given a device and a :class:`~iron.core.recording.Recording`, :func:`plan`
 decides how the graph is packaged (one full ELF, or one xclbin per step), how
 its steps split into commands around host steps, which per-call words the
-image reads, and where every buffer lives in device memory (through the
-graph's shared :class:`~iron.core.arena.ArenaPlan`). No runtime, no toolchain:
-a :class:`Plan` is data a runtime builds from, and :meth:`Plan.report`
-explains every choice in words.
+image reads, where every buffer lives in device memory, and the Emit site of a
+version that loops. No runtime, no toolchain: a :class:`Plan` is data a
+runtime builds from, and :meth:`Plan.report` explains every choice in words.
+
+Planning is pure. The buffers are placed on a snapshot of the graph's
+:class:`~iron.core.arena.ArenaPlan` (:meth:`~iron.core.arena.ArenaPlan.copy`)
+that the plan keeps: the arena given is left as it was, and a runtime commits
+the snapshot (:meth:`~iron.core.arena.ArenaPlan.commit`) only once the
+version is built. So a compile that fails changes nothing, and a plan's
+report never changes after a later one.
 """
 
 from __future__ import annotations
@@ -16,11 +22,35 @@ from collections.abc import Iterable, Mapping
 
 from iron.core.arena import ArenaPlan, Placed, version_key
 from iron.core.device import Device, as_device
+from iron.core.emit import EmitSite, emit_site
 from iron.core.percall import evaluate
 from iron.core.recording import Recording, Step
 from iron.core.words import Word, words_of
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Packaging", "Plan", "packaging", "plan"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Packaging:
+    """How a version is packaged: what :func:`packaging` decides before placing.
+
+    Attributes:
+        full_elf: One full ELF for the whole version, else an xclbin per step.
+        reasons: Why the version is dispatched per step (empty for a full ELF).
+        commands: The device steps between host steps, as runs of step indices.
+    """
+
+    full_elf: bool
+    reasons: tuple[str, ...]
+    commands: list[tuple[int, ...]]
+
+    @property
+    def loops(self) -> bool:
+        """Whether the version can run asynchronously and loop on the device.
+
+        Only a full ELF with no host step between its commands can.
+        """
+        return self.full_elf and len(self.commands) <= 1
 
 
 @dataclasses.dataclass(eq=False)
@@ -35,8 +65,12 @@ class Plan:
         reasons: Why the version is dispatched per step (empty for a full ELF).
         commands: The device steps between host steps, as runs of step indices.
         words: The scratchpad words the image reads each call.
-        arena: The graph's arena plan, shared by all its versions.
+        arena: A snapshot of the graph's arena plan with this version
+            placed; what a runtime commits to the graph's arena once the
+            version is built. Later plans never change it.
         buffers: This version's buffers: offset, size, liveness and kind.
+        emit: The Emit site when the version ends in an Emit step (it loops
+            on the device), else None.
     """
 
     device: Device
@@ -48,6 +82,7 @@ class Plan:
     words: list[Word]
     arena: ArenaPlan
     buffers: dict[str, Placed]
+    emit: EmitSite | None = None
 
     @property
     def loops(self) -> bool:
@@ -152,15 +187,13 @@ def _commands(recording: Recording) -> list[tuple[int, ...]]:
     return commands
 
 
-def plan(
+def packaging(
     dev: Device | str,
     recording: Recording,
     full_elf: bool | None = None,
     check: bool = False,
-    *,
-    arena: ArenaPlan | None = None,
-) -> Plan:
-    """Plan one version of a graph for ``dev``.
+) -> Packaging:
+    """Decide how one version is packaged for ``dev``, before anything is placed.
 
     Args:
         dev: The device (or its name).
@@ -168,12 +201,10 @@ def plan(
         full_elf: One full ELF (True), one xclbin per step (False), or
             derived from the device and ``check`` (None).
         check: Dispatch each step alone, so each can be judged on its own.
-        arena: The graph's arena plan from an earlier version, to share.
 
     Raises:
         ValueError: ``full_elf=True`` where something forces per-step
-            images (listing every reason), or the version does not fit the
-            arena (a resident at another size).
+            images (listing every reason).
     """
     device = as_device(dev)
     reasons = []
@@ -188,19 +219,68 @@ def plan(
         )
     if full_elf is False and not reasons:
         reasons.append("full_elf=False was asked")
-    full = not reasons
-    words = words_of(recording, device, share=full)
-    shared = arena if arena is not None else ArenaPlan()
+    return Packaging(not reasons, tuple(reasons), _commands(recording))
+
+
+def plan(
+    dev: Device | str,
+    recording: Recording,
+    full_elf: bool | None = None,
+    check: bool = False,
+    *,
+    arena: ArenaPlan | None = None,
+    emit: bool = False,
+) -> Plan:
+    """Plan one version of a graph for ``dev``; ``arena`` is left as it was.
+
+    The version is placed on a snapshot of ``arena`` (see the module
+    docstring), which the plan keeps as :attr:`Plan.arena`; plan the next
+    version with ``arena=plan.arena`` to share one arena among versions.
+
+    Args:
+        dev: The device (or its name).
+        recording: The version's recording.
+        full_elf: One full ELF (True), one xclbin per step (False), or
+            derived from the device and ``check`` (None).
+        check: Dispatch each step alone, so each can be judged on its own.
+        arena: The graph's arena plan from an earlier version, to share.
+        emit: End the version in an Emit step (it loops on the device).
+
+    Raises:
+        ValueError: ``full_elf=True`` where something forces per-step
+            images (listing every reason), ``emit=True`` for a version
+            that cannot loop, or the version does not fit the arena (a
+            resident at another size).
+    """
+    device = as_device(dev)
+    packed = packaging(device, recording, full_elf, check)
+    site = None
+    if emit:
+        if not packed.loops or not recording.carry:
+            why = (
+                "it carries no values"
+                if not recording.carry
+                else "it is not one full ELF: "
+                + "; ".join(packed.reasons or ("host steps",))
+            )
+            raise ValueError(
+                f"{recording.name}: an Emit step needs a version that loops on "
+                f"the device, but {why}"
+            )
+        site = emit_site(recording)
+    words = words_of(recording, device, share=packed.full_elf)
+    snapshot = arena.copy() if arena is not None else ArenaPlan()
     version = version_key(recording)
-    buffers = shared.add(recording, version)
+    buffers = snapshot.add(recording, version)
     return Plan(
         device=device,
         name=recording.name,
         version=version,
-        full_elf=full,
-        reasons=tuple(reasons),
-        commands=_commands(recording),
+        full_elf=packed.full_elf,
+        reasons=packed.reasons,
+        commands=packed.commands,
         words=words,
-        arena=shared,
+        arena=snapshot,
         buffers=buffers,
+        emit=site,
     )

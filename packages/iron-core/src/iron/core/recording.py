@@ -19,14 +19,36 @@ import numpy as np
 
 from iron.core.access import bounded, read, write
 from iron.core.handle import Buffer, Handle, dtype_name
-from iron.core.percall import Affine, PerCall
+from iron.core.percall import Affine, Kind, PerCall
 
 if TYPE_CHECKING:
     from iron.core.device import Device
     from iron.core.held import State
     from iron.core.operator import Operator
 
-__all__ = ["HostStep", "Limit", "Recording", "Step"]
+__all__ = ["HostStep", "Limit", "Recording", "Signature", "Step"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """What a graph's ``body`` takes: its inputs and its per-call values.
+
+    Attributes:
+        inputs: Every input's name, in ``body``'s order, optional ones included.
+        optional: The inputs that may be left out (default None).
+        values: Each per-call value's kind and dtype, by name, in order.
+        defaults: The per-call values' defaults, by name (those that have one).
+    """
+
+    inputs: tuple[str, ...]
+    optional: frozenset[str] = frozenset()
+    values: Mapping[str, tuple[Kind, Any]] = dataclasses.field(default_factory=dict)
+    defaults: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def declared(self) -> dict[str, int | None]:
+        """Every per-call value by name, with its default (None: it has none)."""
+        return {name: self.defaults.get(name) for name in self.values}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -80,6 +102,9 @@ class Recording:
         addresses: Gathers by ids the device makes, by ids buffer.
         defaults: Per-call values' defaults.
         device: The device it was recorded for.
+        signature: What the graph's ``body`` takes (every input, optional
+            ones included; every per-call value, its kind and default); by
+            default what this recording's inputs and values say.
     """
 
     name: str
@@ -95,6 +120,16 @@ class Recording:
     addresses: dict[str, tuple[str, str, int]]
     defaults: dict[str, int]
     device: Device | None = None
+    signature: Signature | None = None
+
+    def __post_init__(self) -> None:
+        if self.signature is None:
+            self.signature = Signature(
+                tuple(h.name for h in self.inputs),
+                frozenset(),
+                {v.name: (v.kind, v.dtype) for v in self.values},
+                dict(self.defaults),
+            )
 
     # -- what it holds ---------------------------------------------------------
 

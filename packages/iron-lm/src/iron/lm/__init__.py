@@ -17,9 +17,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from iron.core.lazy import lazy_names
 from iron.lm.__about__ import __version__
 
 # name -> (module, attribute); the module is imported on first use.
@@ -45,18 +45,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'iron.lm' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+# The one mechanism iron itself uses (iron.core.lazy).
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 if TYPE_CHECKING:

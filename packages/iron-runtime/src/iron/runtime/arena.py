@@ -6,7 +6,13 @@ already uploaded. When a later compile grows the plan, the arena
 reallocates, copies its contents (states survive), bumps its generation, and
 every version binds the new buffer on its next call. Each image bakes its
 offsets in, so the plan only grows; compile every shape before the first
-call to avoid the copy.
+call to avoid the copy. A plan is made on a snapshot of the arena's plan;
+the arena takes the snapshot (:meth:`ScratchArena.commit`) only once the
+version is built, so a compile that fails leaves it as it was.
+
+A graph keeps its arenas in its state's backend slot
+(:attr:`iron.core.graph_state.GraphState.backend`); ``Graph.release`` calls
+:meth:`ScratchArena.release`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from iron.core.arena import ArenaPlan
+from iron.core.plan import Plan
 from iron.runtime.driver import BufferObject, DriverDevice
 
 __all__ = ["ScratchArena"]
@@ -40,6 +47,16 @@ class ScratchArena:
         self.generation = 0
         self.called = False
         self._bo: BufferObject | None = None
+
+    def commit(self, plan: Plan) -> None:
+        """Take ``plan``'s arena layout: its version is built.
+
+        Raises:
+            ValueError: ``plan`` was made on an older layout than this
+                arena's (see :meth:`iron.core.arena.ArenaPlan.commit`);
+                nothing changes.
+        """
+        self.plan.commit(plan.arena)
 
     @property
     def nbytes(self) -> int:

@@ -1,9 +1,13 @@
 """The runtime as iron-core finds it: compile a recording, call an operator.
 
 ``Graph.compile`` records and then asks the object this module registers
-under the ``iron.backends`` entry point to build the version: plan it into
-the graph's shared arena, build its images for the backend in use (the
-emulated NPU or XRT), and wrap them in a :class:`CompiledGraph`. A standalone
+under the ``iron.backends`` entry point to build the version: check
+``feeds=``, plan it on a snapshot of the graph's shared arena, build its
+images for the backend in use (the emulated NPU or XRT) and wrap them in a
+:class:`CompiledGraph`, whose arena then takes the plan's layout. It needs
+the recording alone, and the graph's public state: its name, and the slot of
+its :class:`~iron.core.graph_state.GraphState` where the runtime keeps the
+graph's scratch arenas (which ``Graph.release`` releases). A standalone
 operator call (``AXPY(size=2048, scalar_factor=2.0)(x, y)``) compiles a
 one-step graph the same way.
 """
@@ -16,10 +20,11 @@ from typing import Any
 
 from iron.core.arena import ArenaPlan
 from iron.core.device import require_device
-from iron.core.emit import emit_site
+from iron.core.emit import program_for
 from iron.core.graph import Graph
+from iron.core.graph_state import state_of
 from iron.core.operator import Operator
-from iron.core.plan import plan
+from iron.core.plan import packaging, plan
 from iron.core.recording import Recording
 from iron.runtime.arena import ScratchArena
 from iron.runtime.compiled import CompiledGraph
@@ -32,7 +37,8 @@ logger = logging.getLogger("iron.runtime")
 
 
 def _arena(graph: Graph, recording: Recording, device: Any) -> ScratchArena:
-    arenas = graph.__dict__.setdefault("_arenas", {})
+    """The graph's scratch arena for this backend and device, made once."""
+    arenas = state_of(graph).backend
     key = (device.backend, recording.device.name)
     arena = arenas.get(key)
     if arena is None:
@@ -89,36 +95,44 @@ class Runtime:
         feeds: CompiledGraph | None,
     ) -> CompiledGraph:
         description = recording.device
-        planned = plan(description, recording, full_elf, check, arena=arena.plan)
-        logger.info("%s", planned.report(graph.name))
-        loops = planned.loops and bool(recording.carry)
-        if feeds is not None and not loops:
-            why = (
-                "it carries no values"
-                if not recording.carry
-                else "it is not one full ELF: "
-                + "; ".join(planned.reasons or ["host steps"])
-            )
-            raise ValueError(
-                f"{graph.name}: feeds= needs a version that loops on the device, "
-                f"but {why}"
-            )
-        emit = None
-        if loops and (feeds is not None or not recording.inputs):
-            emit = emit_site(recording)
-        params = graph._parameters
-        declared = {name: params.defaults.get(name) for name in params.values}
-        version = CompiledGraph(
-            recording,
-            planned,
-            arena,
-            device,
-            input_names=params.inputs,
-            declared=declared,
-            check=check,
-            emit=emit,
+        packed = packaging(description, recording, full_elf, check)
+        loops = packed.loops and bool(recording.carry)
+        if feeds is not None:
+            if not isinstance(feeds, CompiledGraph):
+                raise TypeError(
+                    f"{graph.name}: feeds= is the version (a CompiledGraph) this "
+                    f"version's Emit starts, got {feeds!r}"
+                )
+            if not loops:
+                why = (
+                    "it carries no values"
+                    if not recording.carry
+                    else "it is not one full ELF: "
+                    + "; ".join(packed.reasons or ("host steps",))
+                )
+                raise ValueError(
+                    f"{graph.name}: feeds= needs a version that loops on the "
+                    f"device, but {why}"
+                )
+            if feeds.arena is not arena:
+                raise ValueError(
+                    f"{graph.name}: feeds= is {feeds.name}, a version of another "
+                    f"graph or device; an Emit starts a version of its own graph"
+                )
+        emit = loops and (feeds is not None or not recording.inputs)
+        planned = plan(
+            description, recording, full_elf, check, arena=arena.plan, emit=emit
         )
-        if emit is not None:
+        logger.info("%s", planned.report(graph.name))
+        if planned.emit is not None:
+            # Composed before the build, so a version whose Emit cannot start
+            # its target fails before the arena takes its layout.
+            target = feeds.recording if feeds is not None else recording
+            words = feeds.words if feeds is not None else planned.words
+            reads = feeds.parameters if feeds is not None else recording.reads
+            program_for(planned.emit, recording, target, words, [p.name for p in reads])
+        version = CompiledGraph(recording, planned, check=check, arena=arena)
+        if planned.emit is not None:
             version.emit_to(feeds if feeds is not None else version)
         return version
 

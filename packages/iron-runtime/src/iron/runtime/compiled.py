@@ -1,7 +1,12 @@
 """``CompiledGraph``: one version of a graph built into images, ready to call.
 
 It holds the recording, the plan, the graph's scratch arena and the images
-(loaded lazily, so a host with no device can compile). A call checks the
+(loaded lazily, so a host with no device can compile). It is built from a
+recording and its plan alone (the inputs it takes and the per-call values it
+declares are the recording's signature); once its images are built, the
+graph's arena takes the plan's layout (commit on success). A looping
+version's Emit program, composed by :meth:`CompiledGraph.emit_to`, is an
+input of each run (its ``program`` argument), not part of an image. A call checks the
 tensors and per-call values before anything is written, uploads weights not
 yet loaded, stages inputs, writes the scratchpad words, runs each command
 (host steps between them), and returns the outputs as numpy arrays cut to
@@ -17,7 +22,6 @@ second call waits and then runs on its own inputs; a call while a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from iron.core.access import read
+from iron.core.arena import ArenaPlan
 from iron.core.carry import Carry, evaluate_carry
-from iron.core.emit import EmitSite, compose, emit_site, made
+from iron.core.emit import EmitSite, program_for
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
 from iron.core.percall import check_values
@@ -36,6 +41,7 @@ from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena
 from iron.runtime.driver import BufferObject, DriverDevice, LoadedImage, Run, RunState
 from iron.runtime.image import ImageSpec, build_images
+from iron.runtime.select import open_device
 from iron.runtime.use import GraphUse
 
 __all__ = ["UPLOAD_PIECE", "CompiledGraph", "Loaded"]
@@ -132,35 +138,52 @@ class CompiledGraph:
         self,
         recording: Recording,
         plan: Plan,
-        arena: ScratchArena,
-        device: DriverDevice,
-        *,
-        input_names: Sequence[str] | None = None,
-        declared: Mapping[str, int | None] | None = None,
         check: bool = False,
+        arena: ScratchArena | None = None,
         emit: EmitSite | None = None,
     ) -> None:
+        """Build the version's images from its recording and plan.
+
+        Args:
+            recording: The version's recording.
+            plan: Its plan (from :func:`iron.core.plan.plan`).
+            check: Judge each step against its reference as it runs.
+            arena: The graph's scratch arena, shared by its versions; by
+                default one of its own, on the device opened from
+                ``recording.device``.
+            emit: The Emit site; by default the plan's.
+
+        Raises:
+            ValueError: The plan does not extend the arena's (the arena
+                changed since it was planned): plan again. Nothing changes.
+        """
+        if arena is None:
+            device = open_device(recording.device or plan.device)
+            arena = ScratchArena(device, ArenaPlan(plan.arena.align), recording.name)
         self.recording = recording
         self.plan = plan
         self.arena = arena
         self.use = GraphUse.of(arena)
-        self.device = device
-        self.emit = emit
+        self.device: DriverDevice = arena.device
+        self.emit = emit if emit is not None else plan.emit
         self.check = check
         self.words = plan.words
         self.parameters = recording.reads
-        self.input_names = list(input_names or [h.name for h in recording.inputs])
+        signature = recording.signature
+        assert signature is not None  # a Recording fills it in
+        self.input_names = list(signature.inputs)
         # every per-call value the graph declares -> its default (None: none)
-        self.declared = dict(
-            declared
-            if declared is not None
-            else {v.name: recording.defaults.get(v.name) for v in recording.values}
-        )
+        self.declared = signature.declared
         self.images: list[ImageSpec] = build_images(
-            plan, recording, check=check, emit=emit
+            plan, recording, check=check, emit=self.emit
         )
+        #: The Emit program each run is given (``emit_to`` composes it).
+        self.program: np.ndarray | None = None
+        self.emits_to: CompiledGraph | None = None
         self._callable: Loaded | None = None
         self._io: dict[str, BufferObject] = {}
+        with self.use.lock:
+            arena.commit(plan)  # built: the arena takes the plan's layout
 
     @property
     def name(self) -> str:
@@ -191,7 +214,20 @@ class CompiledGraph:
             if place.where != "arena":
                 key = f"{place.where}:{name}"
                 args[key] = self._io_buffer(key, place.nbytes)
+        if self.program is not None:
+            args["program"] = self._program_buffer(self.program)
         return args
+
+    def _program_buffer(self, program: np.ndarray) -> BufferObject:
+        """The device buffer holding ``program``, written when first made."""
+        bo = self._io.get("program")
+        if bo is None:
+            bo = self._io["program"] = self.device.alloc(
+                program.nbytes, f"{self.name} program"
+            )
+            bo.host()[: program.nbytes] = program.view(np.uint8)
+            bo.to_device(0, program.nbytes)
+        return bo
 
     def _where(self, name: str) -> tuple[BufferObject, int, int]:
         place = self.images[0].placement.get(name)
@@ -459,6 +495,9 @@ class CompiledGraph:
     def emit_to(self, target: CompiledGraph) -> None:
         """Program this version's Emit to start a call of ``target``.
 
+        The program is composed now and given to each later run of this
+        version (its ``program`` argument); the images are not changed.
+
         Raises:
             ValueError: This version has no Emit step, or ``target`` gathers
                 by ids the device made, whose addresses no carried value holds.
@@ -467,49 +506,22 @@ class CompiledGraph:
         """
         if self.emit is None:
             raise ValueError(f"{self.recording.name}: this version has no Emit step")
-        if target.recording.addresses:
-            tables = sorted(
-                {table for table, _, _ in target.recording.addresses.values()}
-            )
-            raise ValueError(
-                f"{target.recording.name}: an Emit cannot start it: its gather by ids "
-                f"the device made reads the address of {tables}, which the host "
-                f"writes each call and no carried value holds"
-            )
-        if tuple(target.recording.carry) != tuple(self.recording.carry):
-            raise ValueError(
-                f"{target.name} carries {list(target.recording.carry)}, not "
-                f"{list(self.recording.carry)}: they are not versions of one graph"
-            )
-        program = compose(
-            _with_target_ranges(self.emit, target),
-            self.recording.carry,
+        program = program_for(
+            self.emit,
+            self.recording,
+            target.recording,
             target.words,
             [p.name for p in target.parameters],
+            target.name,
         )
         with self.use.lock:
             self.use.check(f"{self.name}.emit_to({target.name})")
-            self.images[-1].program = program
+            old = self._io.pop("program", None)
+            if old is not None:
+                old.free()
+            self.program = program
             self.emits_to = target
 
     def __repr__(self) -> str:
         packaging = "full ELF" if self.plan.full_elf else "xclbin per step"
         return f"<CompiledGraph {self.name} on {self.device.backend} {self.device.name}: {packaging}>"
-
-
-def _with_target_ranges(site: EmitSite, target: CompiledGraph) -> EmitSite:
-    """``site`` with each device-made value limited as ``target``'s views limit it.
-
-    A sampled token the source never indexes by is still bounded where the
-    target reads it (``embed[token]``), so the composed program is proven not
-    to overflow over the values the target can take; ``run`` checks them too.
-    """
-    ranges = {name: (lo, hi) for name, lo, hi in site.ranges}
-    for name, lo, hi in emit_site(target.recording).ranges:
-        if name in site.handles:
-            key = made(name)
-            old_lo, old_hi = ranges.get(key, (lo, hi))
-            ranges[key] = (max(lo, old_lo), min(hi, old_hi))
-    return dataclasses.replace(
-        site, ranges=tuple((n, lo, hi) for n, (lo, hi) in ranges.items())
-    )

@@ -4,18 +4,16 @@ A :class:`ImageSpec` is built from a :class:`~iron.core.plan.Plan`: the steps
 one dispatch runs, where each buffer lives (the arena at its planned offset,
 or an input or output buffer of its own), the scratchpad layout (the plan's
 words, then one slot per carried value), and, for a version that loops, the
-Emit site and the program storage :meth:`CompiledGraph.emit_to` fills. The
-emulated NPU runs an ImageSpec as it is; the XRT backend builds one into an
-xclbin or a full ELF.
+Emit site. An image does not change once built: the Emit program that
+:meth:`CompiledGraph.emit_to` composes is an input of each run (its
+``program`` argument). The emulated NPU runs an ImageSpec as it is; the XRT
+backend builds one into an xclbin or a full ELF.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
 
 from iron.core.arena import Placed
 from iron.core.emit import EmitSite
@@ -47,8 +45,8 @@ class ImageSpec:
         words: The plan's per-call words (the scratchpad's first slots).
         carried: The carried values' slots, after the words.
         transients: This version's transients (for poisoning dead ones).
-        emit: The Emit site when this image ends in an Emit step.
-        program: The Emit program's storage, filled by ``emit_to``.
+        emit: The Emit site when this image ends in an Emit step (its
+            program is the run's ``program`` argument).
         check: Whether each step is judged against its reference as it runs.
     """
 
@@ -60,7 +58,6 @@ class ImageSpec:
     carried: tuple[str, ...]
     transients: tuple[Placed, ...]
     emit: EmitSite | None = None
-    program: np.ndarray | None = None
     check: bool = False
 
     def __post_init__(self) -> None:
@@ -114,10 +111,7 @@ def build_images(
             if group
             else "no steps"
         )
-        program: Any = None
         site = emit if (last and emit is not None) else None
-        if site is not None:
-            program = np.zeros(0, np.int32)
         images.append(
             ImageSpec(
                 name=f"{plan.version} {what}",
@@ -128,7 +122,6 @@ def build_images(
                 carried=carried,
                 transients=transients,
                 emit=site,
-                program=program,
                 check=check,
             )
         )

@@ -48,7 +48,8 @@ Arguments a graph image takes besides the runtime's buffers are made per
 run: ``arena@<i>`` windows and ``arena#<k>`` stretches as sub-buffers of the arena's BO
 (``bo(parent, size, offset)``) at the offset the run's scratchpad gives, and
 ``words`` as a BO holding the scratchpad. A full ELF ending in an Emit step
-takes ``program`` (the composed Emit program) and ``feedback`` (the words
+takes ``program`` (the composed Emit program, the run's ``program`` argument,
+copied into a BO of the design's size) and ``feedback`` (the words
 BO of the run :meth:`XrtRun.bind_feedback` named, which the Emit writes on
 the device; that run then starts on it without the host writing it). Runs
 on one hardware context are taken to execute in the order started, so a
@@ -379,6 +380,8 @@ class XrtRun(Run):
     def _bo(self, name: str, group: int | None) -> Any:
         """The XRT BO argument ``name`` takes this start."""
         image, x = self.image, self.image.device.pyxrt
+        if name == "program":  # the version's Emit program, padded to the design's
+            return image.program_bo(group, self._args.get("program"))
         if name in self._args:
             return self._args[name].bind(group)
         if name == "words":
@@ -392,8 +395,6 @@ class XrtRun(Run):
             bo.write(data, 0)
             bo.sync(x.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, data.size, 0)
             return bo
-        if name == "program":
-            return image.program_bo(group)
         if name == "feedback":
             target = self._feedback
             if target is None:
@@ -567,12 +568,17 @@ class XrtImage(LoadedImage):
             return None
         return self.kernel.group_id(arg)
 
-    def program_bo(self, group: int | None) -> Any:
-        """The Emit program's BO, holding what ``emit_to`` composed now."""
+    def program_bo(self, group: int | None, given: BufferObject | None) -> Any:
+        """The Emit program's BO, holding the run's ``program`` argument.
+
+        ``given`` holds the program ``emit_to`` composed (a buffer of the
+        program's size); it is copied into a BO of the design's size.
+        """
+        from iron.core.emit import stored
         from iron.runtime.npu.designs.emit import PROGRAM_WORDS
 
         x = self.device.pyxrt
-        program = None if self.graph is None else self.graph.spec.program
+        program = None if given is None else stored(given.host())
         if program is None or program.size == 0:
             raise RunError(
                 f"{self.name}: its Emit has no program; call emit_to(target) first"

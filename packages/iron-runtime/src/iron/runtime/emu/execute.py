@@ -24,7 +24,7 @@ from ml_dtypes import bfloat16
 
 from iron.core.access import read
 from iron.core.emit import run as run_emit
-from iron.core.emit import slots_of
+from iron.core.emit import slots_of, stored
 from iron.core.handle import Handle
 from iron.core.percall import Affine, evaluate
 from iron.core.recording import Recording
@@ -168,7 +168,7 @@ def execute(
             for placed in dead.get(step.index, ()):
                 _poison(memory, placed.offset, placed.nbytes)
     if spec.emit is not None and feedback is not None:
-        _emit(spec, views, scratchpad, feedback)
+        _emit(spec, memory, views, scratchpad, feedback)
 
 
 def _check(
@@ -192,11 +192,17 @@ def _check(
 
 
 def _emit(
-    spec: ImageSpec, views: DeviceViews, scratchpad: np.ndarray, feedback: np.ndarray
+    spec: ImageSpec,
+    memory: Mapping[str, np.ndarray],
+    views: DeviceViews,
+    scratchpad: np.ndarray,
+    feedback: np.ndarray,
 ) -> None:
+    """Run the Emit on the run's ``program`` argument, writing ``feedback``."""
     site = spec.emit
     assert site is not None
-    if spec.program is None or spec.program.size == 0:
+    raw = memory.get("program")
+    if raw is None or raw.size == 0:
         raise RunError(
             f"{spec.name}: its Emit has no program; call emit_to(target) first"
         )
@@ -210,6 +216,6 @@ def _emit(
             handle = spec.recording.carry[carried_name]
             assert isinstance(handle, Handle)
             slots.append(int(np.asarray(read(handle, ev, views)).reshape(-1)[0]))
-    words, carried = run_emit(spec.program, slots)
+    words, carried = run_emit(stored(raw), slots)
     feedback[: len(words)] = words
     feedback[len(words) : len(words) + len(carried)] = carried

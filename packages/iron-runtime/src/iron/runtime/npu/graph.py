@@ -320,8 +320,8 @@ class GraphDesign:
         design: What :func:`iron.runtime.npu.build.build` compiles: the one
             step's design (one step), else the full ELF's; None when the host
             does the image's one step (a :class:`HostGather`).
-        spec: The image it was made from (its ``program``, which
-            ``emit_to`` fills, is what the ``program`` argument holds).
+        spec: The image it was made from (the ``program`` argument holds
+            the Emit program ``emit_to`` composed, which each run is given).
         host_gathers: Steps the host runs before each start.
         segments: The ``arena#<k>`` arguments (a static stretch of the
             arena each), which the driver binds as sub-buffers of the arena.
