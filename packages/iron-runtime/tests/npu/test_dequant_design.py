@@ -186,7 +186,9 @@ def test_legality_counts_every_buffer_of_a_tile():
     # The operator refuses 16384-value tiles first; the design's own legality
     # refuses the same buffers (packed, scales, out double-buffered > 64 KiB).
     dev = as_device("npu2")
-    tiles = SimpleNamespace(N=1 << 16, tile_size=16384, num_aie_columns=1)
+    tiles = SimpleNamespace(
+        N=1 << 16, tile_size=16384, num_aie_columns=1, fifo_depth=Dequant.fifo_depth
+    )
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
         legality.check(dequant.layout(tiles, dev), dev)
 

@@ -540,6 +540,7 @@ def test_a_tile_that_does_not_fit_is_refused():
         **op.fields(),
         "num_aie_columns": 4,
         "effective_precision": Precision.HIGHEST,
+        "fifo_depth": op.fifo_depth,
     }
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
         legality.check(gemm.layout(SimpleNamespace(**fields), d), d)

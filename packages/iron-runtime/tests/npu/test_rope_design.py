@@ -677,7 +677,10 @@ def test_legality_refuses_tiles_past_a_core_on_its_own():
     dev = as_device("npu1")
     op = RoPE(rows=1, heads=64, head_dim=256, heads_per_tile=64, num_aie_columns=1)
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*133120 bytes"):
-        legality.check(rope.layout(SimpleNamespace(**op.fields()), dev), dev)
+        legality.check(
+            rope.layout(SimpleNamespace(**op.fields(), fifo_depth=op.fifo_depth), dev),
+            dev,
+        )
 
 
 def test_every_transfer_is_within_the_shim_limits_for_a_long_prompt():
@@ -728,7 +731,7 @@ def test_no_words_are_read_even_inside_an_image():
 def test_build_design_dispatches_to_this_module():
     assert rope.handles(RoPE(rows=1, heads=8, head_dim=64))
     assert not rope.handles(object())
-    assert rope.FAMILY == ("RoPE",)
+    assert rope.FAMILY == (RoPE,)
     d = build_design(RoPE(rows=1, heads=8, head_dim=64), "npu1")
     assert d.kernels == (rope.KERNEL,) and d.device == "npu1"
     assert dataclasses.asdict(d)["layout"]["operator"].startswith("RoPE(")

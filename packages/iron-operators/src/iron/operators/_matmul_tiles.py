@@ -75,14 +75,16 @@ def k_tiles(k: int, width: int) -> list[int]:
     return [t for t in range(2 * width, k + 1, width) if k % t == 0]
 
 
-def gemv_need(tile_m: int, tile_k: int) -> int:
-    """GEMV's bytes: w and x tiles in bf16, the partial sums in fp32, double-buffered."""
-    return 2 * (tile_m * tile_k * BF16 + tile_k * BF16 + tile_m * F32)
+def gemv_need(tile_m: int, tile_k: int, depth: int) -> int:
+    """GEMV's bytes: w and x tiles in bf16, the partial sums in fp32, ``depth`` of each."""
+    return depth * (tile_m * tile_k * BF16 + tile_k * BF16 + tile_m * F32)
 
 
-def gemm_need(tile_m: int, tile_k: int, tile_n: int) -> int:
-    """GEMM's bytes: a and b tiles in bf16, the c tile in fp32, double-buffered."""
-    return 2 * (tile_m * tile_k * BF16 + tile_k * tile_n * BF16 + tile_m * tile_n * F32)
+def gemm_need(tile_m: int, tile_k: int, tile_n: int, depth: int) -> int:
+    """GEMM's bytes: a and b tiles in bf16, the c tile in fp32, ``depth`` of each."""
+    return depth * (
+        tile_m * tile_k * BF16 + tile_k * tile_n * BF16 + tile_m * tile_n * F32
+    )
 
 
 def gemv_tiles(
@@ -93,6 +95,7 @@ def gemv_tiles(
     tile_m: int | None,
     tile_k: int | None,
     budget: int,
+    depth: int,
 ) -> dict[str, int] | None:
     """GEMV's ``tile_m``, ``tile_k`` and ``vector_width``, or None if none fit.
 
@@ -107,7 +110,7 @@ def gemv_tiles(
         for rows in [tile_m] if tile_m else [4, 2, 1]:
             if M % (columns * rows):
                 continue
-            k = largest(ks, lambda t, m=rows: gemv_need(m, t) <= budget)
+            k = largest(ks, lambda t, m=rows: gemv_need(m, t, depth) <= budget)
             if k is not None:
                 return {"tile_m": rows, "tile_k": k, "vector_width": width}
     return None
@@ -121,6 +124,7 @@ def gemm_tiles(
     columns: int,
     given: tuple[int | None, int | None, int | None],
     budget: int,
+    depth: int,
 ) -> dict[str, int]:
     """GEMM's ``tile_m``, ``tile_k`` and ``tile_n``: multiples of ``units``.
 
@@ -145,7 +149,7 @@ def gemm_tiles(
             for tile_n in ns:
                 tile_k = largest(
                     [t for t in ks if t >= least],
-                    lambda t, m=tile_m, n=tile_n: gemm_need(m, t, n) <= budget,
+                    lambda t, m=tile_m, n=tile_n: gemm_need(m, t, n, depth) <= budget,
                 )
                 if tile_k is not None:
                     return {"tile_m": tile_m, "tile_k": tile_k, "tile_n": tile_n}

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -70,6 +70,10 @@ _EFFECTIVE = tunable(
 
 class _MatMul(Operator):
     """What GEMV and GEMM share: the precision, the levels' models, the tolerance."""
+
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what ``check()`` counts.
+    fifo_depth: ClassVar[int] = 2
 
     def __init__(self, *, pinned: frozenset[str] | None = None, **fields: Any):
         if fields.get("precision") is not None:
@@ -235,7 +239,7 @@ class GEMV(_MatMul):
         return super().reference(w, x)
 
     def _need(self, tile_m: int, tile_k: int) -> int:
-        return _tiles.gemv_need(tile_m, tile_k)
+        return _tiles.gemv_need(tile_m, tile_k, self.fifo_depth)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         M, K, name = self.M, self.K, f"GEMV on {dev}"
@@ -259,7 +263,7 @@ class GEMV(_MatMul):
             "num_aie_columns": columns,
         }
         tiles = _tiles.gemv_tiles(
-            M, K, columns, widths, self.tile_m, self.tile_k, budget
+            M, K, columns, widths, self.tile_m, self.tile_k, budget, self.fifo_depth
         )
         if tiles is not None:
             return {**chosen, **tiles}
@@ -402,7 +406,7 @@ class GEMM(_MatMul):
         return super().reference(a, b)
 
     def _need(self, tile_m: int, tile_k: int, tile_n: int) -> int:
-        return _tiles.gemm_need(tile_m, tile_k, tile_n)
+        return _tiles.gemm_need(tile_m, tile_k, tile_n, self.fifo_depth)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         level = self.effective_precision or self._effective_default(dev)
@@ -413,7 +417,14 @@ class GEMM(_MatMul):
         )
         given = (self.tile_m, self.tile_k, self.tile_n)
         tiles = _tiles.gemm_tiles(
-            self.M, self.K, self.N, units, columns, given, _tiles.core_budget(dev)
+            self.M,
+            self.K,
+            self.N,
+            units,
+            columns,
+            given,
+            _tiles.core_budget(dev),
+            self.fifo_depth,
         )
         return {"effective_precision": level, "num_aie_columns": columns, **tiles}
 

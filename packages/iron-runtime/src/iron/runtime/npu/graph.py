@@ -243,7 +243,11 @@ class HostGather:
 
 def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
     """``step`` as a :class:`HostGather`, if it is a Copy gathering by input ids."""
-    if type(step.op).__name__ != "Copy":
+    try:
+        from iron.operators import Copy
+    except ModuleNotFoundError:  # without the catalog no step is a Copy
+        return None
+    if not isinstance(step.op, Copy):
         return None
     view, out = step.inputs[0], step.outputs[0]
     layout = view.layout

@@ -112,6 +112,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.operators import CausalAttention, DecodeAttention
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
@@ -158,7 +159,7 @@ __all__ = [
 ]
 
 #: The operators this module designs.
-FAMILY = ("DecodeAttention", "CausalAttention")
+FAMILY: tuple[type, ...] = (DecodeAttention, CausalAttention)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "attention_bf16"
@@ -178,7 +179,7 @@ def scale_bits(head_dim: int) -> int:
 
 def handles(op: object) -> bool:
     """Whether ``op`` is DecodeAttention or CausalAttention."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def layout(

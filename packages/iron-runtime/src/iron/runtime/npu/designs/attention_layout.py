@@ -21,7 +21,6 @@ from iron.runtime.npu.designs import linear_walk
 from iron.runtime.npu.designs._common import words_fifo, words_transfer
 from iron.runtime.npu.designs.attention_stream import (
     _CORE_ROW,
-    _DEPTH,
     _ITEM,
     _MEM_ROW,
     _WORD,
@@ -72,14 +71,16 @@ def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
             legality.Fifo(
                 f"kv_in_{c}", legality.Tile(c, 0), (mem,), p.kv_depth, 2 * p.block
             ),
-            legality.Fifo(f"kv_{c}", mem, (core,), _DEPTH, 2 * T * D),
+            legality.Fifo(f"kv_{c}", mem, (core,), p.depth, 2 * T * D),
         ]
         if not p.count:
             fifos.append(
-                legality.Fifo(f"q_{c}", legality.Tile(c, 0), (core,), _DEPTH, p.q_elems)
+                legality.Fifo(
+                    f"q_{c}", legality.Tile(c, 0), (core,), p.depth, p.q_elems
+                )
             )
         fifos.append(
-            legality.Fifo(f"out_{c}", core, (legality.Tile(c, 0),), _DEPTH, p.q_elems)
+            legality.Fifo(f"out_{c}", core, (legality.Tile(c, 0),), p.depth, p.q_elems)
         )
     if p.count:
         G = p.group
@@ -89,10 +90,12 @@ def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
             shim = legality.Tile(shim_of[f"q_in_{q}"], 0)
             wshim = legality.Tile(shim_of[f"words_{q}"], 0)
             fifos += [
-                legality.Fifo(f"q_in_{q}", shim, (mem,), _DEPTH, G * p.q_elems // 2, 4),
+                legality.Fifo(
+                    f"q_in_{q}", shim, (mem,), p.depth, G * p.q_elems // 2, 4
+                ),
                 words_fifo(q, wshim, mem, p.count),
                 legality.Fifo(
-                    f"qw_{q}", mem, cores, _DEPTH, G * p.q_elems // 2 + p.count, 4
+                    f"qw_{q}", mem, cores, p.depth, G * p.q_elems // 2 + p.count, 4
                 ),
             ]
     return fifos
@@ -111,8 +114,8 @@ def _check_core_memory(op: object, p: Plan, dev: Device) -> None:
     need = op.core_bytes(p.q_tile, p.kv_tile, words=p.count, pair=p.group)
     if need <= dev.core_memory_bytes:
         return
-    words = _DEPTH * p.count * _WORD
-    partner = _DEPTH * (p.group - 1) * p.q_elems * _ITEM
+    words = p.depth * p.count * _WORD
+    partner = p.depth * (p.group - 1) * p.q_elems * _ITEM
     fix = "use a smaller kv_tile" + (" or q_tile" if p.causal else "")
     if partner:
         fix += (

@@ -40,15 +40,15 @@ import dataclasses
 from collections.abc import Mapping
 
 from iron.core.device import Device
+from iron.operators import CausalAttention, DecodeAttention
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Words, linear_walk
+from iron.runtime.npu.designs import Words, linear_walk, registered
 from iron.runtime.npu.designs._common import word_slots
 
 __all__ = ["Plan"]
 
 _ITEM = 2  # bf16
 _WORD = 4  # i32, f32
-_DEPTH = 2  # double-buffered, as _Attention.core_bytes counts them
 _CORE_ROW = 2
 _MEM_ROW = 1
 #: A memory tile's buffer-descriptor wrap (10 bits) and step (17 bits), in words.
@@ -56,7 +56,7 @@ _MEM_WRAP = (1 << 10) - 1
 _MEM_STEP = 1 << 17
 
 #: Each operator's per-call parameter (its word, or its fixed value).
-_PER_CALL = {"DecodeAttention": "length", "CausalAttention": "start"}
+_PER_CALL: dict[type, str] = {DecodeAttention: "length", CausalAttention: "start"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +74,8 @@ class Plan:
         dist: Elements from ``k_cache`` to ``v_cache`` in their one argument
             when one shim descriptor alternates them (paired), else None.
         kv_depth: Depth of ``kv_in_<c>`` in the memory tile.
+        depth: Depth of every other FIFO: the operator's ``fifo_depth``,
+            which its ``core_bytes`` counts.
     """
 
     causal: bool
@@ -93,6 +95,7 @@ class Plan:
     span: int
     dist: int | None
     kv_depth: int
+    depth: int
 
     @property
     def g(self) -> int:
@@ -156,8 +159,10 @@ class Plan:
 
 def _base(op: object, dev: Device, words: Words | None) -> dict:
     """The plan's fields that do not depend on how K and V stream."""
-    causal = type(op).__name__ == "CausalAttention"
-    param = _PER_CALL[type(op).__name__]
+    causal = isinstance(op, CausalAttention)
+    param = registered(op, _PER_CALL)
+    if param is None:
+        raise KeyError(f"{type(op).__name__} is not an attention operator")
     slots, count = word_slots(op, (param,), words)
     count = count if slots else 0
     n = op.num_aie_columns
@@ -177,6 +182,7 @@ def _base(op: object, dev: Device, words: Words | None) -> dict:
         value=0 if slots else int(getattr(op, param)),
         count=count,
         group=group,
+        depth=op.fifo_depth,
     )
 
 

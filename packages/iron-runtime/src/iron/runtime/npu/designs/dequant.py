@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from iron.core.device import Device
+from iron.operators import Dequant
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -50,12 +51,11 @@ __all__ = ["FAMILY", "SYMBOL", "build", "handles", "layout"]
 
 _BF16 = 2
 _BYTE = 1
-_DEPTH = 2  # double-buffered, as Dequant.core_bytes() counts the tiles
 _CORE_ROW = 2
 _GROUP = 32  # iron.operators.dequant.GROUP
 
 #: The operators this module designs.
-FAMILY = ("Dequant",)
+FAMILY: tuple[type, ...] = (Dequant,)
 
 #: The kernel symbol (``dequant_bf16.cc``, linked as ``dequant_bf16.o``).
 SYMBOL = "dequant_bf16"
@@ -68,7 +68,7 @@ _ITEM = {"packed": _BYTE, "scales": _BF16, "out": _BF16}
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a Dequant."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def _bytes(op: object) -> dict[str, int]:
@@ -97,11 +97,16 @@ def layout(
         for p in ("packed", "scales"):
             fifos.append(
                 legality.Fifo(
-                    f"{p}_{c}", shim[c], (cores[c],), _DEPTH, per_tile[p], _ITEM[p]
+                    f"{p}_{c}",
+                    shim[c],
+                    (cores[c],),
+                    op.fifo_depth,
+                    per_tile[p],
+                    _ITEM[p],
                 )
             )
         fifos.append(
-            legality.Fifo(f"out_{c}", cores[c], (shim[c],), _DEPTH, tile, _BF16)
+            legality.Fifo(f"out_{c}", cores[c], (shim[c],), op.fifo_depth, tile, _BF16)
         )
     need = _bytes(op)
     for c in range(cols):

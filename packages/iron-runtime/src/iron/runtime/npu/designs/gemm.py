@@ -78,6 +78,7 @@ from collections.abc import Mapping, Sequence
 
 from iron.core.device import Device
 from iron.core.precision import Precision
+from iron.operators import GEMM
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
@@ -109,12 +110,11 @@ __all__ = [
 ]
 
 _F32 = 4
-_DEPTH = 2  # double-buffered, as GEMM.check() counts the tiles
 _MEM_ROW = 1
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("GEMM",)
+FAMILY: tuple[type, ...] = (GEMM,)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "gemm"
@@ -134,7 +134,7 @@ ACCUMULATE: dict[tuple[Precision, bool], str] = {
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a GEMM."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def stream_dims(op: object, p: Plan, fifo: str) -> list[tuple[int, int]]:
@@ -175,21 +175,27 @@ def layout(
     fifos = []
     for g, rows in enumerate(p.groups):
         fifos.append(
-            legality.Fifo(f"a_{g}", shim[g], (mem[g],), _DEPTH, len(rows) * tm * tk)
+            legality.Fifo(
+                f"a_{g}", shim[g], (mem[g],), op.fifo_depth, len(rows) * tm * tk
+            )
         )
         for r in rows:
             row_cores = tuple(core[c][r] for c in range(cols))
-            fifos.append(legality.Fifo(f"a_row{r}", mem[g], row_cores, _DEPTH, tm * tk))
+            fifos.append(
+                legality.Fifo(f"a_row{r}", mem[g], row_cores, op.fifo_depth, tm * tk)
+            )
     for c in range(cols):
         fifos += [
-            legality.Fifo(f"b_{c}", shim[c], (mem[c],), _DEPTH, tk * tn),
-            legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), _DEPTH, tk * tn),
+            legality.Fifo(f"b_{c}", shim[c], (mem[c],), op.fifo_depth, tk * tn),
+            legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), op.fifo_depth, tk * tn),
         ]
         fifos += [
-            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), _DEPTH, tm * tn)
+            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), op.fifo_depth, tm * tn)
             for r in range(R)
         ]
-        fifos.append(legality.Fifo(f"out_{c}", mem[c], (shim[c],), _DEPTH, R * tm * tn))
+        fifos.append(
+            legality.Fifo(f"out_{c}", mem[c], (shim[c],), op.fifo_depth, R * tm * tn)
+        )
     transfers, waits = _sequence(op, p, dev, where, schedule(op, dev, where))
     cores = tuple(t for column in core for t in column)
     return legality.Layout(
@@ -211,16 +217,17 @@ def _objectfifo(
     producer: str,
     consumers: Sequence[str],
     elem: str,
+    depth: int,
     dims: Sequence[tuple[int, int]] | None = None,
 ) -> None:
     """``aie.objectfifo`` with an optional ``dimensionsToStream`` [dims_to_stream]."""
     if not dims:
-        b.objectfifo(name, producer, consumers, _DEPTH, elem)
+        b.objectfifo(name, producer, consumers, depth, elem)
         return
     pattern = ", ".join(f"<size = {n}, stride = {s}>" for n, s in dims)
     b.line(
         f"aie.objectfifo @{name}({producer} dimensionsToStream [{pattern}], "
-        f"{{{', '.join(consumers)}}}, {_DEPTH} : i32) : !aie.objectfifo<{elem}>"
+        f"{{{', '.join(consumers)}}}, {depth} : i32) : !aie.objectfifo<{elem}>"
     )
 
 
@@ -294,6 +301,7 @@ def build(
     c_t, acc_t = memref((tm, tn)), memref((tm, tn), "f32")
     obj = f"{KERNEL_SOURCE}.o"
     ints3 = ["i32", "i32", "i32"]
+    depth = op.fifo_depth
     b = Builder()
     b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     with b.region("module"), b.device(dev.name, "main"):
@@ -305,11 +313,11 @@ def build(
         core_v = [[b.tile(c, _CORE_ROW + r) for r in range(R)] for c in range(cols)]
         for g, rows in enumerate(p.groups):
             rows_t = memref(len(rows) * tm * tk)
-            _objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t)
+            _objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t, depth)
             for r in rows:
                 row_cores = [core_v[c][r] for c in range(cols)]
                 dims = stream_dims(op, p, "a")
-                _objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, dims)
+                _objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, depth, dims)
             _link(
                 b,
                 [f"a_{g}"],
@@ -319,14 +327,16 @@ def build(
                 else (),
             )
         for c in range(cols):
-            _objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn))
+            _objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn), depth)
             dims = stream_dims(op, p, "b")
-            _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, dims)
+            _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, depth, dims)
             _link(b, [f"b_{c}"], [f"b_col{c}"])
             for r in range(R):
-                _objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t)
+                _objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, depth)
             dims = stream_dims(op, p, "out")
-            _objectfifo(b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), dims)
+            _objectfifo(
+                b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), depth, dims
+            )
             _link(
                 b,
                 [f"c_{c}_{r}" for r in range(R)],

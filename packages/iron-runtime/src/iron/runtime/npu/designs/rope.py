@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from iron.core.device import Device
+from iron.operators import RoPE
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -72,11 +73,10 @@ __all__ = [
 ]
 
 _ITEM = 2  # bf16
-_DEPTH = 2  # x, out and the table row double-buffered, as RoPE.core_bytes counts
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("RoPE",)
+FAMILY: tuple[type, ...] = (RoPE,)
 
 #: The kernel symbol (``rope_bf16.cc``, linked as ``rope_bf16.o``).
 KERNEL = "rope_bf16"
@@ -98,7 +98,7 @@ class Segment(NamedTuple):
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a RoPE."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def segments(op: object, col: int) -> tuple[Segment, ...]:
@@ -144,9 +144,9 @@ def layout(
     fifos, transfers = [], []
     for c in range(ncol):
         fifos += [
-            legality.Fifo(f"x_{c}", shim[c], (cores[c],), _DEPTH, tile),
-            legality.Fifo(f"table_{c}", shim[c], (cores[c],), _DEPTH, d),
-            legality.Fifo(f"out_{c}", cores[c], (shim[c],), _DEPTH, tile),
+            legality.Fifo(f"x_{c}", shim[c], (cores[c],), op.fifo_depth, tile),
+            legality.Fifo(f"table_{c}", shim[c], (cores[c],), op.fifo_depth, d),
+            legality.Fifo(f"out_{c}", cores[c], (shim[c],), op.fifo_depth, tile),
         ]
     block = linear_walk(per_col, _ITEM, dev)
     for c in range(ncol):

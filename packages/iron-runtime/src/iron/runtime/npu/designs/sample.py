@@ -43,6 +43,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.operators import Sample
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -71,13 +72,12 @@ __all__ = [
 
 _BF16 = 2
 _WORD = 4
-_DEPTH = 2  # double-buffered chunks, as Sample.core_bytes() counts them
 _TOKEN_DEPTH = 1  # one token a call
 _COL = 0
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("Sample",)
+FAMILY: tuple[type, ...] = (Sample,)
 
 #: The kernel source (``sample.cc``, linked as ``sample.o``).
 KERNEL_SOURCE = "sample"
@@ -89,7 +89,7 @@ _LOGIT_TYPE = {2: "bf16", 4: "f32"}
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a Sample."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def list_words(k: int) -> int:
@@ -135,7 +135,7 @@ def layout(
     shim, core = legality.Tile(_COL, 0), legality.Tile(_COL, _CORE_ROW)
     fifos = [
         legality.Fifo(
-            f"logits_{_COL}", shim, (core,), _DEPTH, op.tile_size, op.itemsize
+            f"logits_{_COL}", shim, (core,), op.fifo_depth, op.tile_size, op.itemsize
         ),
         legality.Fifo(f"token_{_COL}", core, (shim,), _TOKEN_DEPTH, 1, _WORD),
     ]

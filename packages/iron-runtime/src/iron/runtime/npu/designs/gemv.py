@@ -76,6 +76,7 @@ from collections.abc import Mapping
 
 from iron.core.device import Device
 from iron.core.precision import Precision
+from iron.operators import GEMV
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -91,11 +92,10 @@ __all__ = ["FAMILY", "KERNEL_SOURCE", "SYMBOLS", "build", "handles", "layout"]
 
 _ITEM = 2  # bf16
 _F32 = 4
-_DEPTH = 2  # double-buffered, as GEMV.check() counts the tiles
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("GEMV",)
+FAMILY: tuple[type, ...] = (GEMV,)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "gemv"
@@ -115,7 +115,7 @@ _Walk = tuple[int, tuple[int, ...], tuple[int, ...]]
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a GEMV."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def _batch(op: object) -> int:
@@ -174,9 +174,9 @@ def _fifos(op: object) -> list[legality.Fifo]:
     for c in range(cols):
         shim, core = legality.Tile(c, 0), legality.Tile(c, _CORE_ROW)
         fifos += [
-            legality.Fifo(f"w_{c}", shim, (core,), _DEPTH, tm * tk),
-            legality.Fifo(f"x_{c}", shim, (core,), _DEPTH, x_elems),
-            legality.Fifo(f"out_{c}", core, (shim,), _DEPTH, tm),
+            legality.Fifo(f"w_{c}", shim, (core,), op.fifo_depth, tm * tk),
+            legality.Fifo(f"x_{c}", shim, (core,), op.fifo_depth, x_elems),
+            legality.Fifo(f"out_{c}", core, (shim,), op.fifo_depth, tm),
         ]
     return fifos
 
