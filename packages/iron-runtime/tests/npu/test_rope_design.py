@@ -619,21 +619,21 @@ def test_smaller_pinned_tiles_stream_each_row_once_per_column():
 
 def test_segments_cover_each_columns_tiles_in_order():
     op = RoPE(rows=5, heads=8, head_dim=32, heads_per_tile=2, num_aie_columns=2)
-    assert rope.segments(op, 0) == (rope.Segment(0, 2, 4), rope.Segment(2, 1, 2))
-    assert rope.segments(op, 1) == (rope.Segment(2, 1, 2), rope.Segment(3, 2, 4))
+    assert rope.tile_runs(op, 0) == (rope.TileRun(0, 2, 4), rope.TileRun(2, 1, 2))
+    assert rope.tile_runs(op, 1) == (rope.TileRun(2, 1, 2), rope.TileRun(3, 2, 4))
     odd = RoPE(rows=3, heads=4, head_dim=32, heads_per_tile=1, num_aie_columns=4)
-    assert [rope.segments(odd, c) for c in range(4)] == [
-        (rope.Segment(0, 1, 3),),
-        (rope.Segment(0, 1, 1), rope.Segment(1, 1, 2)),
-        (rope.Segment(1, 1, 2), rope.Segment(2, 1, 1)),
-        (rope.Segment(2, 1, 3),),
+    assert [rope.tile_runs(odd, c) for c in range(4)] == [
+        (rope.TileRun(0, 1, 3),),
+        (rope.TileRun(0, 1, 1), rope.TileRun(1, 1, 2)),
+        (rope.TileRun(1, 1, 2), rope.TileRun(2, 1, 1)),
+        (rope.TileRun(2, 1, 3),),
     ]
     for fields in SHAPES:
         o = RoPE(**fields).resolved("npu2")
         tiles = [
             (s.position + p, s.tiles)
             for c in range(o.num_aie_columns)
-            for s in rope.segments(o, c)
+            for s in rope.tile_runs(o, c)
             for p in range(s.positions)
         ]
         per_position = o.heads // o.heads_per_tile

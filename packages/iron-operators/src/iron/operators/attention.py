@@ -111,7 +111,7 @@ class _Attention(Operator):
         """Data memory one core needs: double-buffered tiles, scratch, stack.
 
         The one account of a core's memory: the NPU design checks its layout
-        with this same sum (``iron.runtime.npu.designs.attention_layout``).
+        with this same sum (``iron.runtime.npu.designs.attention_schedule``).
 
         Args:
             q_tile: Query rows (tokens) per kernel call.

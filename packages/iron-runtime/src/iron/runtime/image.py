@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from iron.core.arena import Placed
+from iron.core.arena import Allocation
 from iron.core.emit import EmitSite
 from iron.core.plan import Plan
 from iron.core.recording import Recording, Step
@@ -58,7 +58,7 @@ class ImageSpec:
     placement: dict[str, Placement]
     words: list[Word]
     carried: tuple[str, ...]
-    transients: tuple[Placed, ...]
+    transients: tuple[Allocation, ...]
     emit: EmitSite | None = None
     program: np.ndarray | None = None
     check: bool = False

@@ -223,7 +223,7 @@ def build_design(
     """The design of ``op`` on ``dev``, legality checked.
 
     ``words`` places ``op``'s per-call parameters in the run's scratchpad
-    (see :mod:`._common`); a standalone operator's take slots 0, 1, ...
+    (see :mod:`.sequence`); a standalone operator's take slots 0, 1, ...
 
     Raises:
         NotImplementedError: ``op`` is not a catalog operator, or a case of

@@ -38,12 +38,12 @@ from iron.operators import Dequant
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     column_fifos,
     in_arena,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -84,7 +84,7 @@ def layout(
     """What the design of resolved ``op`` places on ``dev`` (not yet checked).
 
     ``where`` maps each port to ``(argument, element offset)`` as
-    ``_common._sequence_args`` gives it (offsets in bf16 elements for
+    :func:`.sequence.sequence_args` gives it (offsets in bf16 elements for
     the arena); by default each port is its own buffer at offset 0.
     """
     where = dict(where or {p: (p, 0) for p in _PORTS})
@@ -152,7 +152,7 @@ def build(
     """
     op = op.resolved(dev)
     op.check(dev)
-    args, where = _sequence_args(op, _bytes(op), placement, arena_bytes, unit=_BF16)
+    args, where = sequence_args(op, _bytes(op), placement, arena_bytes, unit=_BF16)
     lay = layout(op, dev, where)
     legality.check(lay, dev)
 
@@ -190,5 +190,5 @@ def build(
                     b.release(f"scales_{c}", "Consume")
                     b.release(f"out_{c}", "Produce")
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, dtypes=_DTYPES)
-    return _design(b, op, dev, args, (SYMBOL,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, dtypes=_DTYPES)
+    return assemble(b, op, dev, args, (SYMBOL,), lay)

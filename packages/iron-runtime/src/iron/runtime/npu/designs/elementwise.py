@@ -41,10 +41,10 @@ from iron.operators.elementwise import Elementwise
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -113,7 +113,7 @@ def build(
     cols, tile = op.num_aie_columns, op.tile_size
     per_col = op.size // cols
     tiles = per_col // tile
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op, {p: op.size * _ITEM for p in ins + outs}, placement, arena_bytes
     )
     shim = [legality.Tile(c, 0) for c in range(cols)]
@@ -173,8 +173,8 @@ def build(
             _core(
                 b, core_v[c], c, ins, outs, symbol, tile, tiles, scalars, kernel_types
             )
-        _runtime_sequence(b, args, transfers, outs, cols)
-    return _design(b, op, dev, args, (symbol,), layout)
+        runtime_sequence(b, args, transfers, outs, cols)
+    return assemble(b, op, dev, args, (symbol,), layout)
 
 
 def _core(

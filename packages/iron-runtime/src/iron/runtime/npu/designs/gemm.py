@@ -7,7 +7,7 @@ tile_m`` row tiles that is at most the device's ``core_rows``) each own one
 ``tile_m``-row tile of M per pass. Core ``(c, 2 + r)`` computes the output
 tiles ``(p * rows + r, q * columns + c)`` for every M pass ``p`` and N pass
 ``q``, walking K in ``tile_k`` steps: ``(M / tile_m / rows) * (N / tile_n /
-columns)`` output tiles per core per call (:class:`~.gemm_schedule.Plan`).
+columns)`` output tiles per core per call (:class:`~.gemm_schedule.GemmTiling`).
 
 Data movement (all object FIFOs of depth 2, as ``GEMM.check()`` counts the
 core's tiles: ``a`` and ``b`` double-buffered, the bf16 ``out`` tile
@@ -82,18 +82,18 @@ from iron.operators import GEMM
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
-)
 from iron.runtime.npu.designs.gemm_schedule import (
-    _ITEM,
-    _PORTS,
-    Plan,
-    _sequence,
-    plan,
+    ITEM,
+    PORTS,
+    GemmTiling,
     schedule,
+    sequence_transfers,
+    tiling,
+)
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -137,7 +137,7 @@ def handles(op: object) -> bool:
     return isinstance(op, FAMILY)
 
 
-def stream_dims(op: object, p: Plan, fifo: str) -> list[tuple[int, int]]:
+def stream_dims(op: object, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
     """The memory tile's ``dimensionsToStream`` ``(size, stride)`` of a FIFO kind.
 
     ``fifo`` is ``a`` (an A tile into ``r x s`` blocks), ``b`` (a B tile into
@@ -166,8 +166,8 @@ def layout(
     ``where`` maps each port to ``(argument, element offset)``; by default
     each port is its own buffer at offset 0.
     """
-    where = dict(where or {q: (q, 0) for q in _PORTS})
-    p = plan(op, dev)
+    where = dict(where or {q: (q, 0) for q in PORTS})
+    p = tiling(op, dev)
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
     shim = [legality.Tile(c, 0) for c in range(cols)]
     mem = [legality.Tile(c, _MEM_ROW) for c in range(cols)]
@@ -196,7 +196,7 @@ def layout(
         fifos.append(
             legality.Fifo(f"out_{c}", mem[c], (shim[c],), op.fifo_depth, R * tm * tn)
         )
-    transfers, waits = _sequence(op, p, dev, where, schedule(op, dev, where))
+    transfers, waits = sequence_transfers(op, p, dev, where, schedule(op, dev, where))
     cores = tuple(t for column in core for t in column)
     return legality.Layout(
         repr(op),
@@ -280,21 +280,21 @@ def build(
             f"has no NPU kernel yet; give precision='high' or 'highest'"
         )
     acc_sym = ACCUMULATE[key]
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op,
         {
-            "a": op.M * op.K * _ITEM,
-            "b": op.K * op.N * _ITEM,
-            "out": op.M * op.N * _ITEM,
+            "a": op.M * op.K * ITEM,
+            "b": op.K * op.N * ITEM,
+            "out": op.M * op.N * ITEM,
         },
         placement,
         arena_bytes,
-        unit=_ITEM,
+        unit=ITEM,
     )
     lay = layout(op, dev, where)
     legality.check(lay, dev)
 
-    p = plan(op, dev)
+    p = tiling(op, dev)
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
     a_t = memref((tm, tk))
     b_t = memref((tn, tk) if op.b_transposed else (tk, tn))
@@ -360,8 +360,8 @@ def build(
                     acc_sym,
                     (a_t, b_t, c_t, acc_t),
                 )
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 
 def _core(
@@ -370,7 +370,7 @@ def _core(
     acc: str,
     c: int,
     r: int,
-    p: Plan,
+    p: GemmTiling,
     acc_sym: str,
     types: tuple[str, str, str, str],
 ) -> None:

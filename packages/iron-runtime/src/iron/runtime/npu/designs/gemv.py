@@ -80,11 +80,11 @@ from iron.operators import GEMV
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     column_fifos,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -534,7 +534,7 @@ def build(
     _check_out_words(op, dev)
     level = op.effective_precision
     zero, acc_sym, store = SYMBOLS[level]
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op,
         {p: _sizes(op)[p] * _ITEM for p in _PORTS},
         placement,
@@ -563,5 +563,5 @@ def build(
             with b.core(core_v[c]):
                 _core(b, op, c, accs[c], (zero, acc_sym, store), (w_t, x_t, out_t))
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)

@@ -22,7 +22,7 @@ references add it as fp32), Softmax's ``length`` as an int.
 
 A per-call Softmax ``length`` (a :class:`~iron.core.percall.PerCall` or
 :class:`~iron.core.percall.Affine`) is read from the run's scratchpad, as
-:mod:`._common` lays it out: each column gets one more FIFO, ``words_<c>``
+:mod:`.sequence` lays it out: each column gets one more FIFO, ``words_<c>``
 (the whole scratchpad of ``i32``, depth 1, shim to core: the core's and the
 shim's second input channel besides ``x``), which the runtime sequence fills
 from its last argument ``words`` before the column's other transfers. At
@@ -49,11 +49,11 @@ from iron.operators import LayerNorm, RMSNorm, Softmax
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk, registered
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     load_words,
+    runtime_sequence,
+    sequence_args,
     word_slots,
     words_fifo,
     words_transfer,
@@ -177,7 +177,7 @@ def build(
     need |= {p: rows * cols * _ITEM for p in outs}
     slots, count = word_slots(op, registered(op, _PER_CALL) or (), words)
     count = count if slots else 0  # no per-call parameter reads no words
-    args, where = _sequence_args(op, need, placement, arena_bytes, words=count)
+    args, where = sequence_args(op, need, placement, arena_bytes, words=count)
     shim = [legality.Tile(c, 0) for c in range(ncol)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(ncol)]
     scratch = cols if isinstance(op, Softmax) else 0
@@ -295,8 +295,8 @@ def build(
                     (count, slots),
                 )
                 b.end()
-        _runtime_sequence(b, args, transfers, outs, ncol)
-    return _design(b, op, dev, args, (symbol,), layout)
+        runtime_sequence(b, args, transfers, outs, ncol)
+    return assemble(b, op, dev, args, (symbol,), layout)
 
 
 def _core_body(
