@@ -222,3 +222,149 @@ def test_a_missing_wheel_fails(tmp_path):
     _build(dist, "iron-core", CORE_FILES, CORE_FILES)
     problems, _ = check_wheels.check_dir(dist, packages)
     assert any("iron-ops: expected one wheel" in p for p in problems)
+
+
+# -- (d) and (e): private modules and names ----------------------------------------
+
+
+def test_private_modules_are_imported_only_by_their_package():
+    _fail_on(check_layering.check_private_modules())
+
+
+def test_no_distribution_imports_another_distributions_private_names():
+    _fail_on(check_layering.check_private_names())
+
+
+def _sources(tmp_path: Path, trees: dict[str, dict[str, str]]) -> dict:
+    """Parsed synthetic trees, one per distribution."""
+    return check_layering.load_sources(
+        {dist: _tree(tmp_path / dist, files) for dist, files in trees.items()}
+    )
+
+
+CORE_TREE = {
+    "iron/__init__.py": "",
+    "iron/core/__init__.py": "from iron.core.tolerance import compare\n",
+    "iron/core/tolerance.py": """
+        from iron.core._bf16 import to_bf16
+        def compare(): ...
+    """,
+    "iron/core/_bf16.py": """
+        from typing import TYPE_CHECKING
+        import numpy as np
+        from iron.core.device import NPU2
+        if TYPE_CHECKING:
+            from iron.core.tolerance import Tolerance
+        def to_bf16(): ...
+    """,
+    "iron/core/device.py": "NPU2 = 2\n",
+}
+
+
+def test_the_private_module_checker_accepts_a_clean_tree(tmp_path):
+    # A sibling imports the private module, which imports an unrelated
+    # sibling and, for types only, its importer.
+    known = _sources(tmp_path, {"iron-core": CORE_TREE})
+    assert check_layering.check_private_modules_in(known) == []
+
+
+@pytest.mark.parametrize(
+    "source,why",
+    [
+        ("from iron.core import compare\n", "imports its package iron.core"),
+        ("from .. import core\n", "imports its package iron.core"),
+        # the emit cycle of issue 19: emit.py's stubs import the private
+        # module, which imports emit back
+        ("from iron.core.tolerance import compare\n", "which imports it"),
+        ("def f():\n    import iron.core.tolerance\n", "which imports it"),
+    ],
+)
+def test_a_private_module_importing_its_parent_is_flagged(tmp_path, source, why):
+    tree = {**CORE_TREE, "iron/core/_bf16.py": source}
+    problems = check_layering.check_private_modules_in(
+        _sources(tmp_path, {"iron-core": tree})
+    )
+    assert any("_bf16.py" in p and why in p for p in problems), _report(problems)
+
+
+def test_a_private_module_imported_from_another_package_is_flagged(tmp_path):
+    known = _sources(
+        tmp_path,
+        {
+            "iron-core": CORE_TREE,
+            "iron-lm": {"iron/lm/__init__.py": "from iron.core._bf16 import to_bf16\n"},
+        },
+    )
+    problems = check_layering.check_private_modules_in(known)
+    assert any("from outside iron.core" in p for p in problems), _report(problems)
+
+
+OPERATORS_TREE = {
+    "iron/operators/__init__.py": "",
+    "iron/operators/movers.py": "def _simplify(): ...\ndef split(): ...\n",
+    "iron/operators/_matmul_math.py": "def bound(): ...\n",
+    "iron/operators/matmul.py": "from iron.operators._matmul_math import bound\n",
+}
+
+
+def test_the_private_name_checker_accepts_public_and_own_names(tmp_path):
+    runtime = {
+        "iron/runtime/__init__.py": "from iron.runtime._own import _x\n",
+        "iron/runtime/_own.py": "_x = 1\n",
+        "iron/runtime/design.py": """
+            from iron.operators.movers import split
+            from iron.operators import movers
+            movers.split()
+        """,
+    }
+    known = _sources(
+        tmp_path,
+        {
+            "iron-core": CORE_TREE,
+            "iron-operators": OPERATORS_TREE,
+            "iron-runtime": runtime,
+        },
+    )
+    assert check_layering.check_private_names_in(known) == []
+
+
+@pytest.mark.parametrize(
+    "source,name",
+    [
+        ("from iron.operators.movers import _simplify\n", "movers._simplify"),
+        ("from iron.operators._matmul_math import bound\n", "_matmul_math.bound"),
+        ("import iron.operators._matmul_math\n", "iron.operators._matmul_math"),
+        ("from iron.operators import _matmul_math\n", "iron.operators._matmul_math"),
+        ("from iron.operators import movers\nmovers._simplify()\n", "movers._simplify"),
+        (
+            "import iron.operators.movers as m\nm._simplify()\n",
+            "iron.operators.movers._simplify",
+        ),
+        ("from iron.core._bf16 import to_bf16\n", "iron.core._bf16.to_bf16"),
+    ],
+)
+def test_another_distributions_private_name_is_flagged(tmp_path, source, name):
+    runtime = {"iron/runtime/__init__.py": "", "iron/runtime/bad.py": source}
+    known = _sources(
+        tmp_path,
+        {
+            "iron-core": CORE_TREE,
+            "iron-operators": OPERATORS_TREE,
+            "iron-runtime": runtime,
+        },
+    )
+    problems = check_layering.check_private_names_in(known)
+    assert problems and all("bad.py" in p for p in problems), _report(problems)
+    assert any(name in p for p in problems), _report(problems)
+
+
+def test_a_pending_entry_that_matches_nothing_fails():
+    assert check_layering._without_pending(["a: x", "b: y"], ("x",)) == ["b: y"]
+    left, stale = check_layering._without_pending(["b: y"], ("x",))
+    assert left == "b: y" and "PENDING entry 'x' matches no problem" in stale
+
+
+def test_underscore_imports_are_counted(tmp_path):
+    known = _sources(tmp_path, {"iron-core": CORE_TREE})
+    found = check_layering.underscore_imports(known)
+    assert [f.rsplit(": ", 1)[1] for f in found] == ["iron.core._bf16.to_bf16"]
