@@ -565,6 +565,19 @@ def _without_pending(problems: list[str], pending: tuple[str, ...]) -> list[str]
     return left + stale
 
 
+def shared_class_names(known: dict[str, _Source]) -> dict[str, list[str]]:
+    """Public class names defined at the top of more than one module.
+
+    One meaning per name: two classes called ``Plan`` read as one concept.
+    """
+    where: dict[str, list[str]] = {}
+    for source in known.values():
+        for node in getattr(source.tree, "body", []):
+            if isinstance(node, ast.ClassDef) and not _private(node.name):
+                where.setdefault(node.name, []).append(source.module)
+    return {name: mods for name, mods in sorted(where.items()) if len(mods) > 1}
+
+
 def check_private_modules() -> list[str]:
     """(d) on the repository's sources (less :data:`PENDING`)."""
     problems = check_private_modules_in(load_sources(SOURCES))

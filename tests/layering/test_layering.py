@@ -368,3 +368,26 @@ def test_underscore_imports_are_counted(tmp_path):
     known = _sources(tmp_path, {"iron-core": CORE_TREE})
     found = check_layering.underscore_imports(known)
     assert [f.rsplit(": ", 1)[1] for f in found] == ["iron.core._bf16.to_bf16"]
+
+
+def test_one_class_per_public_name():
+    # Issue 19 found three Plans, two Windows and Placed beside Placement.
+    # Left: the Clamp operator (a catalog name) and iron.core.percall's Clamp
+    # expression, which another part of the issue owns.
+    shared = check_layering.shared_class_names(
+        check_layering.load_sources(check_layering.SOURCES)
+    )
+    assert shared == {"Clamp": ["iron.core.percall", "iron.operators.activations"]}, (
+        shared
+    )
+
+
+def test_a_second_class_of_one_name_is_found(tmp_path):
+    tree = {
+        **CORE_TREE,
+        "iron/core/plan.py": "class Plan: ...\n",
+        "iron/core/gemm.py": "class Plan: ...\nclass _Private: ...\n",
+        "iron/core/other.py": "class _Private: ...\n",
+    }
+    shared = check_layering.shared_class_names(_sources(tmp_path, {"iron-core": tree}))
+    assert shared == {"Plan": ["iron.core.gemm", "iron.core.plan"]}
