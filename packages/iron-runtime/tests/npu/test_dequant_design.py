@@ -260,3 +260,10 @@ def test_the_kernel_arithmetic_reproduces_the_reference(host_dequant):
     assert np.array_equal(
         np.isnan(got.astype(np.float32)), np.isnan(want.astype(np.float32))
     )
+
+
+def test_the_design_groups_by_the_operators_group():
+    import iron.operators.dequant as operator_module
+
+    # One value, declared by the operator (its check() and reference use it).
+    assert vars(dequant)["GROUP"] is operator_module.GROUP

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 
 from iron.core.device import Device
 from iron.operators import Dequant
+from iron.operators.dequant import GROUP
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -52,7 +53,6 @@ __all__ = ["FAMILY", "SYMBOL", "build", "handles", "layout"]
 _BF16 = 2
 _BYTE = 1
 _CORE_ROW = 2
-_GROUP = 32  # iron.operators.dequant.GROUP
 
 #: The operators this module designs.
 FAMILY: tuple[type, ...] = (Dequant,)
@@ -73,7 +73,7 @@ def handles(op: object) -> bool:
 
 def _bytes(op: object) -> dict[str, int]:
     """Each port's bytes."""
-    return {"packed": op.N // 2, "scales": op.N // _GROUP * _BF16, "out": op.N * _BF16}
+    return {"packed": op.N // 2, "scales": op.N // GROUP * _BF16, "out": op.N * _BF16}
 
 
 def layout(
@@ -91,7 +91,7 @@ def layout(
     cols, tile = op.num_aie_columns, op.tile_size
     shim = [legality.Tile(c, 0) for c in range(cols)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
-    per_tile = {"packed": tile // 2, "scales": tile // _GROUP, "out": tile}
+    per_tile = {"packed": tile // 2, "scales": tile // GROUP, "out": tile}
     fifos, transfers = [], []
     for c in range(cols):
         for p in ("packed", "scales"):
@@ -160,7 +160,7 @@ def build(
     tiles = op.N // cols // tile
     elem = {
         "packed": memref(tile // 2, "i8"),
-        "scales": memref(tile // _GROUP),
+        "scales": memref(tile // GROUP),
         "out": memref(tile),
     }
     kernel_types = [elem["packed"], elem["scales"], elem["out"], "i32"]
