@@ -262,8 +262,12 @@ def test_the_kernel_arithmetic_reproduces_the_reference(host_dequant):
     )
 
 
-def test_the_design_groups_by_the_operators_group():
+def test_the_design_groups_by_the_operators_group(monkeypatch):
+    # One value, declared by the operator: changed there, the design's
+    # scales FIFO follows (1024 values a tile: 32 scales, then 16).
     import iron.operators.dequant as operator_module
 
-    # One value, declared by the operator (its check() and reference use it).
-    assert vars(dequant)["GROUP"] is operator_module.GROUP
+    op = Dequant(N=4096, tile_size=1024, num_aie_columns=1)
+    assert "memref<32xbf16>" in design(op, "npu2")
+    monkeypatch.setattr(operator_module, "GROUP", 64)
+    assert "memref<16xbf16>" in design(op, "npu2")

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 
 from iron.core.device import Device
 from iron.operators import Dequant
-from iron.operators.dequant import GROUP
+from iron.operators import dequant as dequant_operator
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, linear_walk
@@ -73,7 +73,11 @@ def handles(op: object) -> bool:
 
 def _bytes(op: object) -> dict[str, int]:
     """Each port's bytes."""
-    return {"packed": op.N // 2, "scales": op.N // GROUP * _BF16, "out": op.N * _BF16}
+    return {
+        "packed": op.N // 2,
+        "scales": op.N // dequant_operator.GROUP * _BF16,
+        "out": op.N * _BF16,
+    }
 
 
 def layout(
@@ -91,7 +95,11 @@ def layout(
     cols, tile = op.num_aie_columns, op.tile_size
     shim = [legality.Tile(c, 0) for c in range(cols)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
-    per_tile = {"packed": tile // 2, "scales": tile // GROUP, "out": tile}
+    per_tile = {
+        "packed": tile // 2,
+        "scales": tile // dequant_operator.GROUP,
+        "out": tile,
+    }
     fifos, transfers = [], []
     for c in range(cols):
         for p in ("packed", "scales"):
@@ -160,7 +168,7 @@ def build(
     tiles = op.N // cols // tile
     elem = {
         "packed": memref(tile // 2, "i8"),
-        "scales": memref(tile // GROUP),
+        "scales": memref(tile // dequant_operator.GROUP),
         "out": memref(tile),
     }
     kernel_types = [elem["packed"], elem["scales"], elem["out"], "i32"]
