@@ -23,7 +23,8 @@ Sessions:
     bench        run the benchmarks, write benchmarks/results.json and
                  BENCHMARKS.md (-- --quick for a CI-sized run).
     integration  cross-package tests and examples in tests/.
-    layering     import iron is light; iron-core imports no other distribution.
+    layering     import iron is light; iron-core imports no other distribution;
+                 private modules and names stay private.
     wheels       build every package's wheel and sdist and check their contents.
     lint         ruff check and ruff format --check over the whole tree.
 """
@@ -222,7 +223,7 @@ def integration(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def layering(session: nox.Session) -> None:
-    """Check what ``import iron`` loads and what iron-core's source imports."""
+    """Check what ``import iron`` loads, what iron-core imports, and private names."""
     # Every distribution is installed, so "import iron loads no runtime" is
     # tested where it could.
     _install_all(session)

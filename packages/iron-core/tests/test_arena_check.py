@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from arena_for_tests import Chain, Held, record
 
-from iron.core.arena import ArenaInvariantError, ArenaPlan, Placed, arena_svg
+from iron.core.arena import Allocation, ArenaInvariantError, ArenaPlan, arena_svg
 
 
 def test_check_catches_an_overlap():
@@ -59,9 +59,9 @@ def test_check_catches_a_transient_over_a_resident_of_another_version():
 
 
 def test_placed_and_report():
-    p = Placed("t", 128, 100, 2, 5, "transient")
+    p = Allocation("t", 128, 100, 2, 5, "transient")
     assert p.end == 228 and p.in_arena and p.live_at(5) and not p.live_at(6)
-    assert not Placed("x", 0, 4, 0, 1, "input").in_arena
+    assert not Allocation("x", 0, 4, 0, 1, "input").in_arena
     plan = ArenaPlan()
     plan.add(record(Held([64], [32], [128, 256, 64]), x=(16,)))
     text = plan.report()

@@ -256,3 +256,28 @@ class TestIntegers:
 
     def test_bool(self):
         assert compare(np.array([True, False]), np.array([1, 0]), Tolerance.exact())
+
+
+def test_a_verdict_is_the_one_record_of_a_judgement():
+    # The judgement builds the Verdict itself; the private bf16 arithmetic
+    # holds no record repeating Verdict's fields (issue 19, section 4).
+    import dataclasses
+
+    import iron.core._bf16 as arithmetic
+
+    fields = {f.name for f in dataclasses.fields(Verdict)}
+    for name, value in vars(arithmetic).items():
+        if isinstance(value, type) and value.__module__ == arithmetic.__name__:
+            own = set(getattr(value, "_fields", ())) | set(
+                getattr(value, "__dataclass_fields__", ())
+            )
+            assert not own & fields, f"_bf16.{name} repeats Verdict's {own & fields}"
+    verdict = compare(np.ones(3, bfloat16), np.ones(3, bfloat16), Tolerance.exact())
+    assert type(verdict) is Verdict and verdict.tolerance == Tolerance.exact()
+
+
+def test_the_two_params_point_to_each_other():
+    from iron.core import declare, held
+
+    assert "iron.core.held.param" in (declare.param.__doc__ or "")
+    assert "iron.core.declare.param" in (held.param.__doc__ or "")

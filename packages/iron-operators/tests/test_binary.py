@@ -22,7 +22,7 @@ from iron.core.device import NPU1, NPU2, as_device
 from iron.core.operator import DimensionConflictError
 from iron.core.tolerance import Tolerance, compare
 from iron.operators.binary import ElementwiseAdd, ElementwiseMul
-from iron.operators.elementwise import _ONE_ROUNDING
+from iron.operators.elementwise import ONE_ROUNDING
 
 DEVICES = (NPU1, NPU2)
 BINARY = (ElementwiseAdd, ElementwiseMul)
@@ -133,7 +133,7 @@ def test_declarations(cls):
 @pytest.mark.parametrize("cls", BINARY)
 def test_tolerance_is_amds_eltwise_contract(cls, dev):
     tolerance = cls(size=2048).resolved(dev).tolerance()
-    assert tolerance is _ONE_ROUNDING
+    assert tolerance is ONE_ROUNDING
     assert (tolerance.kind, tolerance.ulps, tolerance.atol) == ("ulps", 1, 2.0**-126)
     assert "one rounding" in tolerance.note and "eltwise" in tolerance.note
 

@@ -39,7 +39,7 @@ from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import (
     Words,
     attention,
-    attention_layout,
+    attention_schedule,
     build_design,
     design,
 )
@@ -530,7 +530,7 @@ def test_llama_contexts_stream_chunks_through_the_memory_tile_in_the_arena(
             assert f.elements == chunk
     # The memory tiles hold the same bytes whatever max_len.
     short = attention.layout(r.replace(max_len=512), as_device(dev), where)[1]
-    memtile = attention_layout.memtile_bytes
+    memtile = attention_schedule.memtile_bytes
     assert memtile(plan, as_device(dev)) == memtile(short, as_device(dev))
     per_shim: dict = {}
     for t in d.layout.transfers:

@@ -186,7 +186,9 @@ def test_legality_counts_every_buffer_of_a_tile():
     # The operator refuses 16384-value tiles first; the design's own legality
     # refuses the same buffers (packed, scales, out double-buffered > 64 KiB).
     dev = as_device("npu2")
-    tiles = SimpleNamespace(N=1 << 16, tile_size=16384, num_aie_columns=1)
+    tiles = SimpleNamespace(
+        N=1 << 16, tile_size=16384, num_aie_columns=1, fifo_depth=Dequant.fifo_depth
+    )
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
         legality.check(dequant.layout(tiles, dev), dev)
 
@@ -258,3 +260,14 @@ def test_the_kernel_arithmetic_reproduces_the_reference(host_dequant):
     assert np.array_equal(
         np.isnan(got.astype(np.float32)), np.isnan(want.astype(np.float32))
     )
+
+
+def test_the_design_groups_by_the_operators_group(monkeypatch):
+    # One value, declared by the operator: changed there, the design's
+    # scales FIFO follows (1024 values a tile: 32 scales, then 16).
+    import iron.operators.dequant as operator_module
+
+    op = Dequant(N=4096, tile_size=1024, num_aie_columns=1)
+    assert "memref<32xbf16>" in design(op, "npu2")
+    monkeypatch.setattr(operator_module, "GROUP", 64)
+    assert "memref<16xbf16>" in design(op, "npu2")

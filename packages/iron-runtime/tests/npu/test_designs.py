@@ -9,8 +9,12 @@ FileCheck clone) when it is installed.
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
+from iron.core.dma import linear_walk
+from iron.core.operator import RefusedShapeError
 from iron.operators import (
     AXPY,
     GELU,
@@ -25,8 +29,8 @@ from iron.operators import (
     Tanh,
 )
 from iron.runtime.image import Placement
-from iron.runtime.npu import MLIR_AIE_RELEASE, LegalityError
-from iron.runtime.npu.designs import build_design, design, elementwise, linear_walk
+from iron.runtime.npu import MLIR_AIE_RELEASE, LegalityError, designs
+from iron.runtime.npu.designs import build_design, design, elementwise
 from iron.runtime.npu.kernels import contract
 
 from .support import check_golden, filecheck
@@ -200,11 +204,155 @@ def test_an_operator_outside_the_catalog_says_so():
         design(Mine(), "npu2")
 
 
-def test_every_catalog_operator_has_a_family_module():
-    from iron.operators import CATALOG
-    from iron.runtime.npu.designs import MODULES
+#: One small instance of every catalog operator, by name.
+_EXAMPLES = {
+    "ElementwiseAdd": {"size": 2048},
+    "ElementwiseMul": {"size": 2048},
+    "AXPY": {"size": 2048, "scalar_factor": 1.0},
+    "ReLU": {"size": 2048},
+    "SiLU": {"size": 2048},
+    "GELU": {"size": 2048},
+    "Sigmoid": {"size": 2048},
+    "Tanh": {"size": 2048},
+    "LeakyReLU": {"size": 2048, "alpha": 0.01},
+    "Clamp": {"size": 2048, "low": -1.0, "high": 1.0},
+    "SiLUMul": {"size": 2048},
+    "RMSNorm": {"rows": 8, "cols": 256},
+    "LayerNorm": {"rows": 8, "cols": 256},
+    "Softmax": {"rows": 8, "cols": 256},
+    "RoPE": {"rows": 8, "heads": 8, "head_dim": 64},
+    "GEMV": {"M": 256, "K": 256},
+    "GEMM": {"M": 64, "K": 256, "N": 256},
+    "DecodeAttention": {
+        "heads": 8,
+        "kv_heads": 2,
+        "head_dim": 64,
+        "max_len": 256,
+        "length": 100,
+    },
+    "CausalAttention": {
+        "heads": 8,
+        "kv_heads": 2,
+        "head_dim": 64,
+        "max_len": 256,
+        "rows": 16,
+    },
+    "Copy": {"shape": (64, 64)},
+    "Transpose": {"rows": 64, "cols": 64},
+    "Repeat": {"rows": 8, "repeat": 4, "row_shape": (64,)},
+    "Dequant": {"N": 4096},
+    "Sample": {"vocab": 4096},
+}
 
-    assert sorted(MODULES) == sorted(CATALOG)
+
+def _example(cls: type) -> object:
+    return cls(**_EXAMPLES[cls.__name__])
+
+
+def _catalog() -> list[type]:
+    from iron.operators import CATALOG
+
+    return [CATALOG[name] for name in sorted(CATALOG)]
+
+
+#: The operators whose designs take their FIFOs' depth from ``fifo_depth``
+#: (the data movers keep their own).
+_FIFO_FAMILIES = [cls for cls in _catalog() if hasattr(cls, "fifo_depth")]
+
+
+def test_every_catalog_operator_has_a_registered_design():
+    from iron.operators import CATALOG
+
+    assert set(designs.registry()) == set(CATALOG.values())
+
+
+def test_the_registry_holds_what_each_family_claims_and_nothing_else():
+    modules = {
+        name: importlib.import_module(f"iron.runtime.npu.designs.{name}")
+        for name in designs.FAMILIES
+    }
+    claimed = {cls: m for m in modules.values() for cls in m.FAMILY}
+    assert dict(designs.registry()) == claimed
+    for module in modules.values():
+        for cls in module.FAMILY:
+            assert designs.family_of(_example(cls)) is module
+            assert module.handles(_example(cls))
+
+
+def test_a_catalog_operator_without_a_registered_design_is_named(monkeypatch):
+    from iron.operators import GEMV
+
+    families = {k: v for k, v in designs.registry().items() if k is not GEMV}
+    monkeypatch.setattr(designs, "registry", lambda: families)
+    with pytest.raises(
+        NotImplementedError, match=r"GEMV is a catalog operator.*FAMILY"
+    ):
+        design(GEMV(M=128, K=128), "npu2")
+
+
+def test_two_families_claiming_one_class_is_an_error(monkeypatch):
+    from iron.runtime.npu.designs import rows
+
+    monkeypatch.setattr(rows, "FAMILY", (*rows.FAMILY, ReLU))
+    designs.registry.cache_clear()
+    try:
+        with pytest.raises(
+            RuntimeError, match="ReLU is claimed by two design families"
+        ):
+            designs.registry()
+    finally:
+        monkeypatch.undo()
+        designs.registry.cache_clear()
+
+
+def test_a_subclass_of_a_catalog_operator_finds_its_base_design():
+    class MyReLU(ReLU):
+        pass
+
+    mine, base = (
+        build_design(MyReLU(size=4096), "npu1"),
+        build_design(ReLU(size=4096), "npu1"),
+    )
+    assert mine.kernels == base.kernels == ("relu_bf16",)
+    assert mine.text.replace("MyReLU(", "ReLU(") == base.text
+
+
+def test_the_fifo_depth_an_operator_declares_is_what_check_and_design_use(
+    monkeypatch,
+):
+    # A 4096-element tile of ReLU's x and out: 2 * 2 * 8192 bytes fit half of
+    # npu1's 64 KiB core memory at depth 2; at depth 3 they do not.
+    op = ReLU(size=4096, tile_size=4096, num_aie_columns=1)
+    assert "2 : i32) : !aie.objectfifo" in design(op, "npu1")
+    monkeypatch.setattr(ReLU, "fifo_depth", 3)
+    with pytest.raises(RefusedShapeError, match="49152 bytes"):
+        design(op, "npu1")
+    small = ReLU(size=4096, tile_size=1024, num_aie_columns=1)
+    text = design(small, "npu1")
+    assert "3 : i32) : !aie.objectfifo" in text
+    assert "2 : i32) : !aie.objectfifo" not in text
+
+
+@pytest.mark.parametrize("cls", _FIFO_FAMILIES, ids=lambda cls: cls.__name__)
+def test_every_tiled_design_makes_its_fifos_as_deep_as_the_operator_says(
+    cls, monkeypatch
+):
+    op = _example(cls)
+    before = design(op, "npu2")
+    monkeypatch.setattr(cls, "fifo_depth", 1)
+    after = design(op, "npu2")
+    assert after != before
+    assert after.count(", 1 : i32)") > before.count(", 1 : i32)")
+
+
+def test_an_elementwise_kernel_is_the_one_the_operator_declares(monkeypatch):
+    monkeypatch.setattr(ReLU, "kernel", "relu2_bf16")
+    d = build_design(ReLU(size=4096), "npu1")
+    assert d.kernels == ("relu2_bf16",) and "@relu2_bf16(" in d.text
+    assert elementwise.kernel_of(LeakyReLU(size=16, alpha=0.5)) == (
+        "leaky_relu_bf16",
+        (0x3F00,),
+    )
 
 
 def test_linear_walk_splits_long_runs_within_the_fields():

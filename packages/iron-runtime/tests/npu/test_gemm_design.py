@@ -155,7 +155,7 @@ def _moved(lay: legality.Layout, fifo: str) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _tiles(op, p: gemm_schedule.Plan, order: str):
+def _tiles(op, p: gemm_schedule.GemmTiling, order: str):
     """``(p, q)`` of each output tile a core computes, in the core's order."""
     m, n = range(p.m_passes), range(p.n_passes)
     if order == "mn":
@@ -165,7 +165,7 @@ def _tiles(op, p: gemm_schedule.Plan, order: str):
 
 def _expected(op, dev) -> dict[str, np.ndarray]:
     """Each shim FIFO's element indices, from GEMM's access semantics."""
-    p, order = gemm_schedule.plan(op, dev), gemm_schedule.tile_order(op, dev)
+    p, order = gemm_schedule.tiling(op, dev), gemm_schedule.tile_order(op, dev)
     M, K, N = op.M, op.K, op.N
     R, cols, tm, tk, tn = p.rows, p.columns, p.tm, p.tk, p.tn
     A = np.arange(M * K).reshape(M, K)
@@ -252,7 +252,7 @@ def test_a_stride_beyond_the_step_field_is_unrolled_into_transfers():
     want = _expected(op, d)
     for c in (0, 7):
         ts = [t for t in lay.transfers if t.fifo == f"b_{c}"]
-        assert len(ts) == gemm_schedule.plan(op, d).n_passes == 2
+        assert len(ts) == gemm_schedule.tiling(op, d).n_passes == 2
         assert all(t.sizes[0] == 1 and max(t.strides) <= 1 << 21 for t in ts)
         np.testing.assert_array_equal(
             np.concatenate([_grid(t) for t in ts]), want[f"b_{c}"]
@@ -289,7 +289,7 @@ def _unblock(flat: np.ndarray, h: int, w: int, r: int, c: int) -> np.ndarray:
 def test_memory_tile_patterns_make_the_kernels_blocks(dev, transposed):
     d = as_device(dev)
     op = GEMM(M=128, K=256, N=256, b_transposed=transposed).resolved(d)
-    p = gemm_schedule.plan(op, d)
+    p = gemm_schedule.tiling(op, d)
     r, s, t = p.mmul
     tm, tk, tn = p.tm, p.tk, p.tn
     a = np.arange(tm * tk).reshape(tm, tk)
@@ -317,7 +317,7 @@ def _replay(op, dev, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The design's data movement in numpy, with a kernel reading its contract's blocks."""
     d = as_device(dev)
     lay = build_design(op, d).layout
-    p = gemm_schedule.plan(op, d)
+    p = gemm_schedule.tiling(op, d)
     r, s, t = p.mmul
     R, tm, tk, tn, nk = p.rows, p.tm, p.tk, p.tn, p.k_tiles
     flat = {"a": a.ravel(), "b": b.ravel()}
@@ -415,7 +415,7 @@ def test_core_memory_is_exactly_what_check_counts(case, dev):
 def test_rows_sharing_a_shim_stay_within_the_memory_tiles_channels():
     d = as_device("npu1")
     op = GEMM(M=512, K=1024, N=256, num_aie_columns=1).resolved(d)
-    p = gemm_schedule.plan(op, d)
+    p = gemm_schedule.tiling(op, d)
     assert p.rows == 4 and p.groups == ((0, 1, 2, 3),)
     lay = gemm.layout(op, d)
     mem = legality.Tile(0, 1)
@@ -511,7 +511,7 @@ def test_a_block_may_end_inside_an_outer_pass():
     # 256 N passes each) still move each FIFO's elements in the core's order.
     d = as_device("npu1")
     op = GEMM(**dict(BLOCKED[-1][1])).resolved(d)
-    p = gemm_schedule.plan(op, d)
+    p = gemm_schedule.tiling(op, d)
     assert p.m_passes == 2 and p.n_passes == 256
     walks = gemm_schedule._walks(op, p, {q: (q, 0) for q in ("a", "b", "out")}, "mn")
     ts = [
@@ -540,6 +540,7 @@ def test_a_tile_that_does_not_fit_is_refused():
         **op.fields(),
         "num_aie_columns": 4,
         "effective_precision": Precision.HIGHEST,
+        "fifo_depth": op.fifo_depth,
     }
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
         legality.check(gemm.layout(SimpleNamespace(**fields), d), d)
@@ -592,13 +593,15 @@ def test_the_contract_parses_and_names_the_design_symbols():
 def test_the_kernel_geometry_is_the_operators_mmul_shape(dev):
     d = as_device(dev)
     op = GEMM(M=64, K=256, N=256).resolved(d)
-    assert gemm_schedule.plan(op, d).mmul == ((4, 8, 4) if dev == "npu1" else (4, 8, 8))
+    assert gemm_schedule.tiling(op, d).mmul == (
+        (4, 8, 4) if dev == "npu1" else (4, 8, 8)
+    )
 
 
 def test_cores_and_tiles_follow_the_plan():
     d = as_device("npu2")
     op = GEMM(M=256, K=512, N=512).resolved(d)
-    p = gemm_schedule.plan(op, d)
+    p = gemm_schedule.tiling(op, d)
     text = design(op, d)
     assert text.count("aie.core(") == p.columns * p.rows
     assert p.rows * p.m_passes * p.tm == op.M

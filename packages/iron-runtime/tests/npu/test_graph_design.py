@@ -27,7 +27,7 @@ from iron.runtime import xrt
 from iron.runtime.driver import RunError
 from iron.runtime.image import build_images
 from iron.runtime.npu import build, legality
-from iron.runtime.npu.graph import EMIT, Window, graph_design
+from iron.runtime.npu.graph import EMIT, WindowShift, graph_design
 
 from .support import filecheck
 from .test_build import FakeRunner
@@ -87,7 +87,7 @@ def test_a_per_call_row_is_read_through_a_window():
     (window,) = add.windows
     assert add.args == ("arena", "arena@0")
     slot = images[2].slot_of_key[rec.steps[2].inputs[1].layout.offset.key()]
-    assert window == Window("arena@0", slot, 0, 2)
+    assert window == WindowShift("arena@0", slot, 0, 2)
     # y's reads start at the table's own offset in the shifted arena
     y_reads = [t for t in add.design.layout.transfers if t.buffer == "arena@0"]
     assert min(t.offset for t in y_reads) == p.buffers["table"].offset // 2

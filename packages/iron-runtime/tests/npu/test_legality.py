@@ -17,9 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from iron.core.device import NPU1, NPU2
-from iron.core.dma import shim_descriptor_fits
+from iron.core.dma import linear_walk, shim_descriptor_fits
 from iron.core.tap import TensorAccessPattern
-from iron.runtime.npu.designs import linear_walk
 from iron.runtime.npu.legality import (
     Fifo,
     Layout,

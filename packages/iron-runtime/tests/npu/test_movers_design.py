@@ -479,7 +479,7 @@ def test_an_out_view_is_checked_as_walks():
 
 
 def test_family_and_registry():
-    assert movers.FAMILY == ("Copy", "Transpose", "Repeat")
+    assert movers.FAMILY == (Copy, Transpose, Repeat)
     assert movers.handles(Repeat(rows=1, repeat=1)) and not movers.handles(object())
     assert movers.windows(Transpose(rows=8, cols=8)) == ()
 

@@ -619,21 +619,21 @@ def test_smaller_pinned_tiles_stream_each_row_once_per_column():
 
 def test_segments_cover_each_columns_tiles_in_order():
     op = RoPE(rows=5, heads=8, head_dim=32, heads_per_tile=2, num_aie_columns=2)
-    assert rope.segments(op, 0) == (rope.Segment(0, 2, 4), rope.Segment(2, 1, 2))
-    assert rope.segments(op, 1) == (rope.Segment(2, 1, 2), rope.Segment(3, 2, 4))
+    assert rope.tile_runs(op, 0) == (rope.TileRun(0, 2, 4), rope.TileRun(2, 1, 2))
+    assert rope.tile_runs(op, 1) == (rope.TileRun(2, 1, 2), rope.TileRun(3, 2, 4))
     odd = RoPE(rows=3, heads=4, head_dim=32, heads_per_tile=1, num_aie_columns=4)
-    assert [rope.segments(odd, c) for c in range(4)] == [
-        (rope.Segment(0, 1, 3),),
-        (rope.Segment(0, 1, 1), rope.Segment(1, 1, 2)),
-        (rope.Segment(1, 1, 2), rope.Segment(2, 1, 1)),
-        (rope.Segment(2, 1, 3),),
+    assert [rope.tile_runs(odd, c) for c in range(4)] == [
+        (rope.TileRun(0, 1, 3),),
+        (rope.TileRun(0, 1, 1), rope.TileRun(1, 1, 2)),
+        (rope.TileRun(1, 1, 2), rope.TileRun(2, 1, 1)),
+        (rope.TileRun(2, 1, 3),),
     ]
     for fields in SHAPES:
         o = RoPE(**fields).resolved("npu2")
         tiles = [
             (s.position + p, s.tiles)
             for c in range(o.num_aie_columns)
-            for s in rope.segments(o, c)
+            for s in rope.tile_runs(o, c)
             for p in range(s.positions)
         ]
         per_position = o.heads // o.heads_per_tile
@@ -677,7 +677,10 @@ def test_legality_refuses_tiles_past_a_core_on_its_own():
     dev = as_device("npu1")
     op = RoPE(rows=1, heads=64, head_dim=256, heads_per_tile=64, num_aie_columns=1)
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*133120 bytes"):
-        legality.check(rope.layout(SimpleNamespace(**op.fields()), dev), dev)
+        legality.check(
+            rope.layout(SimpleNamespace(**op.fields(), fifo_depth=op.fifo_depth), dev),
+            dev,
+        )
 
 
 def test_every_transfer_is_within_the_shim_limits_for_a_long_prompt():
@@ -728,7 +731,7 @@ def test_no_words_are_read_even_inside_an_image():
 def test_build_design_dispatches_to_this_module():
     assert rope.handles(RoPE(rows=1, heads=8, head_dim=64))
     assert not rope.handles(object())
-    assert rope.FAMILY == ("RoPE",)
+    assert rope.FAMILY == (RoPE,)
     d = build_design(RoPE(rows=1, heads=8, head_dim=64), "npu1")
     assert d.kernels == (rope.KERNEL,) and d.device == "npu1"
     assert dataclasses.asdict(d)["layout"]["operator"].startswith("RoPE(")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from iron.core.arena import Placed
+    from iron.core.arena import Allocation
     from iron.core.liveness import _Live
 
 
@@ -38,7 +38,7 @@ def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
 _FOREVER = 1 << 62  # the last step of what never dies: residents, the limit
 
 
-def _lower_bound(transients: Iterable[_Live | Placed], align: int) -> int:
+def _lower_bound(transients: Iterable[_Live | Allocation], align: int) -> int:
     """The most aligned bytes of ``transients`` live at any one step."""
     events: dict[int, int] = {}
     for b in transients:

@@ -1,7 +1,7 @@
 """The scratch arena: where a graph's buffers live in device memory, per version.
 
 This module owns :class:`ArenaPlan` (liveness and placement of every buffer
-of every version of one graph), :class:`Placed` (one buffer's placement),
+of every version of one graph), :class:`Allocation` (one buffer's placement),
 :class:`ArenaInvariantError` (what :meth:`ArenaPlan.check` raises). It
 re-exports :func:`~iron.core.liveness.liveness` and
 :func:`~iron.core.liveness.version_key` (what it places, and a version's
@@ -55,7 +55,7 @@ __all__ = [
     "ALIGN",
     "ArenaInvariantError",
     "ArenaPlan",
-    "Placed",
+    "Allocation",
     "arena_svg",
     "liveness",
     "version_key",
@@ -78,7 +78,7 @@ class ArenaInvariantError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Placed:
+class Allocation:
     """One buffer's place: its byte range and the steps it is live over.
 
     Attributes:
@@ -151,8 +151,8 @@ class ArenaPlan:
                 f"{ALIGN} bytes; give align={ALIGN} or a larger power of two"
             )
         self.align = align
-        self.versions: dict[str, dict[str, Placed]] = {}
-        self.residents: dict[str, Placed] = {}
+        self.versions: dict[str, dict[str, Allocation]] = {}
+        self.residents: dict[str, Allocation] = {}
         self._size = 0
         self._latest: str | None = None
 
@@ -210,7 +210,7 @@ class ArenaPlan:
 
     def add(
         self, recording: Recording, version: str | None = None
-    ) -> dict[str, Placed]:
+    ) -> dict[str, Allocation]:
         """Place one version's buffers and return them by name.
 
         Planning a version key already planned returns its placement
@@ -223,7 +223,7 @@ class ArenaPlan:
 
         Returns:
             Every buffer of the version by name: inputs, outputs, transients
-            and the residents it names, each a :class:`Placed`.
+            and the residents it names, each a :class:`Allocation`.
 
         Raises:
             ValueError: The recording names a resident already placed at
@@ -235,8 +235,8 @@ class ArenaPlan:
             return self.versions[key]
         live = liveness(recording)
         top = self._size
-        new_residents: dict[str, Placed] = {}
-        placed: dict[str, Placed] = {}
+        new_residents: dict[str, Allocation] = {}
+        placed: dict[str, Allocation] = {}
         for b in live:
             if b.kind != "resident":
                 continue
@@ -251,7 +251,7 @@ class ArenaPlan:
                 )
             if known is None:
                 offset = _align_up(top, self.align)
-                known = Placed(b.name, offset, b.nbytes, 0, 0, "resident")
+                known = Allocation(b.name, offset, b.nbytes, 0, 0, "resident")
                 new_residents[b.name] = known
                 top = known.end
             placed[b.name] = dataclasses.replace(known, first=b.first, last=b.last)
@@ -263,11 +263,13 @@ class ArenaPlan:
         offsets = self._place(transients, blocked, top)
         for b in live:
             if b.kind == "transient":
-                placed[b.name] = Placed(
+                placed[b.name] = Allocation(
                     b.name, offsets[b.name], b.nbytes, b.first, b.last, b.kind
                 )
             elif b.kind != "resident":
-                placed[b.name] = Placed(b.name, 0, b.nbytes, b.first, b.last, b.kind)
+                placed[b.name] = Allocation(
+                    b.name, 0, b.nbytes, b.first, b.last, b.kind
+                )
         self.residents.update(new_residents)
         self.versions[key] = placed
         self._latest = key
@@ -525,7 +527,7 @@ class ArenaPlan:
     # -- what it holds -------------------------------------------------------------
 
     @property
-    def buffers(self) -> dict[str, Placed]:
+    def buffers(self) -> dict[str, Allocation]:
         """The buffers of the version added (or re-added) last; empty if none."""
         if self._latest is None:
             return {}
@@ -558,7 +560,7 @@ class ArenaPlan:
             )
         return version
 
-    def _transients(self, version: str | None) -> list[Placed]:
+    def _transients(self, version: str | None) -> list[Allocation]:
         return [
             p
             for p in self.versions[self._version(version)].values()
@@ -627,7 +629,7 @@ class ArenaPlan:
                 their steps and byte ranges.
         """
         fix = "plan with ArenaPlan.add rather than editing offsets"
-        everywhere: list[tuple[str | None, Placed]] = [
+        everywhere: list[tuple[str | None, Allocation]] = [
             (None, r) for r in self.residents.values()
         ]
         for version, placed in self.versions.items():
@@ -756,7 +758,9 @@ def _meets(score: tuple[int, int], goal: tuple[int, int]) -> bool:
     return score[0] <= goal[0] and score[1] <= goal[1]
 
 
-def _disjoint(items: Sequence[tuple[str | None, Placed]], version: str | None) -> None:
+def _disjoint(
+    items: Sequence[tuple[str | None, Allocation]], version: str | None
+) -> None:
     """Raise if two of ``items`` (version, buffer) are live together and overlap.
 
     A version of None marks a resident, live at every step of every version.

@@ -164,6 +164,9 @@ def param(
 ) -> Any:
     """Declare a dimension or constant of an operator (what a profile matches).
 
+    Not to be confused with :func:`iron.core.held.param` (``iron.param``), which
+    declares a weight a graph holds: this one is a field of an operator class.
+
     Args:
         default: The value when a call gives none; a function of the
             instance makes the field derived.

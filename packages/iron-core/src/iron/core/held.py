@@ -72,6 +72,9 @@ def param(*shape: Any, dtype: Any = bfloat16) -> np.ndarray:
 
     Declared by shape for ``Graph.load_state_dict`` to bind, or
     ``param(array)`` holding ``array``. A graph refuses to hold a bare array.
+
+    Not to be confused with :func:`iron.core.declare.param`, which declares a
+    dimension or constant of an operator class (what a profile matches).
     """
     if len(shape) == 1 and isinstance(shape[0], np.ndarray):
         a = shape[0]

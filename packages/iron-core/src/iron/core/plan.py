@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from iron.core.arena import ArenaPlan, Placed, version_key
+from iron.core.arena import Allocation, ArenaPlan, version_key
 from iron.core.device import Device, as_device
 from iron.core.emit import EmitSite, emit_site
 from iron.core.percall import evaluate
@@ -81,7 +81,7 @@ class Plan:
     commands: list[tuple[int, ...]]
     words: list[Word]
     arena: ArenaPlan
-    buffers: dict[str, Placed]
+    buffers: dict[str, Allocation]
     emit: EmitSite | None = None
 
     @property

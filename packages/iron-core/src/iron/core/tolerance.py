@@ -3,9 +3,10 @@
 This module owns `Tolerance` (the contract an operator or kernel states for its
 output), `Verdict` (the outcome of one comparison) and `compare` (which checks
 its arguments, then judges a result against a reference under a tolerance).
-The elementwise arithmetic behind `compare` (one correct rounding to bf16, the
-bf16 lattice, which elements pass under each kind, the detail line) is the
-private ``iron.core._tolerance_judge``, which also defines `bf16_ulp_distance`
+The judgement is here too (which elements pass under each kind, how NaNs and
+infinities are judged apart, the worst element, the detail line); the bf16
+arithmetic it measures with (one correct rounding to bf16, the bf16 lattice)
+is the private ``iron.core._bf16``, which also defines `bf16_ulp_distance`
 (the bf16 lattice distance that the ulps kind is measured in), exported here.
 """
 
@@ -18,17 +19,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from ml_dtypes import bfloat16
 from numpy.typing import ArrayLike
 
-from iron.core._tolerance_judge import (
-    _fmt,
-    _is_float,
-    _is_int,
-    _judge,
-    bf16_ulp_distance,
-)
+from iron.core._bf16 import bf16_ulp_distance, is_float, is_int, to_bf16
 
 __all__ = ["Tolerance", "Verdict", "bf16_ulp_distance", "compare"]
+
+
+def _fmt(x: float) -> str:
+    """Format a tolerance figure or an error compactly (three significant digits)."""
+    return f"{x:.3g}"
 
 
 def _check_bound(name: str, value: float | None) -> float | None:
@@ -394,7 +395,7 @@ def compare(
             f"shape {ref.shape}; give a reference of the result's shape"
         )
     for name, arr in (("result", res), ("reference", ref)):
-        if not (_is_float(arr.dtype) or _is_int(arr.dtype)):
+        if not (is_float(arr.dtype) or is_int(arr.dtype)):
             raise TypeError(
                 f"compare got a {name} of dtype {arr.dtype}; give real floating "
                 f"or integer values"
@@ -410,5 +411,134 @@ def compare(
                 f"{tolerance.bound.shape}, which does not broadcast to the "
                 f"result's shape {res.shape}; give a bound of the result's shape"
             ) from None
-    judgement = _judge(res, ref, tolerance, bound)
-    return Verdict(tolerance=tolerance, **judgement._asdict())
+    return _judge(res, ref, tolerance, bound)
+
+
+def _num(x: float | int, integer: bool) -> str:
+    """Format one element value for a verdict's detail."""
+    return str(int(x)) if integer else repr(float(x))
+
+
+def _judge(
+    res: np.ndarray,
+    ref: np.ndarray,
+    tolerance: Tolerance,
+    bound: np.ndarray | None,
+) -> Verdict:
+    """Judge checked arrays elementwise (see :func:`compare`).
+
+    ``res`` and ``ref`` have one shape and real floating or integer dtypes;
+    ``bound`` is the bounded kind's bound broadcast to that shape, else None.
+    """
+    integer = is_int(res.dtype)
+    kind = tolerance.kind
+    with np.errstate(all="ignore"):
+        a = res.astype(np.float64)
+        if kind != "exact":
+            e = ref.astype(np.float64)
+        elif res.dtype == bfloat16:
+            e = to_bf16(ref).astype(np.float64)  # one correct rounding
+        else:
+            e = ref.astype(res.dtype).astype(np.float64)
+        if integer:
+            ulp = np.zeros(res.shape, np.int64)
+        else:
+            ulp = bf16_ulp_distance(res, ref)
+        diff = np.abs(a - e)
+
+        # NaNs and infinities are judged apart from any figure; under the ulps
+        # kind, on the bf16-rounded values the lattice distance is taken on.
+        if kind == "ulps" and not integer:
+            got = to_bf16(res).astype(np.float64)
+            want = to_bf16(ref).astype(np.float64)
+        else:
+            got, want = a, e
+        nan_a, nan_e = np.isnan(got), np.isnan(want)
+        inf_a, inf_e = np.isinf(got), np.isinf(want)
+        special = nan_a | nan_e | inf_a | inf_e
+        special_ok = (nan_a & nan_e) | (~nan_a & ~nan_e & (got == want))
+        special_bad = special & ~special_ok
+        finite = ~special
+
+        if kind == "exact":
+            ok = a == e
+            score = diff
+        elif kind == "ulps":
+            dist = diff if integer else ulp.astype(np.float64)
+            ok = dist <= tolerance.ulps
+            if tolerance.atol is not None:
+                ok |= diff <= tolerance.atol
+            score = dist
+        elif kind == "bounded":
+            ok = diff <= bound
+            score = np.where(diff == 0, 0.0, np.where(bound > 0, diff / bound, np.inf))
+        else:
+            rtol = tolerance.rtol or 0.0
+            atol = tolerance.atol or 0.0
+            allowed = np.maximum(atol, rtol * (np.abs(a) + np.abs(e)))
+            ok = diff <= allowed
+            score = np.where(
+                diff == 0, 0.0, np.where(allowed > 0, diff / allowed, np.inf)
+            )
+        ok = np.where(special, special_ok, ok)
+        score = np.where(special_bad, np.inf, np.where(special, 0.0, score))
+
+    n = int(res.size)
+    n_mismatch = int(np.count_nonzero(~ok))
+    n_special_bad = int(np.count_nonzero(special_bad))
+    allowed_mismatches = tolerance.max_mismatch_frac * n
+    passed = n_special_bad == 0 and n_mismatch <= allowed_mismatches
+
+    err = np.where(special_bad, np.inf, np.where(finite, diff, 0.0))
+    max_abs_err = float(err.max()) if n else 0.0
+    if integer or not n:
+        max_ulp_err = 0
+    else:
+        no_nan = ~(np.isnan(a) | np.isnan(e))
+        max_ulp_err = int(ulp[no_nan].max()) if no_nan.any() else 0
+
+    worst_index: tuple | None = None
+    if n_mismatch:
+        flat = np.where(~ok.reshape(-1), score.reshape(-1), -1.0)
+        worst_index = tuple(int(i) for i in np.unravel_index(flat.argmax(), res.shape))
+    elif n and (score.max() > 0 or err.max() > 0):
+        flat = score.reshape(-1) if score.max() > 0 else err.reshape(-1)
+        worst_index = tuple(int(i) for i in np.unravel_index(flat.argmax(), res.shape))
+
+    if n_mismatch == 0:
+        detail = f"{n} elements within {tolerance}"
+        if max_abs_err > 0:
+            detail += f" (max abs {_fmt(max_abs_err)}"
+            if not integer:
+                unit = "ulp" if max_ulp_err == 1 else "ulps"
+                detail += f", {max_ulp_err} {unit}"
+            detail += ")"
+    else:
+        detail = f"{n_mismatch} of {n} elements outside {tolerance}"
+        if passed:
+            detail += " (within the allowed fraction)"
+        elif n_special_bad and n_mismatch <= allowed_mismatches:
+            detail += " (NaN or infinity mismatches are never allowed)"
+        i = worst_index
+        detail += (
+            f"; worst at {i}: got {_num(a[i], integer)}, expected {_num(e[i], integer)}"
+        )
+        if nan_a[i] or nan_e[i]:
+            detail += " (NaN must match NaN)"
+        elif inf_a[i] or inf_e[i]:
+            detail += " (an infinity must match an infinity of its sign)"
+        elif integer:
+            detail += f" (abs {_fmt(diff[i])})"
+        else:
+            unit = "ulp" if ulp[i] == 1 else "ulps"
+            detail += f" (abs {_fmt(diff[i])}, {int(ulp[i])} {unit})"
+    return Verdict(
+        passed=bool(passed),
+        n=n,
+        n_mismatch=n_mismatch,
+        max_abs_err=max_abs_err,
+        max_ulp_err=max_ulp_err,
+        worst_index=worst_index,
+        tolerance=tolerance,
+        detail=detail,
+    )

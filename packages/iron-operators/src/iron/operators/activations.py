@@ -2,7 +2,7 @@
 
 This module owns ``SiLU``, ``GELU``, ``Sigmoid``, ``Tanh``, ``LeakyReLU``,
 ``Clamp`` and ``SiLUMul`` (the SwiGLU product ``silu(gate) * up``). Each is an
-``_Elementwise`` operator: ``size`` elements in ``tile_size`` tiles over
+``Elementwise`` operator: ``size`` elements in ``tile_size`` tiles over
 ``num_aie_columns`` columns, with the tiling rules, defaults and cost of
 :mod:`iron.operators.elementwise`.
 
@@ -35,7 +35,7 @@ from ml_dtypes import bfloat16
 
 from iron.core.declare import Input, Output, param
 from iron.core.tolerance import Tolerance
-from iron.operators.elementwise import _ONE_ROUNDING, _Elementwise
+from iron.operators.elementwise import ONE_ROUNDING, Elementwise
 
 __all__ = ["GELU", "Clamp", "LeakyReLU", "SiLU", "SiLUMul", "Sigmoid", "Tanh"]
 
@@ -108,7 +108,7 @@ def _erfc32(t: np.ndarray) -> np.ndarray:
     return np.where(t >= 0, y, _F32(2) - y)
 
 
-class _Activation(_Elementwise):
+class _Activation(Elementwise):
     """A one-input activation: ``out = f(x)``, ``size`` elements."""
 
     inputs = (Input("x", "size"),)
@@ -124,6 +124,8 @@ class SiLU(_Activation):
     still a normal bf16), and rounds once; ``silu(-inf) = -0``.
     """
 
+    kernel = "silu_bf16"
+
     def reference(self, x: np.ndarray) -> np.ndarray:
         return _silu32(x.astype(_F32)).astype(bfloat16)
 
@@ -136,6 +138,8 @@ class Sigmoid(_Activation):
 
     Evaluated in fp32 from ``exp(-|x|)`` (no overflow) and rounded once.
     """
+
+    kernel = "sigmoid_bf16"
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         return _sigmoid32(x.astype(_F32)).astype(bfloat16)
@@ -150,6 +154,8 @@ class Tanh(_Activation):
     Evaluated in fp32 (accurate near 0, where ``1 - 2 / (1 + exp(2x))``
     would cancel) and rounded once.
     """
+
+    kernel = "tanh_bf16"
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
@@ -179,6 +185,10 @@ class GELU(_Activation):
     """
 
     form: str = param(default="tanh", doc='"tanh" (approximation) or "erf" (exact)')
+
+    def kernel_symbol(self) -> str:
+        """``gelu_<form>_bf16``: one kernel per form."""
+        return f"gelu_{self.form}_bf16"
 
     def __init__(self, **fields: Any) -> None:
         super().__init__(**fields)
@@ -218,6 +228,8 @@ class LeakyReLU(_Activation):
     """
 
     alpha: float = param(doc="the slope negative inputs are multiplied by")
+    kernel = "leaky_relu_bf16"
+    kernel_scalars = ("alpha",)
 
     def __init__(self, **fields: Any) -> None:
         super().__init__(**fields)
@@ -234,7 +246,7 @@ class LeakyReLU(_Activation):
             return np.where(x >= 0, x, a * x).astype(bfloat16)
 
     def tolerance(self, *inputs: np.ndarray) -> Tolerance:
-        return _ONE_ROUNDING
+        return ONE_ROUNDING
 
 
 class Clamp(_Activation):
@@ -250,6 +262,8 @@ class Clamp(_Activation):
 
     low: float = param(doc="the smallest output (rounded to bf16)")
     high: float = param(doc="the largest output (rounded to bf16)")
+    kernel = "clamp_bf16"
+    kernel_scalars = ("low", "high")
 
     def __init__(self, **fields: Any) -> None:
         super().__init__(**fields)
@@ -277,7 +291,7 @@ class Clamp(_Activation):
         )
 
 
-class SiLUMul(_Elementwise):
+class SiLUMul(Elementwise):
     """``silu(gate) * up`` elementwise, in bf16: the SwiGLU product.
 
     ``silu(gate)`` (as :class:`SiLU`) and its product with ``up`` are
@@ -289,6 +303,7 @@ class SiLUMul(_Elementwise):
 
     inputs = (Input("gate", "size"), Input("up", "size"))
     outputs = (Output("out", "size"),)
+    kernel = "silu_mul_bf16"
 
     def reference(self, gate: np.ndarray, up: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):

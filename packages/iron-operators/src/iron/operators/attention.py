@@ -32,7 +32,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -82,6 +82,9 @@ class _Attention(Operator):
     num_aie_columns: int = tunable(
         domain=_COLUMNS, doc="columns the kv heads spread over"
     )
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what :meth:`core_bytes` counts.
+    fifo_depth: ClassVar[int] = 2
 
     # -- what subclasses say ------------------------------------------------------
 
@@ -108,7 +111,7 @@ class _Attention(Operator):
         """Data memory one core needs: double-buffered tiles, scratch, stack.
 
         The one account of a core's memory: the NPU design checks its layout
-        with this same sum (``iron.runtime.npu.designs.attention_layout``).
+        with this same sum (``iron.runtime.npu.designs.attention_schedule``).
 
         Args:
             q_tile: Query rows (tokens) per kernel call.
@@ -120,11 +123,12 @@ class _Attention(Operator):
         """
         q_rows = q_tile * self.group
         hd = self.head_dim
+        depth = self.fifo_depth
         return (
-            2 * 2 * kv_tile * hd * _BF16  # K and V chunks, double-buffered
-            + 2 * 2 * q_rows * hd * _BF16  # queries in, results out, double-buffered
-            + 2 * (pair - 1) * q_rows * hd * _BF16  # the partner's queries
-            + 2 * words * _F32  # the scratchpad words, with each query element
+            depth * 2 * kv_tile * hd * _BF16  # K and V chunks
+            + depth * 2 * q_rows * hd * _BF16  # queries in, results out
+            + depth * (pair - 1) * q_rows * hd * _BF16  # the partner's queries
+            + depth * words * _F32  # the scratchpad words, with each query element
             + q_rows * kv_tile * _F32  # scores of one chunk
             + q_rows * hd * _F32  # the fp32 accumulator
             + q_rows * 2 * _F32  # running max and sum

@@ -1,6 +1,6 @@
 """Binary elementwise arithmetic: ``ElementwiseAdd`` and ``ElementwiseMul``.
 
-Each is an ``_Elementwise`` operator (``size`` elements in ``tile_size`` tiles
+Each is an ``Elementwise`` operator (``size`` elements in ``tile_size`` tiles
 over ``num_aie_columns`` columns; see :mod:`iron.operators.elementwise`) that
 computes in fp32 and rounds once to bf16, under AMD IRON's eltwise kernel
 contract ``bf16_ulps(1, atol=2**-126)``.
@@ -13,19 +13,19 @@ from ml_dtypes import bfloat16
 
 from iron.core.declare import Input, Output
 from iron.core.tolerance import Tolerance
-from iron.operators.elementwise import _ONE_ROUNDING, _Elementwise
+from iron.operators.elementwise import ONE_ROUNDING, Elementwise
 
 __all__ = ["ElementwiseAdd", "ElementwiseMul"]
 
 
-class _Binary(_Elementwise):
+class _Binary(Elementwise):
     """``out = a (op) b`` elementwise, ``size`` elements each."""
 
     inputs = (Input("a", "size"), Input("b", "size"))
     outputs = (Output("out", "size"),)
 
     def tolerance(self, *inputs: np.ndarray) -> Tolerance:
-        return _ONE_ROUNDING
+        return ONE_ROUNDING
 
 
 class ElementwiseAdd(_Binary):
@@ -38,6 +38,8 @@ class ElementwiseAdd(_Binary):
     ulp is AMD IRON's eltwise contract and also covers a kernel that rounds
     toward zero.
     """
+
+    kernel = "add_bf16"
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -52,6 +54,8 @@ class ElementwiseMul(_Binary):
     only error (AMD IRON's eltwise contract; one ulp also covers a kernel
     that rounds toward zero).
     """
+
+    kernel = "mul_bf16"
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):

@@ -10,7 +10,7 @@ is ``byte[i] >> 4``); each nibble is a **signed int4 in two's complement**
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -67,6 +67,9 @@ class Dequant(Operator):
         doc="elements a core dequantizes per kernel call",
     )
     num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the work spreads over")
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what :meth:`core_bytes` counts.
+    fifo_depth: ClassVar[int] = 2
     inputs = (
         Input("packed", "packed_bytes", dtype=np.uint8),
         Input("scales", "groups"),
@@ -125,7 +128,10 @@ class Dequant(Operator):
 
     def core_bytes(self, tile: int) -> int:
         """Core memory for one tile: packed, scales and result, double-buffered."""
-        return 2 * (tile // 2 + (tile // GROUP) * 2 + tile * 2) + _STACK_BYTES
+        return (
+            self.fifo_depth * (tile // 2 + (tile // GROUP) * 2 + tile * 2)
+            + _STACK_BYTES
+        )
 
     def check(self, dev: Device) -> None:
         self._rules(dev)

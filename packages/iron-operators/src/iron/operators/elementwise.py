@@ -7,6 +7,8 @@ double-buffered inputs and output.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from ml_dtypes import bfloat16
 
@@ -15,14 +17,14 @@ from iron.core.device import Device
 from iron.core.operator import Cost, Operator, RefusedShapeError
 from iron.core.tolerance import Tolerance
 
-__all__ = ["AXPY", "ReLU"]
+__all__ = ["AXPY", "ONE_ROUNDING", "Elementwise", "ReLU"]
 
-# fp32 compute rounded once to bf16 is within one bf16 ulp of the exact
-# result; 2**-126 (the smallest normal bf16) is the floor for results the
-# kernel flushes to zero. AMD IRON's eltwise kernel contracts state the same
-# bf16_ulps(1, atol=2**-126) (https://github.com/amd/IRON, its eltwise
-# operators' tests).
-_ONE_ROUNDING = Tolerance.bf16_ulps(
+#: fp32 compute rounded once to bf16 is within one bf16 ulp of the exact
+#: result; 2**-126 (the smallest normal bf16) is the floor for results the
+#: kernel flushes to zero. AMD IRON's eltwise kernel contracts state the same
+#: bf16_ulps(1, atol=2**-126) (https://github.com/amd/IRON, its eltwise
+#: operators' tests).
+ONE_ROUNDING = Tolerance.bf16_ulps(
     1,
     atol=2.0**-126,
     note="fp32 compute, one rounding to bf16 (AMD IRON eltwise contract); "
@@ -31,13 +33,30 @@ _ONE_ROUNDING = Tolerance.bf16_ulps(
 
 _COLUMNS = (1, 2, 4, 8)
 _BF16 = np.dtype(bfloat16).itemsize
-# Double-buffered operands per core; a tile of each of the step's buffers
-# (inputs and output) is held twice (object FIFO depth 2).
-_FIFO_DEPTH = 2
 
 
-class _Elementwise(Operator):
-    """A flat elementwise operator: ``size`` elements in tiles over columns."""
+class Elementwise(Operator):
+    """A flat elementwise operator: ``size`` elements in tiles over columns.
+
+    The base of AXPY, ReLU, the binary operators and the activations. Besides
+    its fields, each declares what its NPU design reads from it (so the design
+    and :meth:`check` share one value): :attr:`fifo_depth`, :attr:`kernel`
+    and :attr:`kernel_scalars`.
+    """
+
+    #: Tiles of each operand (inputs and output) a core holds: the object
+    #: FIFOs' depth in the NPU design, and what :meth:`check` counts.
+    fifo_depth: ClassVar[int] = 2
+    #: The NPU kernel computing one tile, ``<kernel>(in..., out, n, ...)``
+    #: (see :meth:`kernel_symbol`).
+    kernel: ClassVar[str]
+    #: The fields passed to the kernel after ``n``, as bf16 bits, in order.
+    kernel_scalars: ClassVar[tuple[str, ...]] = ()
+
+    def kernel_symbol(self) -> str:
+        """The NPU kernel symbol this operator's tiles run: :attr:`kernel`,
+        unless a field picks among several (GELU's ``form``)."""
+        return type(self).kernel
 
     size: int = param(doc="elements in the vector")
     tile_size: int = tunable(
@@ -66,7 +85,7 @@ class _Elementwise(Operator):
         buffers = len(type(self).declaration.inputs) + len(
             type(self).declaration.outputs
         )
-        need = self.tile_size * _BF16 * buffers * _FIFO_DEPTH
+        need = self.tile_size * _BF16 * buffers * self.fifo_depth
         if self.num_aie_columns > dev.columns:
             raise RefusedShapeError(
                 f"{type(self).__name__} on {dev}: num_aie_columns="
@@ -102,7 +121,7 @@ class _Elementwise(Operator):
         )
 
 
-class AXPY(_Elementwise):
+class AXPY(Elementwise):
     """``scalar_factor * x + y`` elementwise, in bf16.
 
     The scalar is rounded to bf16 first, as the kernel receives it; the
@@ -110,6 +129,8 @@ class AXPY(_Elementwise):
     """
 
     scalar_factor: float = param(doc="the scalar a multiplies x by")
+    kernel = "axpy_bf16"
+    kernel_scalars = ("scalar_factor",)
     inputs = (Input("x", "size"), Input("y", "size"))
     outputs = (Output("out", "size"),)
 
@@ -118,11 +139,13 @@ class AXPY(_Elementwise):
         return (a * x.astype(np.float32) + y.astype(np.float32)).astype(bfloat16)
 
     def tolerance(self, *inputs: np.ndarray) -> Tolerance:
-        return _ONE_ROUNDING
+        return ONE_ROUNDING
 
 
-class ReLU(_Elementwise):
+class ReLU(Elementwise):
     """``max(x, 0)`` elementwise; exact in bf16 (it only selects)."""
+
+    kernel = "relu_bf16"
 
     inputs = (Input("x", "size"),)
     outputs = (Output("out", "size"),)

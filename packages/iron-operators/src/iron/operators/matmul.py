@@ -4,9 +4,10 @@ This module owns the two bf16 matmul operators: their declarations, device
 rules (``resolve``, ``check``) and costs. What they share is re-exported
 here: each precision level's kernel model (`model_product`) and the bound it
 is held to (`error_bound`, whose docstring derives it) live in
-``iron.operators._matmul_math``; the device's mmul shape (`mmul_shape`), the
-core-memory rule for tiles (`STACK_BYTES`) and the tile search live in
-``iron.operators._matmul_tiles``. The bfp16 block format lives in
+``iron.operators._matmul_math``. The device geometry is here: the mmul shape
+per architecture and level (`mmul_shape`), the core memory tiles may use
+(`STACK_BYTES`), the tile search ``resolve`` makes and the device rules
+``check`` refuses a shape or tiling by. The bfp16 block format lives in
 :mod:`iron.operators.bfp16`.
 
 The levels:
@@ -33,8 +34,8 @@ conversion.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,20 +44,191 @@ from iron.core.device import Device
 from iron.core.operator import Cost, DimensionConflictError, Operator, RefusedShapeError
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
-from iron.operators import _matmul_tiles as _tiles
 from iron.operators._matmul_math import AMD_GEMV, bound_tolerance
 from iron.operators._matmul_math import error_bound as error_bound
 from iron.operators._matmul_math import model_product as model_product
-from iron.operators._matmul_tiles import BF16 as _BF16
-from iron.operators._matmul_tiles import COLUMNS as _COLUMNS
-from iron.operators._matmul_tiles import F32 as _F32
-from iron.operators._matmul_tiles import STACK_BYTES as STACK_BYTES
-from iron.operators._matmul_tiles import VECTOR_WIDTHS as _VECTOR_WIDTHS
-from iron.operators._matmul_tiles import mmul_shape as mmul_shape
 
 __all__ = ["GEMM", "GEMV", "STACK_BYTES", "error_bound", "mmul_shape", "model_product"]
 
 _LOG = logging.getLogger("iron.operators.matmul")
+
+# -- the device geometry: mmul shapes, core memory, the tile choice -------------
+
+_BF16 = 2  # bytes
+_F32 = 4
+#: Bytes of core data memory a kernel's stack takes (what tiles may not use).
+STACK_BYTES = 1024
+_COLUMNS = (1, 2, 4, 8)
+# bf16 mmul shapes (m, k, n) per architecture: AIE2 (4, 8, 4); AIE2P (4, 8, 8),
+# or (8, 8, 8) when bf16 runs as bfp16 (mlir-aie aie_kernels/aie2p/mm.cc:
+# "this shape is only possible for bf16 when using bfp16 emulation").
+_MMUL = {"aie2": (4, 8, 4), "aie2p": (4, 8, 8)}
+_MMUL_BFP16 = (8, 8, 8)
+# The GEMV kernel's vector widths, widest first (AMD IRON gemv: mv.cc is built
+# at 64, 32 or 16 lanes and needs its K to be a multiple of, and at least
+# twice, the width).
+_VECTOR_WIDTHS = (64, 32, 16)
+
+
+def mmul_shape(dev: Device, level: Precision) -> tuple[int, int, int]:
+    """The bf16 mmul shape ``(m, k, n)`` a matmul at ``level`` uses on ``dev``."""
+    if level is Precision.MEDIUM and dev.bfp16:
+        return _MMUL_BFP16
+    return _MMUL.get(dev.arch, _MMUL["aie2p"])
+
+
+def _mmul_units(
+    dev: Device, level: Precision, fields: dict[str, int]
+) -> tuple[int, int, int]:
+    """GEMM's ``(2m, k, 2n)`` of the mmul; refuses a field (m, k, n) off them."""
+    shape = mmul_shape(dev, level)
+    units = (2 * shape[0], shape[1], 2 * shape[2])
+    whys = ("twice the mmul's m", "the mmul's k", "twice the mmul's n")
+    for (name, value), unit, why, part in zip(fields.items(), units, whys, shape):
+        if value % unit:
+            raise RefusedShapeError(
+                f"GEMM on {dev}: {name}={value} is not a multiple "
+                f"of {unit} ({why}={part}; {dev.arch} bf16 mmul {shape} at "
+                f"{level.value})"
+            )
+    return units
+
+
+def _core_budget(dev: Device) -> int:
+    """Bytes of a core's data memory the double-buffered tiles may take."""
+    return dev.core_memory_bytes - STACK_BYTES
+
+
+def _largest(candidates: Iterable[int], ok: Callable[[int], bool]) -> int | None:
+    """The _largest candidate ``ok`` accepts, or None."""
+    return next((c for c in sorted(candidates, reverse=True) if ok(c)), None)
+
+
+def _k_tiles(k: int, width: int) -> list[int]:
+    """GEMV's K tiles for a vector width: multiples of it, at least twice it, dividing K."""
+    return [t for t in range(2 * width, k + 1, width) if k % t == 0]
+
+
+def _gemv_need(tile_m: int, tile_k: int, depth: int) -> int:
+    """GEMV's bytes: w and x tiles in bf16, the partial sums in fp32, ``depth`` of each."""
+    return depth * (tile_m * tile_k * _BF16 + tile_k * _BF16 + tile_m * _F32)
+
+
+def _gemm_need(tile_m: int, tile_k: int, tile_n: int, depth: int) -> int:
+    """GEMM's bytes: a and b tiles in bf16, the c tile in fp32, ``depth`` of each."""
+    return depth * (
+        tile_m * tile_k * _BF16 + tile_k * tile_n * _BF16 + tile_m * tile_n * _F32
+    )
+
+
+def _gemv_tiles(
+    M: int,
+    K: int,
+    columns: int,
+    widths: list[int],
+    tile_m: int | None,
+    tile_k: int | None,
+    budget: int,
+    depth: int,
+) -> dict[str, int] | None:
+    """GEMV's ``tile_m``, ``tile_k`` and ``vector_width``, or None if none fit.
+
+    Widest vector first, then the most rows, then the longest K tile; a
+    given ``tile_m`` or ``tile_k`` is the only candidate (a given K tile
+    picks the widths it is a legal tile of).
+    """
+    for width in widths:
+        if tile_k and (tile_k % width or tile_k < 2 * width):
+            continue
+        ks = [tile_k] if tile_k else _k_tiles(K, width)
+        for rows in [tile_m] if tile_m else [4, 2, 1]:
+            if M % (columns * rows):
+                continue
+            k = _largest(ks, lambda t, m=rows: _gemv_need(m, t, depth) <= budget)
+            if k is not None:
+                return {"tile_m": rows, "tile_k": k, "vector_width": width}
+    return None
+
+
+def _gemm_tiles(
+    M: int,
+    K: int,
+    N: int,
+    units: tuple[int, int, int],
+    columns: int,
+    given: tuple[int | None, int | None, int | None],
+    budget: int,
+    depth: int,
+) -> dict[str, int]:
+    """GEMM's ``tile_m``, ``tile_k`` and ``tile_n``: multiples of ``units``.
+
+    The _largest output tile whose K tile is at least 64 (or all of a shorter
+    K): fewer HIGH roundings and longer DMA runs; then any. The tunables in
+    ``given`` are the only candidates; when they do not fit, they are
+    returned for ``check`` to name the rule they break (the mmul's own tiles
+    always fit).
+    """
+
+    def sizes(dim: int, unit: int, fixed: int | None, top: int) -> list[int]:
+        if fixed:
+            return [fixed]
+        return [t for t in range(top, 0, -unit) if t % unit == 0 and dim % t == 0]
+
+    ms = sizes(M, units[0], given[0], 64)
+    ns = sizes(N // columns, units[2], given[2], 64)
+    ks = sizes(K, units[1], given[1], 256)
+    floor = min(64, max(ks, default=0))
+    for least in (floor, 0):
+        for tile_m in ms:
+            for tile_n in ns:
+                tile_k = _largest(
+                    [t for t in ks if t >= least],
+                    lambda t, m=tile_m, n=tile_n: _gemm_need(m, t, n, depth) <= budget,
+                )
+                if tile_k is not None:
+                    return {"tile_m": tile_m, "tile_k": tile_k, "tile_n": tile_n}
+    return {
+        "tile_m": ms[-1] if ms else units[0],
+        "tile_k": ks[-1] if ks else units[1],
+        "tile_n": ns[-1] if ns else units[2],
+    }
+
+
+def _check_fits(name: str, need: int, dev: Device, what: str) -> None:
+    """Refuses tiles (``what``) whose ``need`` bytes exceed the core's budget."""
+    budget = _core_budget(dev)
+    if need > budget:
+        raise RefusedShapeError(
+            f"{name}: {what} need {need} bytes of "
+            f"double-buffered tiles, over the core's {budget} bytes "
+            f"({dev.core_memory_bytes // 1024} KiB less a "
+            f"{STACK_BYTES // 1024} KiB stack)"
+        )
+
+
+def _check_columns(name: str, columns: int, dev: Device) -> None:
+    """Refuses more columns than the device has."""
+    if columns > dev.columns:
+        raise RefusedShapeError(
+            f"{name}: num_aie_columns="
+            f"{columns} exceeds the device's {dev.columns} columns"
+        )
+
+
+def _check_dma_rows(name: str, dev: Device, rows: dict[str, int]) -> None:
+    """Refuses an operand whose bf16 row is longer than the shim DMA's stride."""
+    stride_max = (1 << dev.dma_stride_bits) - 1
+    for operand, length in rows.items():
+        words = length * _BF16 // dev.dma_granule_bytes
+        if words > stride_max:
+            raise RefusedShapeError(
+                f"{name}: a row of {operand} is {words} {dev.dma_granule_bytes}-"
+                f"byte words, over the shim DMA's {dev.dma_stride_bits}-bit "
+                f"stride ({stride_max})"
+            )
+
+
+# -- the operators -------------------------------------------------------------
 
 _PRECISION = param(
     Precision.HIGHEST, doc="the roundings the product may make beyond its reference's"
@@ -70,6 +242,10 @@ _EFFECTIVE = tunable(
 
 class _MatMul(Operator):
     """What GEMV and GEMM share: the precision, the levels' models, the tolerance."""
+
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what ``check()`` counts.
+    fifo_depth: ClassVar[int] = 2
 
     def __init__(self, *, pinned: frozenset[str] | None = None, **fields: Any):
         if fields.get("precision") is not None:
@@ -235,7 +411,7 @@ class GEMV(_MatMul):
         return super().reference(w, x)
 
     def _need(self, tile_m: int, tile_k: int) -> int:
-        return _tiles.gemv_need(tile_m, tile_k)
+        return _gemv_need(tile_m, tile_k, self.fifo_depth)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         M, K, name = self.M, self.K, f"GEMV on {dev}"
@@ -250,16 +426,16 @@ class GEMV(_MatMul):
                 else f"{name}: K={K} is not a multiple of a vector width (64, 32 "
                 f"or 16) of at least twice it; pad K to a multiple of 16, >= 32"
             )
-        columns = self.num_aie_columns or _tiles.largest(
+        columns = self.num_aie_columns or _largest(
             [c for c in _COLUMNS if c <= dev.columns], lambda c: M % c == 0
         )
-        budget = _tiles.core_budget(dev)
+        budget = _core_budget(dev)
         chosen = {
             "effective_precision": self._effective_default(dev),
             "num_aie_columns": columns,
         }
-        tiles = _tiles.gemv_tiles(
-            M, K, columns, widths, self.tile_m, self.tile_k, budget
+        tiles = _gemv_tiles(
+            M, K, columns, widths, self.tile_m, self.tile_k, budget, self.fifo_depth
         )
         if tiles is not None:
             return {**chosen, **tiles}
@@ -269,7 +445,7 @@ class GEMV(_MatMul):
             return {
                 **chosen,
                 "tile_m": self.tile_m or 1,
-                "tile_k": self.tile_k or _tiles.k_tiles(K, width)[0],
+                "tile_k": self.tile_k or _k_tiles(K, width)[0],
                 "vector_width": width,
             }
         most = (budget - 2 * _F32) // (2 * 2 * _BF16)  # tile_m = 1
@@ -282,7 +458,7 @@ class GEMV(_MatMul):
     def check(self, dev: Device) -> None:
         name, w = f"GEMV on {dev}", self.vector_width
         self._check_precision(dev)
-        _tiles.check_columns(name, self.num_aie_columns, dev)
+        _check_columns(name, self.num_aie_columns, dev)
         if self.K % w:
             raise RefusedShapeError(
                 f"{name}: K={self.K} is not a multiple of the vector width {w}"
@@ -297,7 +473,7 @@ class GEMV(_MatMul):
                 f"{name}: M={self.M} is not a multiple of tile_m * num_aie_columns "
                 f"= {self.tile_m * self.num_aie_columns}"
             )
-        _tiles.check_fits(
+        _check_fits(
             name,
             self._need(self.tile_m, self.tile_k),
             dev,
@@ -402,34 +578,41 @@ class GEMM(_MatMul):
         return super().reference(a, b)
 
     def _need(self, tile_m: int, tile_k: int, tile_n: int) -> int:
-        return _tiles.gemm_need(tile_m, tile_k, tile_n)
+        return _gemm_need(tile_m, tile_k, tile_n, self.fifo_depth)
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         level = self.effective_precision or self._effective_default(dev)
-        units = _tiles.mmul_units(dev, level, {"M": self.M, "K": self.K, "N": self.N})
-        columns = self.num_aie_columns or _tiles.largest(
+        units = _mmul_units(dev, level, {"M": self.M, "K": self.K, "N": self.N})
+        columns = self.num_aie_columns or _largest(
             [c for c in _COLUMNS if c <= dev.columns],
             lambda c: self.N % (c * units[2]) == 0,
         )
         given = (self.tile_m, self.tile_k, self.tile_n)
-        tiles = _tiles.gemm_tiles(
-            self.M, self.K, self.N, units, columns, given, _tiles.core_budget(dev)
+        tiles = _gemm_tiles(
+            self.M,
+            self.K,
+            self.N,
+            units,
+            columns,
+            given,
+            _core_budget(dev),
+            self.fifo_depth,
         )
         return {"effective_precision": level, "num_aie_columns": columns, **tiles}
 
     def check(self, dev: Device) -> None:
         name = f"GEMM on {dev}"
         self._check_precision(dev)
-        _tiles.check_columns(name, self.num_aie_columns, dev)
+        _check_columns(name, self.num_aie_columns, dev)
         level = self.effective_precision or self.precision
         tiles = {"tile_m": self.tile_m, "tile_k": self.tile_k, "tile_n": self.tile_n}
-        _tiles.mmul_units(dev, level, tiles)
+        _mmul_units(dev, level, tiles)
         if self.N % (self.tile_n * self.num_aie_columns):
             raise RefusedShapeError(
                 f"{name}: N={self.N} is not a multiple of tile_n * num_aie_columns "
                 f"= {self.tile_n * self.num_aie_columns}"
             )
-        _tiles.check_fits(
+        _check_fits(
             name,
             self._need(self.tile_m, self.tile_k, self.tile_n),
             dev,
@@ -437,7 +620,7 @@ class GEMM(_MatMul):
             f"(a and b in bf16, c in fp32)",
         )
         rows = {"a": self.K, "b": self.K if self.b_transposed else self.N, "c": self.N}
-        _tiles.check_dma_rows(name, dev, rows)
+        _check_dma_rows(name, dev, rows)
 
     def cost(self, dev: Device) -> Cost:
         """``a``, ``b`` and the result once, plus what the tiling reads again.

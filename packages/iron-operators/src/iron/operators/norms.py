@@ -15,7 +15,7 @@ refusal rules every row-wise operator shares (``Softmax`` uses it too).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -31,8 +31,6 @@ __all__ = ["LayerNorm", "RMSNorm", "RowOperator"]
 VECTOR_WIDTH = 16
 #: Bytes of a core's data memory its stack takes.
 STACK_BYTES = 1024
-#: Object FIFO depth of the row tiles (double-buffered).
-FIFO_DEPTH = 2
 #: A preferred tile fills at most one 8 KiB bank per buffer.
 _BANK_BYTES = 8192
 _COLUMNS = (1, 2, 4, 8)
@@ -62,6 +60,9 @@ class RowOperator(Operator):
         domain=Divisors("rows"), doc="rows one kernel call handles"
     )
     num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the tiles spread over")
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what :meth:`core_bytes` counts.
+    fifo_depth: ClassVar[int] = 2
 
     # -- what a core holds ----------------------------------------------------
 
@@ -76,7 +77,7 @@ class RowOperator(Operator):
     def core_bytes(self, rows_per_tile: int | None = None) -> int:
         """Core data memory one tiling needs (without the stack)."""
         rows = self.rows_per_tile if rows_per_tile is None else rows_per_tile
-        tiles = rows * self.cols * _BF16 * 2 * FIFO_DEPTH  # in and out
+        tiles = rows * self.cols * _BF16 * 2 * self.fifo_depth  # in and out
         return tiles + self.resident_bytes() + self.scratch_bytes()
 
     def _holds(self) -> str:

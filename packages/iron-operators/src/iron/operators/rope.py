@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -25,7 +25,7 @@ from iron.core.declare import Divisors, Input, Output, param, tunable
 from iron.core.device import Device
 from iron.core.operator import Cost, Operator, RefusedShapeError
 from iron.core.tolerance import Tolerance
-from iron.operators.norms import FIFO_DEPTH, STACK_BYTES, VECTOR_WIDTH
+from iron.operators.norms import STACK_BYTES, VECTOR_WIDTH
 
 __all__ = ["METHODS", "RoPE", "rope_inv_freq", "rope_table"]
 
@@ -164,6 +164,9 @@ class RoPE(Operator):
         domain=Divisors("heads"), doc="heads of one position a kernel call rotates"
     )
     num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the tiles spread over")
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what :meth:`core_bytes` counts.
+    fifo_depth: ClassVar[int] = 2
     inputs = (
         Input("x", "rows", "heads", "head_dim"),
         Input("table", "rows", "head_dim"),
@@ -184,7 +187,7 @@ class RoPE(Operator):
         each double-buffered."""
         hpt = self.heads_per_tile if heads_per_tile is None else heads_per_tile
         tile = hpt * self.head_dim * _BF16
-        return FIFO_DEPTH * (2 * tile + self.head_dim * _BF16)
+        return self.fifo_depth * (2 * tile + self.head_dim * _BF16)
 
     def resolve(self, dev: Device) -> dict[str, int]:
         """Spread head rows over as many columns as divide them, then group heads.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -157,6 +157,9 @@ class Sample(Operator):
         domain=Divisors("vocab", multiple_of=2, at_most=_TILE_MAX),
         doc="logits streamed to the core per chunk",
     )
+    #: Tiles of each streamed operand a core holds: the depth of the NPU
+    #: design's object FIFOs, and what :meth:`core_bytes` counts.
+    fifo_depth: ClassVar[int] = 2
     inputs = (Input("logits", "vocab", dtype=None),)
     outputs = (Output("token", 1, dtype=np.int32),)
 
@@ -185,7 +188,7 @@ class Sample(Operator):
 
     def core_bytes(self, tile: int) -> int:
         """Double-buffered chunks, two (value, index) top-k lists, a stack."""
-        return 2 * tile * self.itemsize + 2 * 8 * MAX_TOP_K + _STACK_BYTES
+        return self.fifo_depth * tile * self.itemsize + 2 * 8 * MAX_TOP_K + _STACK_BYTES
 
     def _refuse(self, dev: Device, rule: str) -> RefusedShapeError:
         return RefusedShapeError(f"Sample on {dev}: {rule}")

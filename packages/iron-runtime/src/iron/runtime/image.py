@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from iron.core.arena import Placed
+from iron.core.arena import Allocation
 from iron.core.emit import EmitSite
 from iron.core.plan import Plan
 from iron.core.recording import Recording, Step
@@ -56,7 +56,7 @@ class ImageSpec:
     placement: dict[str, Placement]
     words: list[Word]
     carried: tuple[str, ...]
-    transients: tuple[Placed, ...]
+    transients: tuple[Allocation, ...]
     emit: EmitSite | None = None
     check: bool = False
 

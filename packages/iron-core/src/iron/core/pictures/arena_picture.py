@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 from iron.core.pictures.svg import byte_size, byte_unit, number, text_width
 
 if TYPE_CHECKING:
-    from iron.core.arena import ArenaPlan, Placed
+    from iron.core.arena import Allocation, ArenaPlan
 
 __all__ = ["arena_svg"]
 
@@ -108,7 +108,7 @@ def arena_svg(
 def _panel(
     out: list[str],
     name: str,
-    placed: list[Placed],
+    placed: list[Allocation],
     steps: int,
     box: tuple[float, float, float, float],
     window: tuple[int, int],

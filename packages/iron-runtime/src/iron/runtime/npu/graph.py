@@ -22,9 +22,9 @@ Arguments of a graph image, in order:
   embedding row of a carried token) is read or written at its static offset
   in this argument; the driver binds it per run as a sub-buffer of the arena
   (``pyxrt.bo(parent, size, offset)``) at the offset the run's scratchpad
-  gives (:class:`Window`). A shim buffer descriptor's address is fixed when
-  the design is built, so this is how a per-call offset reaches the DMA; views
-  whose per-call parts agree share one such argument;
+  gives (:class:`WindowShift`). A shim buffer descriptor's address is fixed
+  when the design is built, so this is how a per-call offset reaches the DMA;
+  views whose per-call parts agree share one such argument;
 * ``input:<name>``, ``output:<name>``: the graph's own input and output
   buffers;
 * ``words``: the run's scratchpad (the device's scratchpad words, then the
@@ -68,7 +68,7 @@ from iron.core.percall import Affine
 from iron.runtime.image import ImageSpec, Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words, build_design, emit
-from iron.runtime.npu.designs._common import arg_memref
+from iron.runtime.npu.designs.sequence import arg_memref
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder
 
 __all__ = [
@@ -77,7 +77,7 @@ __all__ = [
     "HostGather",
     "Segment",
     "StepDesign",
-    "Window",
+    "WindowShift",
     "arena_segments",
     "graph_design",
     "placements",
@@ -90,8 +90,11 @@ EMIT = -1
 
 
 @dataclasses.dataclass(frozen=True)
-class Window:
-    """A ``<base>@<i>`` argument: buffer ``base`` from a per-call byte offset on.
+class WindowShift:
+    """How a ``<base>@<i>`` window shifts: ``base`` from a per-call byte offset on.
+
+    (A standalone Copy's per-run argument is
+    :class:`iron.runtime.npu.designs.movers_copy.Window`, in view terms.)
 
     The offset is ``(scratchpad[slot] - const) * itemsize``: the word at
     ``slot`` holds a view's start in elements, ``const`` its static part.
@@ -245,7 +248,11 @@ class HostGather:
 
 def _host_gather(spec: ImageSpec, step: Any) -> HostGather | None:
     """``step`` as a :class:`HostGather`, if it is a Copy gathering by input ids."""
-    if type(step.op).__name__ != "Copy":
+    try:
+        from iron.operators import Copy
+    except ModuleNotFoundError:  # without the catalog no step is a Copy
+        return None
+    if not isinstance(step.op, Copy):
         return None
     view, out = step.inputs[0], step.outputs[0]
     layout = view.layout
@@ -332,7 +339,7 @@ class GraphDesign:
     steps: tuple[StepDesign, ...]
     args: tuple[str, ...]
     arg_bytes: tuple[int, ...]
-    windows: tuple[Window, ...]
+    windows: tuple[WindowShift, ...]
     design: Design | None
     spec: ImageSpec
     host_gathers: tuple[HostGather, ...] = ()
@@ -360,7 +367,7 @@ def _dense_whole(h: Handle) -> bool:
 def placements(
     spec: ImageSpec,
     step_index: int,
-    windows: dict[tuple, Window],
+    windows: dict[tuple, WindowShift],
     segments: Mapping[str, Segment] | None = None,
 ) -> dict[str, Placement]:
     """Each port of step ``step_index``: where its handle starts, in bytes.
@@ -415,9 +422,9 @@ def placements(
             if key not in windows:
                 arg = f"{where}@{len(windows)}"
                 windows[key] = (
-                    Window(arg, slot, const, itemsize, where)
+                    WindowShift(arg, slot, const, itemsize, where)
                     if buf.where != "arena"
-                    else Window(arg, slot, const, itemsize, "arena", base)
+                    else WindowShift(arg, slot, const, itemsize, "arena", base)
                 )
             where = windows[key].arg
             nbytes = buf.nbytes  # the window reaches as far as its buffer does
@@ -512,7 +519,7 @@ def graph_design(
         iron.core.operator.RefusedShapeError: A step refuses the device.
     """
     device = as_device(dev)
-    windows: dict[tuple, Window] = {}
+    windows: dict[tuple, WindowShift] = {}
     segments = arena_segments(spec, arena_bytes)
     stretches = tuple(dict.fromkeys(segments.values()))
     if len(stretches) > 1:  # every arena argument is sized as the largest stretch

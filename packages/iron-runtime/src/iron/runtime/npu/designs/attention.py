@@ -43,7 +43,7 @@ holds a whole head (``m = C``, *resident*), the memory tile repeats it
 (``repeat_count = R / Q``) and the shim sends each head once; otherwise the
 shim sends each head's spans once per query tile. The span is the first
 candidate that passes legality (memory-tile bytes and descriptor fields,
-shim buffer descriptors) in the order of preference :mod:`.attention_stream`
+shim buffer descriptors) in the order of preference :mod:`.attention_schedule`
 gives: *paired* caches (``k_cache`` and ``v_cache`` in one argument, which
 one shim descriptor alternates) smallest span first, *unpaired* ones
 largest first, a long cache that overflows the shim's descriptors refused
@@ -53,7 +53,7 @@ The query tile and the scratchpad words share the core's second input:
 
 * without a per-call parameter, ``q_<c>`` (shim -> core): ``Q g D`` bf16 per
   query tile, depth 2;
-* with one, the scratchpad convention of :mod:`._common` (``word_slots``,
+* with one, the scratchpad convention of :mod:`.sequence` (``word_slots``,
   ``words_fifo``, ``words_transfer``) with the words joined onto the query
   element in a memory tile: ``q_in_<p>`` (query tiles) and ``words_<p>`` (the
   whole scratchpad, sent once per query element) are joined by
@@ -80,7 +80,7 @@ counts: one account, which the operator's ``check`` and ``resolve`` use too
 (with an image's ``scratchpad_words``) and the design checks with its own
 count of words. The operator counts no memory-tile term; the design's is the
 ``kv_in`` elements plus the ``q_in``, ``words`` and ``qw`` elements
-(:func:`~.attention_layout.memtile_bytes`).
+(:func:`~.attention_schedule.memtile_bytes`).
 
 The runtime sequence per shim drains ``out`` (buffer descriptor 0), then
 sends K and V (as above), the query tiles (one descriptor, or one per kv head
@@ -112,32 +112,31 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.operators import CausalAttention, DecodeAttention
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
-)
-from iron.runtime.npu.designs.attention_layout import (
-    _check_core_memory,
-    _fix,
-    _layout_of,
+from iron.runtime.npu.designs.attention_schedule import (
+    CORE_ROW,
+    ITEM,
+    MEM_ROW,
+    AttentionSchedule,
+    base_sizes,
+    candidates,
+    check_core_memory,
+    check_memtile_dims,
+    fix_hint,
+    kv_dims,
+    layout_of,
     memtile_bytes,
+    memtile_dim_problems,
+    pairing,
+    streaming,
 )
-from iron.runtime.npu.designs.attention_stream import (
-    _CORE_ROW,
-    _ITEM,
-    _MEM_ROW,
-    Plan,
-    _base,
-    _candidates,
-    _check_memtile_dims,
-    _kv_dims,
-    _memtile_dim_problems,
-    _pairing,
-    _streaming,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import (
     INDEX_MAX,
@@ -158,7 +157,7 @@ __all__ = [
 ]
 
 #: The operators this module designs.
-FAMILY = ("DecodeAttention", "CausalAttention")
+FAMILY: tuple[type, ...] = (DecodeAttention, CausalAttention)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "attention_bf16"
@@ -178,7 +177,7 @@ def scale_bits(head_dim: int) -> int:
 
 def handles(op: object) -> bool:
     """Whether ``op`` is DecodeAttention or CausalAttention."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def layout(
@@ -186,22 +185,22 @@ def layout(
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
     words: Words | None = None,
-) -> tuple[legality.Layout, Plan]:
-    """What the design of resolved ``op`` places on ``dev``, and its plan.
+) -> tuple[legality.Layout, AttentionSchedule]:
+    """What the design of resolved ``op`` places on ``dev``, and its schedule.
 
     ``where`` maps each port to ``(argument, element offset)``; by default
-    each port is its own buffer at offset 0. The plan is the first candidate
+    each port is its own buffer at offset 0. The schedule is the first candidate
     (see the module docstring: the span) that passes legality; when none
     does, the preferred one among those whose memory tiles fit (else the
     first), which :func:`build` then refuses by name.
     """
-    base = _base(op, dev, words)
+    base = base_sizes(op, dev, words)
     where = dict(where or {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")})
-    dist, _ = _pairing(where, dev)
+    dist, _ = pairing(where, dev)
     fallback = None
-    for p in _candidates(base, dist):
-        lay = _layout_of(op, p, dev, where)
-        fits = not _memtile_dim_problems(p, dev) and all(
+    for p in candidates(base, dist):
+        lay = layout_of(op, p, dev, where)
+        fits = not memtile_dim_problems(p, dev) and all(
             sum(v.values()) <= dev.mem_tile_bytes
             for v in memtile_bytes(p, dev).values()
         )
@@ -275,25 +274,25 @@ def build(
     """
     op = op.resolved(dev)
     op.check(dev)
-    p0 = _base(op, dev, words)
+    p0 = base_sizes(op, dev, words)
     H, D, R = op.heads, op.head_dim, (op.rows if p0["causal"] else 1)
-    cache = op.kv_heads * op.max_len * D * _ITEM
+    cache = op.kv_heads * op.max_len * D * ITEM
     need = {
-        "q": R * H * D * _ITEM,
+        "q": R * H * D * ITEM,
         "k_cache": cache,
         "v_cache": cache,
-        "out": R * H * D * _ITEM,
+        "out": R * H * D * ITEM,
     }
-    args, where = _sequence_args(
-        op, need, placement, arena_bytes, unit=_ITEM, words=p0["count"]
+    args, where = sequence_args(
+        op, need, placement, arena_bytes, unit=ITEM, words=p0["count"]
     )
     lay, p = layout(op, dev, where, words)
-    _check_core_memory(op, p, dev)
+    check_core_memory(op, p, dev)
     try:
         legality.check(lay, dev)
     except legality.LegalityError as e:
-        raise legality.LegalityError(f"{e}; {_fix(p, dev, where)}") from None
-    _check_memtile_dims(repr(op), p, dev)
+        raise legality.LegalityError(f"{e}; {fix_hint(p, dev, where)}") from None
+    check_memtile_dims(repr(op), p, dev)
 
     n, T, L = p.columns, p.kv_tile, p.max_len
     kv_t, big_t = memref(2 * T * D), memref(2 * p.block)
@@ -311,15 +310,15 @@ def build(
         f"streams all max_len={L} cache positions per call; the kernel masks "
         f"positions past each row's limit ({p.param})"
     )
-    b.comment(_streaming(p))
+    b.comment(streaming(p))
     with b.region("module"), b.device(dev.name, "main"):
         b.func_decl(init, [acc_t, st_t, "i32", "i32"], obj)
         b.func_decl(chunk, chunk_types, obj)
         b.func_decl(store, [acc_t, st_t, out_t, "i32", "i32"], obj)
         used = sorted({t.shim.col for t in lay.transfers})
         shim_v = {c: b.tile(c, 0, "shim_noc_tile") for c in used}
-        mem_v = {c: b.tile(c, _MEM_ROW, "mem_tile") for c in range(n)}
-        core_v = {c: b.tile(c, _CORE_ROW) for c in range(n)}
+        mem_v = {c: b.tile(c, MEM_ROW, "mem_tile") for c in range(n)}
+        core_v = {c: b.tile(c, CORE_ROW) for c in range(n)}
 
         def tile_of(t: legality.Tile) -> str:
             return {0: shim_v, 1: mem_v}.get(t.row, core_v)[t.col]
@@ -338,7 +337,7 @@ def build(
                         cons,
                         f.depth,
                         big_t,
-                        dims=_kv_dims(p),
+                        dims=kv_dims(p),
                         repeat=p.q_tiles if p.resident else 1,
                         cons_elem=kv_t if p.span > 1 else None,
                     )
@@ -368,13 +367,13 @@ def build(
             with b.core(core_v[c]):
                 _core_body(b, p, c, bufs[c], (q_t, kv_t, out_t, sc_t, acc_t, st_t))
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], n)
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], n)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 
 def _core_body(
     b: Builder,
-    p: Plan,
+    p: AttentionSchedule,
     col: int,
     bufs: tuple[str, str, str],
     types: tuple[str, ...],

@@ -34,15 +34,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
+from iron.operators import Dequant
+from iron.operators import dequant as dequant_operator
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     column_fifos,
     in_arena,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -50,12 +53,10 @@ __all__ = ["FAMILY", "SYMBOL", "build", "handles", "layout"]
 
 _BF16 = 2
 _BYTE = 1
-_DEPTH = 2  # double-buffered, as Dequant.core_bytes() counts the tiles
 _CORE_ROW = 2
-_GROUP = 32  # iron.operators.dequant.GROUP
 
 #: The operators this module designs.
-FAMILY = ("Dequant",)
+FAMILY: tuple[type, ...] = (Dequant,)
 
 #: The kernel symbol (``dequant_bf16.cc``, linked as ``dequant_bf16.o``).
 SYMBOL = "dequant_bf16"
@@ -68,12 +69,16 @@ _ITEM = {"packed": _BYTE, "scales": _BF16, "out": _BF16}
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a Dequant."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def _bytes(op: object) -> dict[str, int]:
     """Each port's bytes."""
-    return {"packed": op.N // 2, "scales": op.N // _GROUP * _BF16, "out": op.N * _BF16}
+    return {
+        "packed": op.N // 2,
+        "scales": op.N // dequant_operator.GROUP * _BF16,
+        "out": op.N * _BF16,
+    }
 
 
 def layout(
@@ -84,24 +89,33 @@ def layout(
     """What the design of resolved ``op`` places on ``dev`` (not yet checked).
 
     ``where`` maps each port to ``(argument, element offset)`` as
-    ``_common._sequence_args`` gives it (offsets in bf16 elements for
+    :func:`.sequence.sequence_args` gives it (offsets in bf16 elements for
     the arena); by default each port is its own buffer at offset 0.
     """
     where = dict(where or {p: (p, 0) for p in _PORTS})
     cols, tile = op.num_aie_columns, op.tile_size
     shim = [legality.Tile(c, 0) for c in range(cols)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(cols)]
-    per_tile = {"packed": tile // 2, "scales": tile // _GROUP, "out": tile}
+    per_tile = {
+        "packed": tile // 2,
+        "scales": tile // dequant_operator.GROUP,
+        "out": tile,
+    }
     fifos, transfers = [], []
     for c in range(cols):
         for p in ("packed", "scales"):
             fifos.append(
                 legality.Fifo(
-                    f"{p}_{c}", shim[c], (cores[c],), _DEPTH, per_tile[p], _ITEM[p]
+                    f"{p}_{c}",
+                    shim[c],
+                    (cores[c],),
+                    op.fifo_depth,
+                    per_tile[p],
+                    _ITEM[p],
                 )
             )
         fifos.append(
-            legality.Fifo(f"out_{c}", cores[c], (shim[c],), _DEPTH, tile, _BF16)
+            legality.Fifo(f"out_{c}", cores[c], (shim[c],), op.fifo_depth, tile, _BF16)
         )
     need = _bytes(op)
     for c in range(cols):
@@ -147,7 +161,7 @@ def build(
     """
     op = op.resolved(dev)
     op.check(dev)
-    args, where = _sequence_args(op, _bytes(op), placement, arena_bytes, unit=_BF16)
+    args, where = sequence_args(op, _bytes(op), placement, arena_bytes, unit=_BF16)
     lay = layout(op, dev, where)
     legality.check(lay, dev)
 
@@ -155,7 +169,7 @@ def build(
     tiles = op.N // cols // tile
     elem = {
         "packed": memref(tile // 2, "i8"),
-        "scales": memref(tile // _GROUP),
+        "scales": memref(tile // dequant_operator.GROUP),
         "out": memref(tile),
     }
     kernel_types = [elem["packed"], elem["scales"], elem["out"], "i32"]
@@ -185,5 +199,5 @@ def build(
                     b.release(f"scales_{c}", "Consume")
                     b.release(f"out_{c}", "Produce")
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, dtypes=_DTYPES)
-    return _design(b, op, dev, args, (SYMBOL,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, dtypes=_DTYPES)
+    return assemble(b, op, dev, args, (SYMBOL,), lay)

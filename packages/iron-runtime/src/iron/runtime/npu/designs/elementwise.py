@@ -1,78 +1,90 @@
 """Designs for the elementwise family: AXPY, ReLU, binary arithmetic, activations.
 
-Every operator sharing ``iron.operators.elementwise._Elementwise`` splits its
+Every :class:`iron.operators.elementwise.Elementwise` operator splits its
 ``size`` bf16 elements over ``num_aie_columns`` columns, one core per column
 at row 2. Per column and port there is one object FIFO of ``tile_size``
-elements, depth 2, between the column's shim tile and its core (no memory
-tile). The core loops forever over its column's ``size / columns /
+elements, as deep as the operator's ``fifo_depth`` (2), between the column's
+shim tile and its core (no memory tile). The core loops forever over its column's ``size / columns /
 tile_size`` tiles: acquire one element of each input FIFO and of the output
 FIFO, call ``<op>_bf16(in..., out, tile_size[, scalar bits...])``, release.
 The runtime sequence drains each column's slice of the output, fills each
 column's slices of the inputs (from the host buffers, or from the arena at
 the planned offsets), then waits on the outputs.
 
-Kernel symbols and scalar arguments are in :data:`KERNELS`; each kernel's
-contract is in its source (:mod:`iron.runtime.npu.kernels`).
+Each operator declares its kernel symbol and scalar arguments
+(:func:`kernel_of` reads them); each kernel's contract is in its source
+(:mod:`iron.runtime.npu.kernels`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from ml_dtypes import bfloat16
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
+from iron.operators import (
+    AXPY,
+    GELU,
+    Clamp,
+    ElementwiseAdd,
+    ElementwiseMul,
+    LeakyReLU,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    SiLUMul,
+    Tanh,
+)
+from iron.operators.elementwise import Elementwise
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
-__all__ = ["FAMILY", "KERNELS", "build", "handles", "kernel_of"]
+__all__ = ["FAMILY", "build", "handles", "kernel_of"]
 
 _ITEM = 2  # bf16
-_DEPTH = 2  # double-buffered, as the operators' check() assumes
 _CORE_ROW = 2
 
-# Operator class name -> (kernel symbol, or a function of the operator giving
-# it; the operator fields passed as bf16 bits after n, in order).
-KERNELS: dict[str, tuple[str | Callable[[object], str], tuple[str, ...]]] = {
-    "AXPY": ("axpy_bf16", ("scalar_factor",)),
-    "ReLU": ("relu_bf16", ()),
-    "ElementwiseAdd": ("add_bf16", ()),
-    "ElementwiseMul": ("mul_bf16", ()),
-    "SiLU": ("silu_bf16", ()),
-    "Sigmoid": ("sigmoid_bf16", ()),
-    "Tanh": ("tanh_bf16", ()),
-    "GELU": (lambda op: f"gelu_{op.form}_bf16", ()),
-    "LeakyReLU": ("leaky_relu_bf16", ("alpha",)),
-    "Clamp": ("clamp_bf16", ("low", "high")),
-    "SiLUMul": ("silu_mul_bf16", ()),
-}
-
-#: The operators this module designs.
-FAMILY = tuple(KERNELS)
+#: The operators this module designs. Each declares its kernel
+#: (``kernel_symbol()``, ``kernel_scalars``) and its FIFOs' depth
+#: (``fifo_depth``, which its ``check()`` counts); see
+#: :class:`iron.operators.elementwise.Elementwise`.
+FAMILY: tuple[type, ...] = (
+    AXPY,
+    ReLU,
+    ElementwiseAdd,
+    ElementwiseMul,
+    SiLU,
+    Sigmoid,
+    Tanh,
+    GELU,
+    LeakyReLU,
+    Clamp,
+    SiLUMul,
+)
 
 
 def handles(op: object) -> bool:
     """Whether ``op`` is of the elementwise family."""
-    return type(op).__name__ in KERNELS
+    return isinstance(op, FAMILY)
 
 
-def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
+def kernel_of(op: Elementwise) -> tuple[str, tuple[int, ...]]:
     """``op``'s kernel symbol and its scalar arguments (bf16 bit patterns)."""
-    symbol, scalars = KERNELS[type(op).__name__]
-    name = symbol(op) if callable(symbol) else symbol
     bits = tuple(
         int(np.asarray(bfloat16(getattr(op, f)), dtype=bfloat16).view(np.uint16))
-        for f in scalars
+        for f in op.kernel_scalars
     )
-    return name, bits
+    return op.kernel_symbol(), bits
 
 
 def _ports(op: object) -> tuple[list[str], list[str]]:
@@ -102,7 +114,7 @@ def build(
     cols, tile = op.num_aie_columns, op.tile_size
     per_col = op.size // cols
     tiles = per_col // tile
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op, {p: op.size * _ITEM for p in ins + outs}, placement, arena_bytes
     )
     shim = [legality.Tile(c, 0) for c in range(cols)]
@@ -111,9 +123,13 @@ def build(
     fifos, transfers = [], []
     for c in range(cols):
         for p in ins:
-            fifos.append(legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), _DEPTH, tile))
+            fifos.append(
+                legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), op.fifo_depth, tile)
+            )
         for p in outs:
-            fifos.append(legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), _DEPTH, tile))
+            fifos.append(
+                legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), op.fifo_depth, tile)
+            )
     sizes, strides = linear_walk(per_col, _ITEM, dev)
     for c in range(cols):
         for bd, p in enumerate(outs + ins):
@@ -158,8 +174,8 @@ def build(
             _core(
                 b, core_v[c], c, ins, outs, symbol, tile, tiles, scalars, kernel_types
             )
-        _runtime_sequence(b, args, transfers, outs, cols)
-    return _design(b, op, dev, args, (symbol,), layout)
+        runtime_sequence(b, args, transfers, outs, cols)
+    return assemble(b, op, dev, args, (symbol,), layout)
 
 
 def _core(

@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
 from iron.core.emit import HEADER, WIDTH, slots_of
 from iron.core.handle import Handle
 from iron.runtime.image import ImageSpec
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, linear_walk
-from iron.runtime.npu.designs._common import WORDS, _runtime_sequence
+from iron.runtime.npu.designs import Design
+from iron.runtime.npu.designs.sequence import WORDS, runtime_sequence
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = ["INSTRUCTIONS", "PROGRAM_WORDS", "REGISTERS", "build"]
@@ -178,7 +179,7 @@ def build(
                 b.release("emit_slots", "Consume")
                 b.release("emit_next", "Produce")
             b.end()
-        _runtime_sequence(
+        runtime_sequence(
             b,
             args,
             layout.transfers,

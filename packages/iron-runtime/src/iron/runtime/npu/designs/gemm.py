@@ -7,7 +7,7 @@ tile_m`` row tiles that is at most the device's ``core_rows``) each own one
 ``tile_m``-row tile of M per pass. Core ``(c, 2 + r)`` computes the output
 tiles ``(p * rows + r, q * columns + c)`` for every M pass ``p`` and N pass
 ``q``, walking K in ``tile_k`` steps: ``(M / tile_m / rows) * (N / tile_n /
-columns)`` output tiles per core per call (:class:`~.gemm_schedule.Plan`).
+columns)`` output tiles per core per call (:class:`~.gemm_schedule.GemmTiling`).
 
 Data movement (all object FIFOs of depth 2, as ``GEMM.check()`` counts the
 core's tiles: ``a`` and ``b`` double-buffered, the bf16 ``out`` tile
@@ -78,21 +78,22 @@ from collections.abc import Mapping, Sequence
 
 from iron.core.device import Device
 from iron.core.precision import Precision
+from iron.operators import GEMM
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
-)
 from iron.runtime.npu.designs.gemm_schedule import (
-    _ITEM,
-    _PORTS,
-    Plan,
-    _sequence,
-    plan,
+    ITEM,
+    PORTS,
+    GemmTiling,
     schedule,
+    sequence_transfers,
+    tiling,
+)
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -109,12 +110,11 @@ __all__ = [
 ]
 
 _F32 = 4
-_DEPTH = 2  # double-buffered, as GEMM.check() counts the tiles
 _MEM_ROW = 1
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("GEMM",)
+FAMILY: tuple[type, ...] = (GEMM,)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "gemm"
@@ -134,10 +134,10 @@ ACCUMULATE: dict[tuple[Precision, bool], str] = {
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a GEMM."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
-def stream_dims(op: object, p: Plan, fifo: str) -> list[tuple[int, int]]:
+def stream_dims(op: object, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
     """The memory tile's ``dimensionsToStream`` ``(size, stride)`` of a FIFO kind.
 
     ``fifo`` is ``a`` (an A tile into ``r x s`` blocks), ``b`` (a B tile into
@@ -166,8 +166,8 @@ def layout(
     ``where`` maps each port to ``(argument, element offset)``; by default
     each port is its own buffer at offset 0.
     """
-    where = dict(where or {q: (q, 0) for q in _PORTS})
-    p = plan(op, dev)
+    where = dict(where or {q: (q, 0) for q in PORTS})
+    p = tiling(op, dev)
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
     shim = [legality.Tile(c, 0) for c in range(cols)]
     mem = [legality.Tile(c, _MEM_ROW) for c in range(cols)]
@@ -175,22 +175,28 @@ def layout(
     fifos = []
     for g, rows in enumerate(p.groups):
         fifos.append(
-            legality.Fifo(f"a_{g}", shim[g], (mem[g],), _DEPTH, len(rows) * tm * tk)
+            legality.Fifo(
+                f"a_{g}", shim[g], (mem[g],), op.fifo_depth, len(rows) * tm * tk
+            )
         )
         for r in rows:
             row_cores = tuple(core[c][r] for c in range(cols))
-            fifos.append(legality.Fifo(f"a_row{r}", mem[g], row_cores, _DEPTH, tm * tk))
+            fifos.append(
+                legality.Fifo(f"a_row{r}", mem[g], row_cores, op.fifo_depth, tm * tk)
+            )
     for c in range(cols):
         fifos += [
-            legality.Fifo(f"b_{c}", shim[c], (mem[c],), _DEPTH, tk * tn),
-            legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), _DEPTH, tk * tn),
+            legality.Fifo(f"b_{c}", shim[c], (mem[c],), op.fifo_depth, tk * tn),
+            legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), op.fifo_depth, tk * tn),
         ]
         fifos += [
-            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), _DEPTH, tm * tn)
+            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), op.fifo_depth, tm * tn)
             for r in range(R)
         ]
-        fifos.append(legality.Fifo(f"out_{c}", mem[c], (shim[c],), _DEPTH, R * tm * tn))
-    transfers, waits = _sequence(op, p, dev, where, schedule(op, dev, where))
+        fifos.append(
+            legality.Fifo(f"out_{c}", mem[c], (shim[c],), op.fifo_depth, R * tm * tn)
+        )
+    transfers, waits = sequence_transfers(op, p, dev, where, schedule(op, dev, where))
     cores = tuple(t for column in core for t in column)
     return legality.Layout(
         repr(op),
@@ -211,16 +217,17 @@ def _objectfifo(
     producer: str,
     consumers: Sequence[str],
     elem: str,
+    depth: int,
     dims: Sequence[tuple[int, int]] | None = None,
 ) -> None:
     """``aie.objectfifo`` with an optional ``dimensionsToStream`` [dims_to_stream]."""
     if not dims:
-        b.objectfifo(name, producer, consumers, _DEPTH, elem)
+        b.objectfifo(name, producer, consumers, depth, elem)
         return
     pattern = ", ".join(f"<size = {n}, stride = {s}>" for n, s in dims)
     b.line(
         f"aie.objectfifo @{name}({producer} dimensionsToStream [{pattern}], "
-        f"{{{', '.join(consumers)}}}, {_DEPTH} : i32) : !aie.objectfifo<{elem}>"
+        f"{{{', '.join(consumers)}}}, {depth} : i32) : !aie.objectfifo<{elem}>"
     )
 
 
@@ -273,27 +280,28 @@ def build(
             f"has no NPU kernel yet; give precision='high' or 'highest'"
         )
     acc_sym = ACCUMULATE[key]
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op,
         {
-            "a": op.M * op.K * _ITEM,
-            "b": op.K * op.N * _ITEM,
-            "out": op.M * op.N * _ITEM,
+            "a": op.M * op.K * ITEM,
+            "b": op.K * op.N * ITEM,
+            "out": op.M * op.N * ITEM,
         },
         placement,
         arena_bytes,
-        unit=_ITEM,
+        unit=ITEM,
     )
     lay = layout(op, dev, where)
     legality.check(lay, dev)
 
-    p = plan(op, dev)
+    p = tiling(op, dev)
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
     a_t = memref((tm, tk))
     b_t = memref((tn, tk) if op.b_transposed else (tk, tn))
     c_t, acc_t = memref((tm, tn)), memref((tm, tn), "f32")
     obj = f"{KERNEL_SOURCE}.o"
     ints3 = ["i32", "i32", "i32"]
+    depth = op.fifo_depth
     b = Builder()
     b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     with b.region("module"), b.device(dev.name, "main"):
@@ -305,11 +313,11 @@ def build(
         core_v = [[b.tile(c, _CORE_ROW + r) for r in range(R)] for c in range(cols)]
         for g, rows in enumerate(p.groups):
             rows_t = memref(len(rows) * tm * tk)
-            _objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t)
+            _objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t, depth)
             for r in rows:
                 row_cores = [core_v[c][r] for c in range(cols)]
                 dims = stream_dims(op, p, "a")
-                _objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, dims)
+                _objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, depth, dims)
             _link(
                 b,
                 [f"a_{g}"],
@@ -319,14 +327,16 @@ def build(
                 else (),
             )
         for c in range(cols):
-            _objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn))
+            _objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn), depth)
             dims = stream_dims(op, p, "b")
-            _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, dims)
+            _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, depth, dims)
             _link(b, [f"b_{c}"], [f"b_col{c}"])
             for r in range(R):
-                _objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t)
+                _objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, depth)
             dims = stream_dims(op, p, "out")
-            _objectfifo(b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), dims)
+            _objectfifo(
+                b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), depth, dims
+            )
             _link(
                 b,
                 [f"c_{c}_{r}" for r in range(R)],
@@ -350,8 +360,8 @@ def build(
                     acc_sym,
                     (a_t, b_t, c_t, acc_t),
                 )
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 
 def _core(
@@ -360,7 +370,7 @@ def _core(
     acc: str,
     c: int,
     r: int,
-    p: Plan,
+    p: GemmTiling,
     acc_sym: str,
     types: tuple[str, str, str, str],
 ) -> None:

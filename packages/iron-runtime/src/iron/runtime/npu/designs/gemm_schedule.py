@@ -1,6 +1,6 @@
 """The GEMM design's work and its order, for the design of :mod:`.gemm`.
 
-This module owns which output tiles each core computes (:class:`Plan`), the
+This module owns which output tiles each core computes (:class:`GemmTiling`), the
 order the cores walk them (:func:`tile_order`), the shim walks that feed
 them folded into 4-D buffer descriptors, and the blocks a long sequence runs
 in (:class:`Schedule`, :func:`schedule`). :mod:`.gemm` describes the layout
@@ -40,15 +40,26 @@ from iron.core.device import Device
 from iron.operators.matmul import mmul_shape
 from iron.runtime.npu import legality
 
-__all__ = ["Plan", "Schedule", "plan", "schedule", "tile_order"]
+__all__ = [
+    "ITEM",
+    "PORTS",
+    "GemmTiling",
+    "Schedule",
+    "schedule",
+    "sequence_transfers",
+    "tile_order",
+    "tiling",
+]
 
-_ITEM = 2  # bf16
+#: Bytes of a bf16 element.
+ITEM = 2
 
-_PORTS = ("a", "b", "out")
+#: The ports, in the order their walks are issued.
+PORTS = ("a", "b", "out")
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class GemmTiling:
     """How a resolved GEMM spreads over the array.
 
     Attributes:
@@ -86,8 +97,8 @@ class Plan:
         return next(g for g, rows in enumerate(self.groups) if row in rows)
 
 
-def plan(op: object, dev: Device) -> Plan:
-    """The :class:`Plan` of resolved, checked GEMM ``op`` on ``dev``.
+def tiling(op: object, dev: Device) -> GemmTiling:
+    """The :class:`GemmTiling` of resolved, checked GEMM ``op`` on ``dev``.
 
     Raises:
         ValueError: A tile does not divide its dimension.
@@ -103,7 +114,7 @@ def plan(op: object, dev: Device) -> Plan:
     carriers = min(rows, cols)
     cut = [g * rows // carriers for g in range(carriers + 1)]
     groups = tuple(tuple(range(cut[g], cut[g + 1])) for g in range(carriers))
-    return Plan(
+    return GemmTiling(
         columns=cols,
         rows=rows,
         tm=tm,
@@ -131,7 +142,7 @@ def _fold(
     strides)`` per walk.
     """
     wrap = (1 << dev.dma_size_bits) - 1
-    inner_max = wrap * dev.dma_granule_bytes // _ITEM
+    inner_max = wrap * dev.dma_granule_bytes // ITEM
     nest: list[tuple[int, int]] = []  # innermost first
     for n, s in reversed([d for d in dims if d[0] > 1]):
         if nest and s and s == nest[-1][0] * nest[-1][1]:
@@ -140,7 +151,7 @@ def _fold(
                 nest[-1] = (size, nest[-1][1])
                 continue
         nest.append((n, s))
-    step_max = (1 << dev.dma_stride_bits) * dev.dma_granule_bytes // _ITEM
+    step_max = (1 << dev.dma_stride_bits) * dev.dma_granule_bytes // ITEM
     rest = list(reversed(nest))  # outermost first
     inner: list[tuple[int, int]] = []
     while rest and len(inner) < 3 and 0 < rest[-1][1] <= step_max:
@@ -163,7 +174,7 @@ def _fold(
 
 
 def _walks(
-    op: object, p: Plan, where: Mapping[str, tuple[str, int]], order: str
+    op: object, p: GemmTiling, where: Mapping[str, tuple[str, int]], order: str
 ) -> dict[str, list[tuple[str, int, list[tuple[int, int]]]]]:
     """Each shim FIFO's ``(argument, offset, loop nest)``, for tile order ``order``."""
     K, N = op.K, op.N
@@ -196,7 +207,11 @@ def _walks(
 
 
 def _transfers(
-    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
+    op: object,
+    p: GemmTiling,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    order: str,
 ) -> list[legality.Transfer]:
     """The shim transfers of tile order ``order``: per column ``out``, ``a``, ``b``."""
     walks = _walks(op, p, where, order)
@@ -209,7 +224,7 @@ def _transfers(
                 for off, sizes, strides in _fold(offset, nest, dev):
                     transfers.append(
                         legality.Transfer(
-                            name, shim, arg, off, sizes, strides, _ITEM, bd
+                            name, shim, arg, off, sizes, strides, ITEM, bd
                         )
                     )
                     bd += 1
@@ -252,7 +267,7 @@ def _runs(start: int, count: int, inner: int) -> list[tuple[int, int, int, bool]
 
 
 def _block_transfers(
-    p: Plan,
+    p: GemmTiling,
     dev: Device,
     walks: Mapping[str, list[tuple[str, int, list[tuple[int, int]]]]],
     inner: int,
@@ -278,7 +293,7 @@ def _block_transfers(
                     for off, sizes, strides in _fold(base, dims, dev):
                         found.append(
                             legality.Transfer(
-                                name, shim, arg, off, sizes, strides, _ITEM, bd
+                                name, shim, arg, off, sizes, strides, ITEM, bd
                             )
                         )
                         bd += 1
@@ -311,7 +326,11 @@ def _block_fits(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
 
 
 def _blocks(
-    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
+    op: object,
+    p: GemmTiling,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    order: str,
 ) -> tuple[tuple[int, int], ...]:
     """The fewest equal blocks (the last may be short) that each fit; () if none."""
     walks = _walks(op, p, where, order)
@@ -345,8 +364,8 @@ def schedule(
     that fits, the unblocked schedule, which legality refuses naming the
     shim and the count.
     """
-    where = dict(where or {q: (q, 0) for q in _PORTS})
-    p = plan(op, dev)
+    where = dict(where or {q: (q, 0) for q in PORTS})
+    p = tiling(op, dev)
     walks = {o: _transfers(op, p, dev, where, o) for o in ("mn", "nm")}
 
     def busiest(order: str) -> tuple[int, int]:
@@ -377,9 +396,9 @@ def tile_order(
     return schedule(op, dev, where).order
 
 
-def _sequence(
+def sequence_transfers(
     op: object,
-    p: Plan,
+    p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     sch: Schedule,

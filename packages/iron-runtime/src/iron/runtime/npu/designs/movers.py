@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from iron.core.device import Device
-from iron.operators.movers import Access
+from iron.operators.movers import Access, Copy, Repeat, Transpose
 from iron.runtime.image import Placement
 from iron.runtime.npu.designs import Design, Words
 from iron.runtime.npu.designs.movers_copy import (
@@ -70,17 +70,17 @@ from iron.runtime.npu.designs.movers_transpose import build_transpose
 __all__ = ["FAMILY", "HostBufferLimitError", "Window", "build", "handles", "windows"]
 
 #: The operators this module designs.
-FAMILY = ("Copy", "Transpose", "Repeat")
+FAMILY: tuple[type, ...] = (Copy, Transpose, Repeat)
 
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a data mover."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def windows(op: object, out_access: Access | None = None) -> tuple[Window, ...]:
     """The arguments the host binds per run inside a buffer (none but Copy's)."""
-    if type(op).__name__ != "Copy":
+    if not isinstance(op, Copy):
         return ()
     return copy_windows(op, out_access)
 
@@ -108,14 +108,15 @@ def build(
         ValueError: A placement is too small, misplaced, or names no port.
     """
     name = type(op).__name__
-    if name == "Copy":
+    if isinstance(op, Copy):
         return build_copy(
             op, dev, placement, arena_bytes=arena_bytes, out_access=out_access
         )
     if out_access is not None:
         raise TypeError(f"{op!r}: out_access is Copy's; {name} writes contiguously")
-    if name == "Repeat":
+    if isinstance(op, Repeat):
         return build_repeat(op, dev, placement, arena_bytes=arena_bytes)
-    if name == "Transpose":
+    if isinstance(op, Transpose):
         return build_transpose(op, dev, placement, arena_bytes=arena_bytes)
-    raise KeyError(f"{name} is not a data mover ({', '.join(FAMILY)})")
+    movers = ", ".join(cls.__name__ for cls in FAMILY)
+    raise KeyError(f"{name} is not a data mover ({movers})")

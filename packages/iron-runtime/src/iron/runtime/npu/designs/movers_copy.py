@@ -38,11 +38,11 @@ from iron.operators.movers import Access, Copy
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     in_arena,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder, memref
 
@@ -204,7 +204,7 @@ def _args(
             placement.pop(name, None)  # one argument per gathered row instead
         for a, n in zip(port.args, port.need):
             need[a] = n * itemsize
-    args, where = _sequence_args(op, need, placement, arena_bytes, unit=itemsize)
+    args, where = sequence_args(op, need, placement, arena_bytes, unit=itemsize)
     if len(args) > HOST_BUFFERS_MAX:
         rows = sum(len(p.args) for p in ports.values() if len(p.args) > 1)
         raise HostBufferLimitError(
@@ -289,7 +289,7 @@ def emit_sequence(
             t, token = item
             transfers.append(dataclasses.replace(t, token=token))
     assert points or not any(t.token for t in transfers), "a token nobody waits on"
-    _runtime_sequence(
+    runtime_sequence(
         b,
         args,
         transfers,
@@ -323,7 +323,7 @@ def _forward(
             b.objectfifo(f.name, ssa[f.producer], cons, f.depth, elem)
         b.line(f"aie.objectfifo.link [@{names[0]}] -> [@{names[1]}]([] [])")
         emit_sequence(b, args, items, dtype)
-    return _design(b, op, dev, args, (), layout)
+    return assemble(b, op, dev, args, (), layout)
 
 
 def build_copy(

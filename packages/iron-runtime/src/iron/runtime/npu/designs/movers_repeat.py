@@ -19,7 +19,6 @@ from iron.core.dma import split_long_dims
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design
-from iron.runtime.npu.designs._common import _sequence_args
 from iron.runtime.npu.designs.movers_copy import (
     _DEPTH,
     _MEM_ROW,
@@ -28,6 +27,7 @@ from iron.runtime.npu.designs.movers_copy import (
     _itemsize,
     _queued,
 )
+from iron.runtime.npu.designs.sequence import sequence_args
 from iron.runtime.npu.mlir import Builder
 
 __all__ = ["build_repeat"]
@@ -54,7 +54,7 @@ def build_repeat(
     dtype = _itemsize(op, s)
     rows, rep, row = op.rows, op.repeat, prod(op.row_shape)
     need = {"x": rows * row * s, "out": rows * rep * row * s}
-    args, where = _sequence_args(op, need, placement, arena_bytes, unit=s)
+    args, where = sequence_args(op, need, placement, arena_bytes, unit=s)
     # The walks Repeat.check checked: a row in at most two dimensions.
     sizes, strides = split_long_dims(dev, (row,), (1,), s)
     inner = sizes if len(sizes) == 2 else (1, row)

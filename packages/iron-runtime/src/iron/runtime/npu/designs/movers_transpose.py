@@ -32,8 +32,8 @@ from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design
-from iron.runtime.npu.designs._common import _design, _sequence_args
 from iron.runtime.npu.designs.movers_copy import TASK_QUEUE, Wait, emit_sequence
+from iron.runtime.npu.designs.sequence import assemble, sequence_args
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
 __all__ = ["KERNEL", "blocks_of_column", "boxes", "build_transpose"]
@@ -144,7 +144,7 @@ def build_transpose(
     grid = (B, R // tr, C // tc)
     total = B * grid[1] * grid[2]
     need = {"x": B * R * C * _ITEM, "out": B * R * C * _ITEM}
-    args, where = _sequence_args(op, need, placement, arena_bytes, unit=_ITEM)
+    args, where = sequence_args(op, need, placement, arena_bytes, unit=_ITEM)
     (xarg, xbase), (oarg, obase) = where["x"], where["out"]
     step_max = (1 << dev.dma_stride_bits) * dev.dma_granule_bytes // _ITEM
     whole = (grid[1] == 1 or grid[2] == 1) and R * C <= step_max
@@ -216,4 +216,4 @@ def build_transpose(
                     b.release(f"out_{c}", "Produce")
                 b.end()
         emit_sequence(b, args, items, "bf16")
-    return _design(b, op, dev, args, (KERNEL,), layout)
+    return assemble(b, op, dev, args, (KERNEL,), layout)

@@ -9,7 +9,7 @@ position, numbered position-major (tile ``t`` is position ``t // per_position``,
 columns in contiguous blocks of equal length (``RoPE.check`` refuses a count
 that does not divide), one core per column at row 2. A block covers whole
 positions, part of one position, or (when neither divides the other) a
-partial position, whole positions and a partial one; :func:`segments` names
+partial position, whole positions and a partial one; :func:`tile_runs` names
 these runs.
 
 Per column there are three object FIFOs between the column's shim tile and
@@ -20,7 +20,7 @@ its core (no memory tile), exactly the buffers ``RoPE.core_bytes`` counts:
   position's row arrives while the core rotates the current one).
 * ``out_<c>``: like ``x_<c>``, core to shim, depth 2.
 
-The core loops forever; per call it walks its segments: per position it
+The core loops forever; per call it walks its tile runs: per position it
 acquires the table row once, then for each of that position's tiles in the
 block acquires an ``x`` and an ``out`` element, calls ``rope_bf16(x, table,
 out, n, head_dim, interleaved)`` with ``n = heads_per_tile * head_dim`` and
@@ -50,13 +50,15 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
+from iron.operators import RoPE
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.sequence import (
+    assemble,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -64,19 +66,18 @@ __all__ = [
     "FAMILY",
     "KERNEL",
     "METHOD_FLAG",
-    "Segment",
+    "TileRun",
     "build",
     "handles",
     "layout",
-    "segments",
+    "tile_runs",
 ]
 
 _ITEM = 2  # bf16
-_DEPTH = 2  # x, out and the table row double-buffered, as RoPE.core_bytes counts
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("RoPE",)
+FAMILY: tuple[type, ...] = (RoPE,)
 
 #: The kernel symbol (``rope_bf16.cc``, linked as ``rope_bf16.o``).
 KERNEL = "rope_bf16"
@@ -87,7 +88,7 @@ METHOD_FLAG = {"half": 0, "interleaved": 1}
 _PORTS = ("x", "table", "out")
 
 
-class Segment(NamedTuple):
+class TileRun(NamedTuple):
     """A run of a column's tiles: ``positions`` positions from ``position`` on,
     ``tiles`` tiles of each (one table row acquired per position)."""
 
@@ -98,10 +99,10 @@ class Segment(NamedTuple):
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a RoPE."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
-def segments(op: object, col: int) -> tuple[Segment, ...]:
+def tile_runs(op: object, col: int) -> tuple[TileRun, ...]:
     """The runs of resolved ``op``'s tiles that column ``col`` rotates, in order.
 
     Column ``col`` owns tiles ``col * k .. (col + 1) * k - 1`` with ``k =
@@ -116,11 +117,11 @@ def segments(op: object, col: int) -> tuple[Segment, ...]:
         p, into = divmod(t, per_position)
         if into == 0 and end - t >= per_position:
             whole = (end - t) // per_position
-            found.append(Segment(p, whole, per_position))
+            found.append(TileRun(p, whole, per_position))
             t += whole * per_position
         else:
             m = min(per_position - into, end - t)
-            found.append(Segment(p, 1, m))
+            found.append(TileRun(p, 1, m))
             t += m
     return tuple(found)
 
@@ -144,13 +145,13 @@ def layout(
     fifos, transfers = [], []
     for c in range(ncol):
         fifos += [
-            legality.Fifo(f"x_{c}", shim[c], (cores[c],), _DEPTH, tile),
-            legality.Fifo(f"table_{c}", shim[c], (cores[c],), _DEPTH, d),
-            legality.Fifo(f"out_{c}", cores[c], (shim[c],), _DEPTH, tile),
+            legality.Fifo(f"x_{c}", shim[c], (cores[c],), op.fifo_depth, tile),
+            legality.Fifo(f"table_{c}", shim[c], (cores[c],), op.fifo_depth, d),
+            legality.Fifo(f"out_{c}", cores[c], (shim[c],), op.fifo_depth, tile),
         ]
     block = linear_walk(per_col, _ITEM, dev)
     for c in range(ncol):
-        segs = segments(op, c)
+        segs = tile_runs(op, c)
         first = segs[0].position
         count = segs[-1].position + segs[-1].positions - first
         runs = {
@@ -190,7 +191,7 @@ def build(
     op.check(dev)
     rows, heads, d = op.rows, op.heads, op.head_dim
     need = {"x": rows * heads * d, "table": rows * d, "out": rows * heads * d}
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op, {p: n * _ITEM for p, n in need.items()}, placement, arena_bytes, unit=_ITEM
     )
     lay = layout(op, dev, where)
@@ -217,17 +218,17 @@ def build(
             with b.core(core_v[c]):
                 _core_body(b, op, c, kernel_types)
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], ncol)
-    return _design(b, op, dev, args, (KERNEL,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], ncol)
+    return assemble(b, op, dev, args, (KERNEL,), lay)
 
 
 def _core_body(b: Builder, op: object, col: int, kernel_types: list[str]) -> None:
-    """One column's core: forever, per segment and position, acquire the table
+    """One column's core: forever, per tile run and position, acquire the table
     row, rotate the position's tiles, release the row."""
     d = op.head_dim
     tile = op.heads_per_tile * d
     x_t, t_t = memref(tile), memref(d)
-    segs = segments(op, col)
+    segs = tile_runs(op, col)
     c0, c1 = b.constant(0, "index"), b.constant(1, "index")
     forever = b.constant(INDEX_MAX, "index")
     counts = {}

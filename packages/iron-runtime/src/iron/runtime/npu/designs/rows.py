@@ -22,7 +22,7 @@ references add it as fp32), Softmax's ``length`` as an int.
 
 A per-call Softmax ``length`` (a :class:`~iron.core.percall.PerCall` or
 :class:`~iron.core.percall.Affine`) is read from the run's scratchpad, as
-:mod:`._common` lays it out: each column gets one more FIFO, ``words_<c>``
+:mod:`.sequence` lays it out: each column gets one more FIFO, ``words_<c>``
 (the whole scratchpad of ``i32``, depth 1, shim to core: the core's and the
 shim's second input channel besides ``x``), which the runtime sequence fills
 from its last argument ``words`` before the column's other transfers. At
@@ -44,15 +44,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
 from iron.core.percall import Affine, PerCall
+from iron.operators import LayerNorm, RMSNorm, Softmax
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words, registered
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     load_words,
+    runtime_sequence,
+    sequence_args,
     word_slots,
     words_fifo,
     words_transfer,
@@ -63,23 +65,22 @@ __all__ = ["FAMILY", "build", "handles", "kernel_of"]
 
 _ITEM = 2  # bf16
 _F32 = 4
-_DEPTH = 2  # double-buffered tiles, as RowOperator.check() counts them
 _PARAM_DEPTH = 1  # a weight or bias, resident for the whole call
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("RMSNorm", "LayerNorm", "Softmax")
+FAMILY: tuple[type, ...] = (RMSNorm, LayerNorm, Softmax)
 
 #: The row-long parameter ports: delivered once per core per call.
 _PARAMS = ("weight", "bias")
 
 #: Each operator's parameters that may be per-call (read from the scratchpad).
-_PER_CALL = {"Softmax": ("length",)}
+_PER_CALL: dict[type, tuple[str, ...]] = {Softmax: ("length",)}
 
 
 def handles(op: object) -> bool:
     """Whether ``op`` is of the row family."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def _f32_bits(value: float) -> int:
@@ -100,11 +101,10 @@ def kernel_of(op: object) -> tuple[str, tuple[int | str, ...]]:
         NotImplementedError: A LayerNorm has a weight without a bias or a
             bias without a weight.
     """
-    name = type(op).__name__
-    if name == "RMSNorm":
+    if isinstance(op, RMSNorm):
         symbol = "rms_norm_weighted_bf16" if op.weighted else "rms_norm_bf16"
         return symbol, (_f32_bits(op.eps),)
-    if name == "LayerNorm":
+    if isinstance(op, LayerNorm):
         if bool(op.weighted) != bool(op.biased):
             raise NotImplementedError(
                 f"{op!r}: the NPU LayerNorm kernels take both weight and bias "
@@ -114,14 +114,15 @@ def kernel_of(op: object) -> tuple[str, tuple[int | str, ...]]:
             )
         symbol = "layer_norm_affine_bf16" if op.weighted else "layer_norm_bf16"
         return symbol, (_f32_bits(op.eps),)
-    if name == "Softmax":
+    if isinstance(op, Softmax):
         length = op.length
         if length is None:
             return "softmax_bf16", (int(op.cols),)
         if isinstance(length, PerCall | Affine):
             return "softmax_bf16", ("length",)
         return "softmax_bf16", (min(max(int(length), 0), int(op.cols)),)
-    raise KeyError(f"{name} is not of the row family ({', '.join(FAMILY)})")
+    names = ", ".join(cls.__name__ for cls in FAMILY)
+    raise KeyError(f"{type(op).__name__} is not of the row family ({names})")
 
 
 def _ports(op: object) -> tuple[list[str], list[str], list[str]]:
@@ -175,12 +176,12 @@ def build(
     need = {p: rows * cols * _ITEM for p in row_ins}
     need |= {p: cols * _ITEM for p in params}
     need |= {p: rows * cols * _ITEM for p in outs}
-    slots, count = word_slots(op, _PER_CALL.get(type(op).__name__, ()), words)
+    slots, count = word_slots(op, registered(op, _PER_CALL) or (), words)
     count = count if slots else 0  # no per-call parameter reads no words
-    args, where = _sequence_args(op, need, placement, arena_bytes, words=count)
+    args, where = sequence_args(op, need, placement, arena_bytes, words=count)
     shim = [legality.Tile(c, 0) for c in range(ncol)]
     cores = [legality.Tile(c, _CORE_ROW) for c in range(ncol)]
-    scratch = cols if type(op).__name__ == "Softmax" else 0
+    scratch = cols if isinstance(op, Softmax) else 0
     # Weight and bias share one FIFO (weight, then bias): a core and a shim
     # have two input channels each, which x and a weight already take.
     pfifo = (params[0] if len(params) == 1 else "params") if params else ""
@@ -190,7 +191,9 @@ def build(
         if count:
             fifos.append(words_fifo(c, shim[c], cores[c], count))
         for p in row_ins:
-            fifos.append(legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), _DEPTH, tile))
+            fifos.append(
+                legality.Fifo(f"{p}_{c}", shim[c], (cores[c],), op.fifo_depth, tile)
+            )
         if params:
             fifos.append(
                 legality.Fifo(
@@ -202,7 +205,9 @@ def build(
                 )
             )
         for p in outs:
-            fifos.append(legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), _DEPTH, tile))
+            fifos.append(
+                legality.Fifo(f"{p}_{c}", cores[c], (shim[c],), op.fifo_depth, tile)
+            )
     row_walk = linear_walk(per_col, _ITEM, dev)
     param_walk = linear_walk(cols, _ITEM, dev)
     for c in range(ncol):
@@ -291,8 +296,8 @@ def build(
                     (count, slots),
                 )
                 b.end()
-        _runtime_sequence(b, args, transfers, outs, ncol)
-    return _design(b, op, dev, args, (symbol,), layout)
+        runtime_sequence(b, args, transfers, outs, ncol)
+    return assemble(b, op, dev, args, (symbol,), layout)
 
 
 def _core_body(

@@ -6,7 +6,7 @@ the shim tile ``(0, 0)`` (no memory tile). Object FIFOs:
 * ``logits_0``: ``tile_size`` logits (bf16, or f32 when ``itemsize`` is 4),
   depth 2, shim to core;
 * ``token_0``: one ``i32``, depth 1, core to shim;
-* ``words_0``: the run's scratchpad (:func:`._common.words_fifo`), only when
+* ``words_0``: the run's scratchpad (:func:`.sequence.words_fifo`), only when
   ``seed`` is a per-call value and the draw is not greedy.
 
 The core keeps its running top-k list in a core-local ``aie.buffer``
@@ -22,7 +22,7 @@ calls ``sample_pick(topk, token, k, greedy, inv_bits, seed)`` and releases it
 fp32(temperature)``, computed here exactly as
 :func:`iron.operators.sample.draw` computes it; a fixed ``seed`` is a
 compile-time ``i32`` (modulo ``2**32``, as ``hash32`` reads it), a per-call
-one is read with :func:`._common.load_words` from its scratchpad slot.
+one is read with :func:`.sequence.load_words` from its scratchpad slot.
 
 The runtime sequence drains ``token`` (buffer descriptor 0), fills
 ``logits`` (1) and, with a per-call seed, ``words`` (2), then waits on
@@ -43,15 +43,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
+from iron.operators import Sample
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     in_arena,
     load_words,
+    runtime_sequence,
+    sequence_args,
     word_slots,
     words_fifo,
     words_transfer,
@@ -71,13 +73,12 @@ __all__ = [
 
 _BF16 = 2
 _WORD = 4
-_DEPTH = 2  # double-buffered chunks, as Sample.core_bytes() counts them
 _TOKEN_DEPTH = 1  # one token a call
 _COL = 0
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("Sample",)
+FAMILY: tuple[type, ...] = (Sample,)
 
 #: The kernel source (``sample.cc``, linked as ``sample.o``).
 KERNEL_SOURCE = "sample"
@@ -89,7 +90,7 @@ _LOGIT_TYPE = {2: "bf16", 4: "f32"}
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a Sample."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def list_words(k: int) -> int:
@@ -127,7 +128,7 @@ def layout(
     """What the design of resolved ``op`` places on ``dev`` (not yet checked).
 
     ``where`` maps each port to ``(argument, element offset)`` as
-    ``_common._sequence_args`` gives it (bf16 elements in the arena);
+    :func:`.sequence.sequence_args` gives it (bf16 elements in the arena);
     ``words`` is the scratchpad's size when the core reads a per-call seed.
     """
     where = dict(where or {"logits": ("logits", 0), "token": ("token", 0)})
@@ -135,7 +136,7 @@ def layout(
     shim, core = legality.Tile(_COL, 0), legality.Tile(_COL, _CORE_ROW)
     fifos = [
         legality.Fifo(
-            f"logits_{_COL}", shim, (core,), _DEPTH, op.tile_size, op.itemsize
+            f"logits_{_COL}", shim, (core,), op.fifo_depth, op.tile_size, op.itemsize
         ),
         legality.Fifo(f"token_{_COL}", core, (shim,), _TOKEN_DEPTH, 1, _WORD),
     ]
@@ -187,7 +188,7 @@ def build(
     greedy = op.temperature == 0
     k = 1 if greedy else op.top_k
     slots, count = ({}, 0) if greedy else word_slots(op, ("seed",), words)
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op, _bytes(op), placement, arena_bytes, unit=_BF16, words=count
     )
     lay = layout(op, dev, where, count)
@@ -244,7 +245,7 @@ def build(
                 if count:
                     b.release(f"words_{_COL}", "Consume")
             b.end()
-        _runtime_sequence(
+        runtime_sequence(
             b,
             args,
             lay.transfers,
@@ -252,4 +253,4 @@ def build(
             1,
             dtypes={"logits": _LOGIT_TYPE[item], "token": "i32"},
         )
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)

@@ -75,15 +75,17 @@ import dataclasses
 from collections.abc import Mapping
 
 from iron.core.device import Device
+from iron.core.dma import linear_walk
 from iron.core.precision import Precision
+from iron.operators import GEMV
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
-from iron.runtime.npu.designs import Design, Words, linear_walk
-from iron.runtime.npu.designs._common import (
-    _design,
-    _runtime_sequence,
-    _sequence_args,
+from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.sequence import (
+    assemble,
     column_fifos,
+    runtime_sequence,
+    sequence_args,
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -91,11 +93,10 @@ __all__ = ["FAMILY", "KERNEL_SOURCE", "SYMBOLS", "build", "handles", "layout"]
 
 _ITEM = 2  # bf16
 _F32 = 4
-_DEPTH = 2  # double-buffered, as GEMV.check() counts the tiles
 _CORE_ROW = 2
 
 #: The operators this module designs.
-FAMILY = ("GEMV",)
+FAMILY: tuple[type, ...] = (GEMV,)
 
 #: The kernel source (``<KERNEL_SOURCE>.cc``, linked as ``<KERNEL_SOURCE>.o``).
 KERNEL_SOURCE = "gemv"
@@ -115,7 +116,7 @@ _Walk = tuple[int, tuple[int, ...], tuple[int, ...]]
 
 def handles(op: object) -> bool:
     """Whether ``op`` is a GEMV."""
-    return type(op).__name__ in FAMILY
+    return isinstance(op, FAMILY)
 
 
 def _batch(op: object) -> int:
@@ -174,9 +175,9 @@ def _fifos(op: object) -> list[legality.Fifo]:
     for c in range(cols):
         shim, core = legality.Tile(c, 0), legality.Tile(c, _CORE_ROW)
         fifos += [
-            legality.Fifo(f"w_{c}", shim, (core,), _DEPTH, tm * tk),
-            legality.Fifo(f"x_{c}", shim, (core,), _DEPTH, x_elems),
-            legality.Fifo(f"out_{c}", core, (shim,), _DEPTH, tm),
+            legality.Fifo(f"w_{c}", shim, (core,), op.fifo_depth, tm * tk),
+            legality.Fifo(f"x_{c}", shim, (core,), op.fifo_depth, x_elems),
+            legality.Fifo(f"out_{c}", core, (shim,), op.fifo_depth, tm),
         ]
     return fifos
 
@@ -534,7 +535,7 @@ def build(
     _check_out_words(op, dev)
     level = op.effective_precision
     zero, acc_sym, store = SYMBOLS[level]
-    args, where = _sequence_args(
+    args, where = sequence_args(
         op,
         {p: _sizes(op)[p] * _ITEM for p in _PORTS},
         placement,
@@ -563,5 +564,5 @@ def build(
             with b.core(core_v[c]):
                 _core(b, op, c, accs[c], (zero, acc_sym, store), (w_t, x_t, out_t))
                 b.end()
-        _runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
-    return _design(b, op, dev, args, (KERNEL_SOURCE,), lay)
+        runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)
+    return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)

@@ -1,5 +1,5 @@
-"""What every family's design does alike: its arguments, its per-call words
-and its runtime sequence.
+"""The runtime sequence every family's design shares: its arguments, its
+per-call words, the sequence itself and the finished :class:`Design`.
 
 A family module decides its tiles, object FIFOs, cores and shim transfers;
 this module turns the operator's ports and their placements into the runtime
@@ -33,7 +33,21 @@ from iron.runtime.npu.designs import Design, Words
 from iron.runtime.npu.legality import Layout
 from iron.runtime.npu.mlir import Builder, memref
 
-__all__: list[str] = []
+__all__ = [
+    "ARG_DTYPES",
+    "WORDS",
+    "arg_memref",
+    "assemble",
+    "column_fifos",
+    "in_arena",
+    "load_words",
+    "per_call_params",
+    "runtime_sequence",
+    "sequence_args",
+    "word_slots",
+    "words_fifo",
+    "words_transfer",
+]
 
 _ITEM = 2  # bf16: the sequence's arguments are bf16 memrefs unless typed
 _WORD = 4  # a scratchpad word is an int32
@@ -75,7 +89,9 @@ def word_slots(
     return slots, words.count
 
 
-def words_fifo(col: int, shim: legality.Tile, core: legality.Tile, count: int):
+def words_fifo(
+    col: int, shim: legality.Tile, core: legality.Tile, count: int
+) -> legality.Fifo:
     """The ``words_<col>`` FIFO: the whole scratchpad (``count`` i32), depth 1."""
     return legality.Fifo(f"words_{col}", shim, (core,), 1, count, _WORD)
 
@@ -150,7 +166,7 @@ def _shared(where: str) -> bool:
     return where == "arena" or any(c in where for c in "#@:")
 
 
-def _sequence_args(
+def sequence_args(
     op: object,
     need: Mapping[str, int],
     placement: Mapping[str, Placement] | None,
@@ -239,7 +255,7 @@ def arg_memref(arg: str, nbytes: int, dtypes: Mapping[str, str] | None = None) -
     return memref(nbytes // _DTYPE_BYTES[dt], dt)
 
 
-def _runtime_sequence(
+def runtime_sequence(
     b: Builder,
     args: Sequence[tuple[str, int]],
     transfers: Sequence[Any],
@@ -295,7 +311,7 @@ def _runtime_sequence(
                 )
 
 
-def _design(
+def assemble(
     b: Builder,
     op: object,
     dev: Device,

@@ -33,7 +33,7 @@ from iron.core.tolerance import compare
 from iron.operators import GEMV, bfp16
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, legality
-from iron.runtime.npu.designs import build_design, design, matmul
+from iron.runtime.npu.designs import build_design, design, gemv
 from iron.runtime.npu.kernels import contract
 
 from .support import check_golden, filecheck
@@ -150,7 +150,7 @@ def _expected_walk(op, col: int) -> np.ndarray:
 def test_w_transfers_move_the_row_block_tile_by_tile(fields):
     op_dev = as_device("npu2")
     op = GEMV(**fields).resolved(op_dev)
-    lay = matmul.layout(op, op_dev)
+    lay = gemv.layout(op, op_dev)
     for col in range(op.num_aie_columns):
         moved = [
             legality.shim_elements(
@@ -168,7 +168,7 @@ def test_w_transfers_move_the_row_block_tile_by_tile(fields):
 
 def test_x_is_repeated_per_row_tile_when_chunked():
     op = GEMV(**HIGH).resolved("npu2")
-    lay = matmul.layout(op, as_device("npu2"))
+    lay = gemv.layout(op, as_device("npu2"))
     (t,) = [t for t in lay.transfers if t.fifo == "x_0"]
     moved = legality.shim_elements(legality.encode(t.sizes, t.strides, t.offset, 2))
     np.testing.assert_array_equal(moved, np.tile(np.arange(op.K), op.M // 2 // 4))
@@ -182,15 +182,17 @@ def test_a_tile_that_does_not_fit_is_refused():
     # The design's own legality refuses the same tiles (here without the
     # operator's check, which refuses them first in build_design).
     dev = as_device("npu1")
-    tiles = SimpleNamespace(**{**op.fields(), "vector_width": 64})
+    tiles = SimpleNamespace(
+        **{**op.fields(), "vector_width": 64, "fifo_depth": op.fifo_depth}
+    )
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
-        legality.check(matmul.layout(tiles, dev), dev)
+        legality.check(gemv.layout(tiles, dev), dev)
 
 
 def test_the_accumulator_counts_against_core_memory():
     dev = as_device("npu1")
     op = GEMV(M=2048, K=2048).resolved(dev)
-    lay = matmul.layout(op, dev)
+    lay = gemv.layout(op, dev)
     assert lay.buffers and all(n == op.tile_m * 4 for _, n in lay.buffers)
 
 
@@ -209,7 +211,7 @@ def test_the_contract_parses_and_names_the_design_symbols():
     c = contract("gemv")
     assert c.operator.startswith("GEMV")
     named = set(re.findall(r"(gemv_\w+)\(", c.arguments))
-    used = {s for syms in matmul.SYMBOLS.values() for s in syms}
+    used = {s for syms in gemv.SYMBOLS.values() for s in syms}
     assert named == used
     assert "multiple of 16" in c.tile
     assert "HIGHEST" in c.rounding and "HIGH (" in c.rounding
@@ -220,7 +222,7 @@ def test_the_contract_parses_and_names_the_design_symbols():
     d = build_design(GEMV(**HIGH), "npu2")
     declared = set(re.findall(r"func\.func private @(\w+)\(", d.text))
     assert declared == set(
-        matmul.SYMBOLS[GEMV(**HIGH).resolved("npu2").effective_precision]
+        gemv.SYMBOLS[GEMV(**HIGH).resolved("npu2").effective_precision]
     )
     # The bfp16 symbol is compiled only where aie_api has bfp16ebs8 (AIE2P).
     guarded = source.split("#if __AIE_ARCH__ == 21")
