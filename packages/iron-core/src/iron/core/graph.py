@@ -575,6 +575,24 @@ class Graph:
         Raises:
             ImportError: iron-runtime is not installed.
         """
+        return self._compile(
+            shapes, dev=dev, full_elf=full_elf, check=check, feeds=feeds
+        )
+
+    def _compile(
+        self,
+        shapes: Mapping[str, Any],
+        *,
+        dev: Device | str | None = None,
+        full_elf: bool | None = None,
+        check: bool = False,
+        feeds: Any = None,
+    ) -> Any:
+        """:meth:`compile`, with the shapes apart from its options.
+
+        An input may have the name of an option (``dev``, ``check``...): a
+        call compiles its shapes through here, so each stays an input's.
+        """
         with use_device(dev) if dev is not None else contextlib.nullcontext():
             recording = self.record(**shapes)
             runtime = plugins.backend()
@@ -606,7 +624,7 @@ class Graph:
                     f"share an arena a later compile grows)"
                 )
             logger.info("%s: compiling shapes %s on first call", self.name, _shown(key))
-            version = self.compile(**{n: (t.shape, t.dtype) for n, t in given.items()})
+            version = self._compile({n: (t.shape, t.dtype) for n, t in given.items()})
         return version(*tensors, **values)
 
     def release(self) -> None:
