@@ -81,7 +81,8 @@ def _to_bf16(x: np.ndarray) -> np.ndarray:
         narrow = np.where(away, np.nextafter(narrow, np.float32(0)), narrow)
         inexact = (narrow.astype(np.float64) != wide) & ~np.isnan(wide)
         bits = narrow.view(np.uint32) | inexact.astype(np.uint32)  # sticky bit
-        return bits.view(np.float32).astype(bfloat16)
+        rounded: np.ndarray = bits.view(np.float32).astype(bfloat16)
+        return rounded
 
 
 def _lattice(x: np.ndarray) -> np.ndarray:
@@ -143,7 +144,7 @@ class _Judgement(NamedTuple):
     n_mismatch: int
     max_abs_err: float
     max_ulp_err: int
-    worst_index: tuple | None
+    worst_index: tuple[int, ...] | None
     detail: str
 
 
@@ -193,11 +194,13 @@ def _judge(
             score = diff
         elif kind == "ulps":
             dist = diff if integer else ulp.astype(np.float64)
+            assert tolerance.ulps is not None  # the ulps kind has ulps set
             ok = dist <= tolerance.ulps
             if tolerance.atol is not None:
                 ok |= diff <= tolerance.atol
             score = dist
         elif kind == "bounded":
+            assert bound is not None  # the bounded kind has its bound
             ok = diff <= bound
             score = np.where(diff == 0, 0.0, np.where(bound > 0, diff / bound, np.inf))
         else:
@@ -225,7 +228,7 @@ def _judge(
         no_nan = ~(np.isnan(a) | np.isnan(e))
         max_ulp_err = int(ulp[no_nan].max()) if no_nan.any() else 0
 
-    worst_index: tuple | None = None
+    worst_index: tuple[int, ...] | None = None
     if n_mismatch:
         flat = np.where(~ok.reshape(-1), score.reshape(-1), -1.0)
         worst_index = tuple(int(i) for i in np.unravel_index(flat.argmax(), res.shape))
@@ -249,17 +252,18 @@ def _judge(
             detail += " (NaN or infinity mismatches are never allowed)"
         i = worst_index
         detail += (
-            f"; worst at {i}: got {_num(a[i], integer)}, expected {_num(e[i], integer)}"
+            f"; worst at {i}: got {_num(float(a[i]), integer)}, "
+            f"expected {_num(float(e[i]), integer)}"
         )
         if nan_a[i] or nan_e[i]:
             detail += " (NaN must match NaN)"
         elif inf_a[i] or inf_e[i]:
             detail += " (an infinity must match an infinity of its sign)"
         elif integer:
-            detail += f" (abs {_fmt(diff[i])})"
+            detail += f" (abs {_fmt(float(diff[i]))})"
         else:
             unit = "ulp" if ulp[i] == 1 else "ulps"
-            detail += f" (abs {_fmt(diff[i])}, {int(ulp[i])} {unit})"
+            detail += f" (abs {_fmt(float(diff[i]))}, {int(ulp[i])} {unit})"
     return _Judgement(
         passed=bool(passed),
         n=n,

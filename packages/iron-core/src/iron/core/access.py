@@ -22,7 +22,9 @@ from iron.core.tap import TensorAccessPattern
 __all__ = ["bounded", "indices", "read", "write"]
 
 
-def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]):
+def indices(
+    h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarray]
+) -> np.ndarray:
     """The flat element indices of ``h`` in its buffer for one call, shape ``h.shape``.
 
     Per-call offsets, repeats and lengths are evaluated from ``values``;
@@ -54,7 +56,7 @@ def indices(h: Handle, values: Mapping[str, int], buffers: Mapping[str, np.ndarr
             sizes[1] = evaluate(layout.length, values)
         if sizes != list(walk.sizes):
             walk = TensorAccessPattern(
-                walk.tensor_dims, walk.offset, sizes, walk.strides
+                walk.tensor_dims, walk.offset, tuple(sizes), walk.strides
             )
         parts.append(walk.indices().reshape(-1))
     flat = np.concatenate(parts) + evaluate(layout.shift, values)
@@ -120,7 +122,8 @@ def read(
             f"{h!r} reads elements {int(idx.min())}..{int(idx.max())} of "
             f"{h.name}'s {flat.size} this call"
         )
-    return flat[idx]
+    elements: np.ndarray = flat[idx]
+    return elements
 
 
 def write(

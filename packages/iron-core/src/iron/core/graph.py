@@ -80,7 +80,7 @@ def _shape_and_dtype(spec: Any) -> tuple[tuple[int, ...], Any]:
 
 
 def _kind(dtype: Any) -> str:
-    kind = np.dtype(dtype).kind
+    kind = str(np.dtype(dtype).kind)
     if kind == "V" or np.dtype(dtype) == np.dtype(bfloat16):
         return "f"
     return {"u": "i", "c": "f"}.get(kind, kind)
@@ -99,7 +99,7 @@ def _narrows_lazily(array: np.ndarray, dtype: Any) -> bool:
     )
 
 
-def _shown(signature: tuple) -> str:
+def _shown(signature: tuple[Any, ...]) -> str:
     """A version's signature as ``{x: [2048] bfloat16, ...}``."""
     return "{" + ", ".join(f"{n}: {list(s)} {d}" for n, s, d in signature) + "}"
 
@@ -135,12 +135,12 @@ class Graph:
         return type(self).__name__
 
     @property
-    def profile(self) -> Profile | str | os.PathLike | None:
+    def profile(self) -> Profile | str | os.PathLike[str] | None:
         """The profile steps are made under: a Profile, a directory, or None."""
         return self.__dict__.get("_profile_value")
 
     @profile.setter
-    def profile(self, value: Profile | str | os.PathLike | None) -> None:
+    def profile(self, value: Profile | str | os.PathLike[str] | None) -> None:
         if value is not None and not isinstance(value, (Profile, str, os.PathLike)):
             raise TypeError(
                 f"{self.name}.profile is a Profile or a directory of "
@@ -153,7 +153,7 @@ class Graph:
         value = self.profile
         if value is None or isinstance(value, Profile):
             return value
-        return Profile.for_device(value, require_device())
+        return Profile.for_device(os.fspath(value), require_device())
 
     def signature(self) -> inspect.Signature:
         """Return the inputs and per-call values ``body`` takes, ``self`` left out.
@@ -170,7 +170,7 @@ class Graph:
 
     @property
     def _parameters(self) -> _Parameters:
-        cached = self.__dict__.get("_parameters_cache")
+        cached: _Parameters | None = self.__dict__.get("_parameters_cache")
         if cached is not None:
             return cached
         inputs: list[str] = []
@@ -271,7 +271,9 @@ class Graph:
             if not isinstance(p, _Unbound):
                 continue
             frozen = (
-                dataclasses.is_dataclass(parent) and parent.__dataclass_params__.frozen
+                dataclasses.is_dataclass(parent)
+                # typeshed's DataclassInstance lacks dataclasses' own parameters.
+                and parent.__dataclass_params__.frozen  # type: ignore[union-attr]
             )
             if isinstance(parent, tuple) or frozen:
                 raise TypeError(
@@ -323,7 +325,9 @@ class Graph:
         for first, *others in tied.values():
             # asanyarray keeps a param bound above (a nested graph's tied
             # param) the same object, so it binds once.
-            array = np.asanyarray(tensors[source[first]])
+            name = source[first]
+            assert name is not None  # a missing one raised above
+            array = np.asanyarray(tensors[name])
             dtype = params[first].dtype
             if isinstance(array, _Param) and held_dtype(array) == np.dtype(dtype):
                 bound[first] = array  # bound above, narrowed or not: the same object
@@ -497,13 +501,14 @@ class Graph:
         return check_values(self.name, self._parameters.values, values)
 
     @staticmethod
-    def _signature(shapes: Mapping[str, tuple[Sequence[int], Any]]) -> tuple:
+    def _signature(shapes: Mapping[str, tuple[Sequence[int], Any]]) -> tuple[Any, ...]:
         return tuple(
             (n, tuple(int(s) for s in shape), np.dtype(dtype).name)
             for n, (shape, dtype) in sorted(shapes.items())
         )
 
-    def reference(self, *tensors: Any, dev: Device | str | None = None, **values: Any):
+    # The public API snapshot spells this signature, without a return type.
+    def reference(self, *tensors: Any, dev: Device | str | None = None, **values: Any):  # type: ignore[no-untyped-def]
         """Run the body on the host, each step through its operator's ``reference()``.
 
         Tiled for ``dev`` (else the current device) without needing an NPU;
@@ -535,7 +540,7 @@ class Graph:
     # -- device versions (built by the runtime) ----------------------------------------------
 
     @property
-    def versions(self) -> dict[tuple, Any]:
+    def versions(self) -> dict[tuple[Any, ...], Any]:
         """The versions compiled for the current device, by input signature.
 
         Each device has its own: a version built for npu1 is never called
@@ -546,8 +551,10 @@ class Graph:
         """
         return self._versions_on(require_device().name)
 
-    def _versions_on(self, device: str) -> dict[tuple, Any]:
-        return self.__dict__.setdefault("_versions", {}).setdefault(device, {})
+    def _versions_on(self, device: str) -> dict[tuple[Any, ...], Any]:
+        versions: dict[str, dict[tuple[Any, ...], Any]]
+        versions = self.__dict__.setdefault("_versions", {})
+        return versions.setdefault(device, {})
 
     def compile(
         self,
@@ -600,6 +607,7 @@ class Graph:
                 self, recording, full_elf=full_elf, check=check, feeds=feeds
             )
         key = self._signature({h.name: (h.shape, h.dtype) for h in recording.inputs})
+        assert recording.device is not None  # record() records for a device
         self._versions_on(recording.device.name)[key] = version
         return version
 

@@ -15,7 +15,7 @@ import hashlib
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -116,7 +116,7 @@ class Tolerance:
     bound: np.ndarray | None = field(default=None, compare=False)
     # The bound's shape and a digest of its bytes: what equality and hashing
     # compare in place of the array itself.
-    _bound_key: tuple | None = field(default=None, init=False, repr=False)
+    _bound_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rtol", _check_bound("rtol", self.rtol))
@@ -341,7 +341,7 @@ class Verdict:
     n_mismatch: int
     max_abs_err: float
     max_ulp_err: int
-    worst_index: tuple | None
+    worst_index: tuple | None  # type: ignore[type-arg]  # the API snapshot spells it
     tolerance: Tolerance
     detail: str
 
