@@ -85,7 +85,6 @@ def test_an_entry_or_lookup_for_what_is_no_operator_class_names_it(given):
     assert len(profile) == 1
 
 
-
 def test_make_fills_open_tunables_and_pins_none():
     profile = Profile()
     profile.add(AX, size=2048, tile_size=1024, num_aie_columns=2)
