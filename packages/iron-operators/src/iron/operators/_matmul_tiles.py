@@ -107,7 +107,11 @@ def gemv_tiles(
         for rows in [tile_m] if tile_m else [4, 2, 1]:
             if M % (columns * rows):
                 continue
-            k = largest(ks, lambda t, m=rows: gemv_need(m, t) <= budget)
+
+            def fits(t: int, m: int = rows) -> bool:
+                return gemv_need(m, t) <= budget
+
+            k = largest(ks, fits)
             if k is not None:
                 return {"tile_m": rows, "tile_k": k, "vector_width": width}
     return None
@@ -143,10 +147,11 @@ def gemm_tiles(
     for least in (floor, 0):
         for tile_m in ms:
             for tile_n in ns:
-                tile_k = largest(
-                    [t for t in ks if t >= least],
-                    lambda t, m=tile_m, n=tile_n: gemm_need(m, t, n) <= budget,
-                )
+
+                def fits(t: int, m: int = tile_m, n: int = tile_n) -> bool:
+                    return gemm_need(m, t, n) <= budget
+
+                tile_k = largest([t for t in ks if t >= least], fits)
                 if tile_k is not None:
                     return {"tile_m": tile_m, "tile_k": tile_k, "tile_n": tile_n}
     return {

@@ -71,6 +71,11 @@ _EFFECTIVE = tunable(
 class _MatMul(Operator):
     """What GEMV and GEMM share: the precision, the levels' models, the tolerance."""
 
+    # Fields each subclass declares (param() and tunable()), read here.
+    precision: Precision
+    effective_precision: Precision | None
+    tile_k: int | None
+
     def __init__(self, *, pinned: frozenset[str] | None = None, **fields: Any):
         if fields.get("precision") is not None:
             fields["precision"] = Precision(fields["precision"])
@@ -253,6 +258,7 @@ class GEMV(_MatMul):
         columns = self.num_aie_columns or _tiles.largest(
             [c for c in _COLUMNS if c <= dev.columns], lambda c: M % c == 0
         )
+        assert columns is not None  # one column divides any M
         budget = _tiles.core_budget(dev)
         chosen = {
             "effective_precision": self._effective_default(dev),
@@ -411,6 +417,7 @@ class GEMM(_MatMul):
             [c for c in _COLUMNS if c <= dev.columns],
             lambda c: self.N % (c * units[2]) == 0,
         )
+        assert columns is not None  # mmul_units refused an N one column cannot take
         given = (self.tile_m, self.tile_k, self.tile_n)
         tiles = _tiles.gemm_tiles(
             self.M, self.K, self.N, units, columns, given, _tiles.core_budget(dev)
