@@ -33,6 +33,7 @@ logger = logging.getLogger("iron.runtime")
 
 def _arena(graph: Graph, recording: Recording, device: Any) -> ScratchArena:
     arenas = graph.__dict__.setdefault("_arenas", {})
+    assert recording.device is not None  # a graph records for a device
     key = (device.backend, recording.device.name)
     arena = arenas.get(key)
     if arena is None:
@@ -69,6 +70,7 @@ class Runtime:
                 version could grow the arena under its runs in flight.
         """
         description = recording.device
+        assert description is not None  # a graph records for a device
         device = open_device(description)
         arena = _arena(graph, recording, device)
         use = GraphUse.of(arena)
@@ -89,6 +91,7 @@ class Runtime:
         feeds: CompiledGraph | None,
     ) -> CompiledGraph:
         description = recording.device
+        assert description is not None  # a graph records for a device
         planned = plan(description, recording, full_elf, check, arena=arena.plan)
         logger.info("%s", planned.report(graph.name))
         loops = planned.loops and bool(recording.carry)

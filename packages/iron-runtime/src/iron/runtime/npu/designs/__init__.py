@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device, as_device
 from iron.runtime.image import Placement
@@ -138,7 +139,7 @@ MODULES: dict[str, str] = {
 
 
 def build_design(
-    op: object,
+    op: Any,
     dev: Device | str,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -181,7 +182,7 @@ def build_design(
 
 
 def design(
-    op: object,
+    op: Any,
     dev: Device | str,
     placement: Mapping[str, Placement] | None = None,
     *,

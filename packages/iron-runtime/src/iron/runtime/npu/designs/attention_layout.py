@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.runtime.npu import legality
@@ -98,7 +99,7 @@ def _fifos(p: Plan, dev: Device) -> list[legality.Fifo]:
     return fifos
 
 
-def _check_core_memory(op: object, p: Plan, dev: Device) -> None:
+def _check_core_memory(op: Any, p: Plan, dev: Device) -> None:
     """The core's memory by the operator's own account, with this plan's terms.
 
     One account: ``op.core_bytes`` (the sum the operator's ``check`` and
@@ -164,7 +165,7 @@ def _pair_walks(p: Plan, grp: int, base: int) -> list[tuple[int, tuple, tuple]]:
 
 
 def _layout_of(
-    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]]
+    op: Any, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]]
 ) -> legality.Layout:
     """The layout of plan ``p`` with ports at ``where``."""
     fifos = _fifos(p, dev)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.runtime.npu import legality
@@ -154,7 +155,7 @@ class Plan:
         return f"qw_{col // self.group}" if self.count else f"q_{col}"
 
 
-def _base(op: object, dev: Device, words: Words | None) -> dict:
+def _base(op: Any, dev: Device, words: Words | None) -> dict:
     """The plan's fields that do not depend on how K and V stream."""
     causal = type(op).__name__ == "CausalAttention"
     param = _PER_CALL[type(op).__name__]

@@ -32,6 +32,7 @@ The kernel's contract is in ``dequant_bf16.cc``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.runtime.image import Placement
@@ -66,18 +67,18 @@ _DTYPES = {"packed": "i8", "scales": "bf16", "out": "bf16"}
 _ITEM = {"packed": _BYTE, "scales": _BF16, "out": _BF16}
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a Dequant."""
     return type(op).__name__ in FAMILY
 
 
-def _bytes(op: object) -> dict[str, int]:
+def _bytes(op: Any) -> dict[str, int]:
     """Each port's bytes."""
     return {"packed": op.N // 2, "scales": op.N // _GROUP * _BF16, "out": op.N * _BF16}
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -128,7 +129,7 @@ def layout(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

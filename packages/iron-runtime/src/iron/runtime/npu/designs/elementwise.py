@@ -18,6 +18,7 @@ contract is in its source (:mod:`iron.runtime.npu.kernels`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -41,7 +42,7 @@ _CORE_ROW = 2
 
 # Operator class name -> (kernel symbol, or a function of the operator giving
 # it; the operator fields passed as bf16 bits after n, in order).
-KERNELS: dict[str, tuple[str | Callable[[object], str], tuple[str, ...]]] = {
+KERNELS: dict[str, tuple[str | Callable[[Any], str], tuple[str, ...]]] = {
     "AXPY": ("axpy_bf16", ("scalar_factor",)),
     "ReLU": ("relu_bf16", ()),
     "ElementwiseAdd": ("add_bf16", ()),
@@ -59,12 +60,12 @@ KERNELS: dict[str, tuple[str | Callable[[object], str], tuple[str, ...]]] = {
 FAMILY = tuple(KERNELS)
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is of the elementwise family."""
     return type(op).__name__ in KERNELS
 
 
-def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
+def kernel_of(op: Any) -> tuple[str, tuple[int, ...]]:
     """``op``'s kernel symbol and its scalar arguments (bf16 bit patterns)."""
     symbol, scalars = KERNELS[type(op).__name__]
     name = symbol(op) if callable(symbol) else symbol
@@ -75,13 +76,13 @@ def kernel_of(op: object) -> tuple[str, tuple[int, ...]]:
     return name, bits
 
 
-def _ports(op: object) -> tuple[list[str], list[str]]:
+def _ports(op: Any) -> tuple[list[str], list[str]]:
     decl = type(op).declaration
     return [i.name for i in decl.inputs], [o.name for o in decl.outputs]
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

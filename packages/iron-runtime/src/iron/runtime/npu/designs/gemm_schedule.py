@@ -35,6 +35,7 @@ import collections
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from iron.core.device import Device
 from iron.operators.matmul import mmul_shape
@@ -86,7 +87,7 @@ class Plan:
         return next(g for g, rows in enumerate(self.groups) if row in rows)
 
 
-def plan(op: object, dev: Device) -> Plan:
+def plan(op: Any, dev: Device) -> Plan:
     """The :class:`Plan` of resolved, checked GEMM ``op`` on ``dev``.
 
     Raises:
@@ -119,7 +120,7 @@ def plan(op: object, dev: Device) -> Plan:
 
 def _fold(
     offset: int, dims: Sequence[tuple[int, int]], dev: Device
-) -> list[tuple[int, tuple[int, int, int, int], tuple[int, int, int, int]]]:
+) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """A loop nest of ``(size, stride)``, outermost first, as 4-D shim walks.
 
     Dimensions of size 1 are dropped and contiguous neighbours merged while
@@ -163,7 +164,7 @@ def _fold(
 
 
 def _walks(
-    op: object, p: Plan, where: Mapping[str, tuple[str, int]], order: str
+    op: Any, p: Plan, where: Mapping[str, tuple[str, int]], order: str
 ) -> dict[str, list[tuple[str, int, list[tuple[int, int]]]]]:
     """Each shim FIFO's ``(argument, offset, loop nest)``, for tile order ``order``."""
     K, N = op.K, op.N
@@ -196,7 +197,7 @@ def _walks(
 
 
 def _transfers(
-    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
+    op: Any, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
 ) -> list[legality.Transfer]:
     """The shim transfers of tile order ``order``: per column ``out``, ``a``, ``b``."""
     walks = _walks(op, p, where, order)
@@ -311,7 +312,7 @@ def _block_fits(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
 
 
 def _blocks(
-    op: object, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
+    op: Any, p: Plan, dev: Device, where: Mapping[str, tuple[str, int]], order: str
 ) -> tuple[tuple[int, int], ...]:
     """The fewest equal blocks (the last may be short) that each fit; () if none."""
     walks = _walks(op, p, where, order)
@@ -335,7 +336,7 @@ def _blocks(
 
 
 def schedule(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
 ) -> Schedule:
     """How resolved ``op``'s sequence runs on ``dev``: the tile order, and blocks.
 
@@ -365,7 +366,7 @@ def schedule(
 
 
 def tile_order(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
 ) -> str:
     """The order each core walks its output tiles: ``mn`` or ``nm``.
 
@@ -378,7 +379,7 @@ def tile_order(
 
 
 def _sequence(
-    op: object,
+    op: Any,
     p: Plan,
     dev: Device,
     where: Mapping[str, tuple[str, int]],

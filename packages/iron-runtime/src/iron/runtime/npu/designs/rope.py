@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from iron.core.device import Device
 from iron.runtime.image import Placement
@@ -96,12 +96,12 @@ class Segment(NamedTuple):
     tiles: int
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a RoPE."""
     return type(op).__name__ in FAMILY
 
 
-def segments(op: object, col: int) -> tuple[Segment, ...]:
+def segments(op: Any, col: int) -> tuple[Segment, ...]:
     """The runs of resolved ``op``'s tiles that column ``col`` rotates, in order.
 
     Column ``col`` owns tiles ``col * k .. (col + 1) * k - 1`` with ``k =
@@ -126,7 +126,7 @@ def segments(op: object, col: int) -> tuple[Segment, ...]:
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -170,7 +170,7 @@ def layout(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -221,7 +221,7 @@ def build(
     return _design(b, op, dev, args, (KERNEL,), lay)
 
 
-def _core_body(b: Builder, op: object, col: int, kernel_types: list[str]) -> None:
+def _core_body(b: Builder, op: Any, col: int, kernel_types: list[str]) -> None:
     """One column's core: forever, per segment and position, acquire the table
     row, rotate the position's tiles, release the row."""
     d = op.head_dim
