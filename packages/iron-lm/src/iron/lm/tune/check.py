@@ -18,6 +18,7 @@ from typing import Any
 
 from iron.core import plugins
 from iron.core.device import DEVICES, as_device
+from iron.core.operator import Operator
 from iron.core.profile import Profile
 from iron.lm.tune.shapes import call_dims, collect_shapes
 
@@ -26,7 +27,7 @@ __all__ = ["check_profiles"]
 
 def _entry_lines(text: str, count: int) -> list[int | None]:
     """Each entry's line in a file :meth:`Profile.save` wrote (one entry a line)."""
-    lines = [
+    lines: list[int | None] = [
         number
         for number, line in enumerate(text.splitlines(), start=1)
         if line.lstrip().startswith('{"operator"')
@@ -34,7 +35,7 @@ def _entry_lines(text: str, count: int) -> list[int | None]:
     return lines if len(lines) == count else [None] * count
 
 
-def _from_json(cls: type, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _from_json(cls: type[Operator], fields: Mapping[str, Any]) -> dict[str, Any]:
     """Turn an entry's JSON values into what the class takes (Enum members)."""
     out = dict(fields)
     for name, value in fields.items():
