@@ -492,7 +492,7 @@ class Carry(Mapping[str, Any]):
             return self._values == dict(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # equal to a dict: unhashable
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self._values.items())

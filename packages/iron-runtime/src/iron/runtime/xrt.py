@@ -323,7 +323,7 @@ class XrtRun(Run):
         for key, bo in buffers.items():
             if not isinstance(bo, XrtBuffer):
                 raise TypeError(f"argument {key} is not an XRT buffer: {bo!r}")
-        self._args = dict(buffers)  # type: ignore[arg-type]
+        self._args = dict(buffers)  # type: ignore[arg-type]  # each checked above
 
     def start(self, idle: frozenset[int] = frozenset()) -> None:
         image = self.image
