@@ -66,6 +66,19 @@ def test_the_default_sessions_run_on_the_interpreter_that_runs_nox():
     assert pinned == {}, f"sessions pinned to one Python: {pinned}"
 
 
+def test_the_default_sessions_type_check_the_packages():
+    # .ci/run runs nox's defaults: mypy's session is among them ("*" marks
+    # the selected sessions in nox's listing).
+    listed = nox("--list")
+    selected = {
+        line[2:].split(" -> ")[0]
+        for line in listed.stdout.splitlines()
+        if line.startswith("* ")
+    }
+    assert "typecheck" in selected, listed.stdout
+    assert {"core", "layering", "lint"} <= selected
+
+
 def test_a_missing_interpreter_fails_the_run():
     done = nox("--force-python", "3.99", "-s", "layering")
     assert done.returncode != 0, done.stderr

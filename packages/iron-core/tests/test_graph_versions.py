@@ -163,3 +163,30 @@ def test_release_releases_every_version(backend):
         version.release = lambda n=n: released.append(n)
     graph.release()
     assert released == [16, 32]
+
+
+class ScaleThenMulByDev(ScaleThenMul):
+    """``ScaleThenMul`` whose second input has the name of compile's ``dev``."""
+
+    def body(self, x, dev):
+        return super().body(x, dev)
+
+
+class ScaleThenMulByCheck(ScaleThenMul):
+    """``ScaleThenMul`` whose second input has the name of compile's ``check``."""
+
+    def body(self, x, check):
+        return super().body(x, check)
+
+
+@pytest.mark.parametrize("graph_class", [ScaleThenMulByDev, ScaleThenMulByCheck])
+def test_a_call_compiles_an_input_named_like_a_compile_option(backend, graph_class):
+    # The first call compiles every input's shape, an input named dev or check
+    # included, rather than passing that shape as compile's own keyword.
+    graph = graph_class()
+    x, y = bf16(16), bf16(16, seed=1)
+    np.testing.assert_array_equal(graph(x, y), mul(scale(x, 2.0), y))
+    (version,) = backend.compiled
+    assert version.options == dict(full_elf=None, check=False, feeds=None)
+    assert version.device == iron.get_current_device()
+    assert [h.shape for h in version.recording.inputs] == [(16,), (16,)]

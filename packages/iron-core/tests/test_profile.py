@@ -26,6 +26,25 @@ def catalog(monkeypatch):
 # -- make(): filling, pinning, precedence over the profile --------------------
 
 
+@pytest.mark.parametrize("given", [int, AX(size=8, scalar_factor=1.0)])
+def test_an_entry_or_lookup_for_what_is_no_operator_class_names_it(given):
+    # A profile's entries are for operator classes: anything else (a class
+    # that is no operator, an operator instead of its class) is refused
+    # by name, whichever method is given it.
+    profile = Profile()
+    profile.add(AX, tile_size=4)
+    calls = [
+        lambda: profile.add(given, tile_size=4),
+        lambda: profile.tunables_for(given, {"size": 8}),
+        lambda: Profile.dims(given, {"size": 8}),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match="is not an operator class") as info:
+            call()
+        assert repr(given) in str(info.value)
+    assert len(profile) == 1
+
+
 def test_make_fills_open_tunables_and_pins_none():
     profile = Profile()
     profile.add(AX, size=2048, tile_size=1024, num_aie_columns=2)

@@ -71,7 +71,8 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
         narrow = np.where(away, np.nextafter(narrow, np.float32(0)), narrow)
         inexact = (narrow.astype(np.float64) != wide) & ~np.isnan(wide)
         bits = narrow.view(np.uint32) | inexact.astype(np.uint32)  # sticky bit
-        return bits.view(np.float32).astype(bfloat16)
+        rounded: np.ndarray = bits.view(np.float32).astype(bfloat16)
+        return rounded
 
 
 def _lattice(x: np.ndarray) -> np.ndarray:

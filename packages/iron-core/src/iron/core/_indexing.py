@@ -9,7 +9,7 @@ may be per call), and a leading-axis bound carried through a reshape.
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from iron.core.percall import Affine, PerCall
 
@@ -23,7 +23,7 @@ def _as_affine(x: int | PerCall | Affine) -> int | Affine:
     return x.affine() if isinstance(x, PerCall) else x
 
 
-def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
+def _expand_ellipsis(key: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
     if sum(k is Ellipsis for k in key) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if not any(k is Ellipsis for k in key):

@@ -96,7 +96,8 @@ def read(
             f"{h!r} reads elements {int(idx.min())}..{int(idx.max())} of "
             f"{h.name}'s {flat.size} this call"
         )
-    return flat[idx]
+    elements: np.ndarray = flat[idx]
+    return elements
 
 
 def write(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from iron.core._arena_ranges import (
     _FOREVER,
@@ -305,7 +305,7 @@ class ArenaPlan:
             return {}
         need = _lower_bound(transients, self.align)
         limit = _limit(blocked, need, self.align)
-        orders: list[Callable[[_Live], tuple]] = [
+        orders: list[Callable[[_Live], tuple[Any, ...]]] = [
             lambda b: (-b.nbytes, b.first, b.name),
             lambda b: (b.first, -b.nbytes, b.name),
             lambda b: (-(b.last - b.first + 1) * b.nbytes, b.first, b.name),

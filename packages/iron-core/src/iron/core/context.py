@@ -10,6 +10,10 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    # For the type checker only: the recorder builds handles, steps and held
+    # weights, whose modules reach it here at run time; importing it for real
+    # would make that a cycle. Typed as the Recorder, their calls on it
+    # (address, limit, handle_of, step) are checked against its methods.
     from iron.core.recorder import Recorder
 
 __all__ = ["device_fit", "graph_recorder"]

@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from iron.core.device import Device, require_device
+from iron.core.operator import Operator
 from iron.core.recording import Recording
 
 __all__ = ["Roofline", "StepTime", "roofline", "step_time"]
@@ -86,14 +87,14 @@ class StepTime:
 
 
 def step_time(
-    op: object, dev: Device, *, dispatches: int = 1, index: int = 0
+    op: Operator, dev: Device, *, dispatches: int = 1, index: int = 0
 ) -> StepTime:
     """Model one operator call on ``dev`` with ``dispatches`` dispatches charged.
 
     See the module docstring for the formula.
     """
-    cost = op.cost(dev)  # type: ignore[attr-defined]
-    cores = int(cost.cores)  # type: ignore[arg-type]  # set by Cost
+    cost = op.cost(dev)
+    cores = cost.columns if cost.cores is None else cost.cores
     compute = cost.macs / (dev.core_peak_macs_per_s * cores) if cost.macs else 0.0
     rate = min(dev.dma_bytes_per_s, dev.shim_bytes_per_s_per_column * cost.columns)
     memory = (cost.bytes + cost.reread_bytes) / rate

@@ -93,7 +93,7 @@ def _divisors(n: int) -> tuple[int, ...]:
     return (*small, *reversed(large))
 
 
-Domain = type[Enum] | tuple | Divisors | None
+Domain = type[Enum] | tuple[Any, ...] | Divisors | None
 
 
 def domain_values(domain: Domain, fields: Mapping[str, Any]) -> list[Any] | None:
@@ -202,7 +202,11 @@ class Input:
     optional: bool = False
 
     def __init__(
-        self, name: str, *dims: str | int, dtype: Any = bfloat16, optional=False
+        self,
+        name: str,
+        *dims: str | int,
+        dtype: Any = bfloat16,
+        optional: bool = False,
     ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "dims", tuple(dims))
@@ -287,7 +291,8 @@ def _check_operands(
     inputs: Iterable[Input],
     outputs: Iterable[Output],
 ) -> None:
-    for operand in (*inputs, *outputs):
+    operands: list[Input | Output] = [*inputs, *outputs]
+    for operand in operands:
         for dim in operand.dims:
             if isinstance(dim, str) and dim not in params:
                 raise TypeError(

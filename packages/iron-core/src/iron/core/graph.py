@@ -73,7 +73,7 @@ def _shape_and_dtype(spec: Any) -> tuple[tuple[int, ...], Any]:
 
 
 def _kind(dtype: Any) -> str:
-    kind = np.dtype(dtype).kind
+    kind = str(np.dtype(dtype).kind)
     if kind == "V" or np.dtype(dtype) == np.dtype(bfloat16):
         return "f"
     return {"u": "i", "c": "f"}.get(kind, kind)
@@ -92,7 +92,7 @@ def _narrows_lazily(array: np.ndarray, dtype: Any) -> bool:
     )
 
 
-def _shown(signature: tuple) -> str:
+def _shown(signature: tuple[Any, ...]) -> str:
     """A version's signature as ``{x: [2048] bfloat16, ...}``."""
     return "{" + ", ".join(f"{n}: {list(s)} {d}" for n, s, d in signature) + "}"
 
@@ -128,12 +128,12 @@ class Graph:
         return type(self).__name__
 
     @property
-    def profile(self) -> Profile | str | os.PathLike | None:
+    def profile(self) -> Profile | str | os.PathLike[str] | None:
         """The profile steps are made under: a Profile, a directory, or None."""
         return state_of(self).profile
 
     @profile.setter
-    def profile(self, value: Profile | str | os.PathLike | None) -> None:
+    def profile(self, value: Profile | str | os.PathLike[str] | None) -> None:
         if value is not None and not isinstance(value, (Profile, str, os.PathLike)):
             raise TypeError(
                 f"{self.name}.profile is a Profile or a directory of "
@@ -147,7 +147,7 @@ class Graph:
         value = self.profile
         if value is None or isinstance(value, Profile):
             return value
-        return Profile.for_device(value, require_device())
+        return Profile.for_device(os.fspath(value), require_device())
 
     def signature(self) -> inspect.Signature:
         """Return the inputs and per-call values ``body`` takes, ``self`` left out.
@@ -265,7 +265,9 @@ class Graph:
             if not isinstance(p, _Unbound):
                 continue
             frozen = (
-                dataclasses.is_dataclass(parent) and parent.__dataclass_params__.frozen
+                dataclasses.is_dataclass(parent)
+                # typeshed's DataclassInstance lacks dataclasses' own parameters.
+                and parent.__dataclass_params__.frozen  # type: ignore[union-attr]
             )
             if isinstance(parent, tuple) or frozen:
                 raise TypeError(
@@ -317,7 +319,9 @@ class Graph:
         for first, *others in tied.values():
             # asanyarray keeps a param bound above (a nested graph's tied
             # param) the same object, so it binds once.
-            array = np.asanyarray(tensors[source[first]])
+            name = source[first]
+            assert name is not None  # a missing one raised above
+            array = np.asanyarray(tensors[name])
             dtype = params[first].dtype
             if isinstance(array, _Param) and held_dtype(array) == np.dtype(dtype):
                 bound[first] = array  # bound above, narrowed or not: the same object
@@ -492,13 +496,14 @@ class Graph:
         return check_values(self.name, self._parameters.values, values)
 
     @staticmethod
-    def _signature(shapes: Mapping[str, tuple[Sequence[int], Any]]) -> tuple:
+    def _signature(shapes: Mapping[str, tuple[Sequence[int], Any]]) -> tuple[Any, ...]:
         return tuple(
             (n, tuple(int(s) for s in shape), np.dtype(dtype).name)
             for n, (shape, dtype) in sorted(shapes.items())
         )
 
-    def reference(self, *tensors: Any, dev: Device | str | None = None, **values: Any):
+    # The public API snapshot spells this signature, without a return type.
+    def reference(self, *tensors: Any, dev: Device | str | None = None, **values: Any):  # type: ignore[no-untyped-def]
         """Run the body on the host, each step through its operator's ``reference()``.
 
         Tiled for ``dev`` (else the current device) without needing an NPU;
@@ -530,7 +535,7 @@ class Graph:
     # -- device versions (built by the runtime) ----------------------------------------------
 
     @property
-    def versions(self) -> dict[tuple, Any]:
+    def versions(self) -> dict[tuple[Any, ...], Any]:
         """The versions compiled for the current device, by input signature.
 
         Each device has its own: a version built for npu1 is never called
@@ -541,7 +546,7 @@ class Graph:
         """
         return self._versions_on(require_device().name)
 
-    def _versions_on(self, device: str) -> dict[tuple, Any]:
+    def _versions_on(self, device: str) -> dict[tuple[Any, ...], Any]:
         return state_of(self).versions_on(device)
 
     def compile(
@@ -570,6 +575,24 @@ class Graph:
         Raises:
             ImportError: iron-runtime is not installed.
         """
+        return self._compile(
+            shapes, dev=dev, full_elf=full_elf, check=check, feeds=feeds
+        )
+
+    def _compile(
+        self,
+        shapes: Mapping[str, Any],
+        *,
+        dev: Device | str | None = None,
+        full_elf: bool | None = None,
+        check: bool = False,
+        feeds: Any = None,
+    ) -> Any:
+        """:meth:`compile`, with the shapes apart from its options.
+
+        An input may have the name of an option (``dev``, ``check``...): a
+        call compiles its shapes through here, so each stays an input's.
+        """
         with use_device(dev) if dev is not None else contextlib.nullcontext():
             recording = self.record(**shapes)
             runtime = plugins.backend()
@@ -577,6 +600,7 @@ class Graph:
                 self, recording, full_elf=full_elf, check=check, feeds=feeds
             )
         key = self._signature({h.name: (h.shape, h.dtype) for h in recording.inputs})
+        assert recording.device is not None  # record() records for a device
         self._versions_on(recording.device.name)[key] = version
         return version
 
@@ -601,7 +625,7 @@ class Graph:
                     f"share an arena a later compile grows)"
                 )
             logger.info("%s: compiling shapes %s on first call", self.name, _shown(key))
-            version = self.compile(**{n: (t.shape, t.dtype) for n, t in given.items()})
+            version = self._compile({n: (t.shape, t.dtype) for n, t in given.items()})
         return version(*tensors, **values)
 
     def release(self) -> None:

@@ -54,16 +54,18 @@ class GraphState:
             is :class:`Releasable`.
     """
 
-    profile: Profile | str | os.PathLike | None = None
+    profile: Profile | str | os.PathLike[str] | None = None
     bound: bool = False
     signature: Signature | None = None
-    references: dict[tuple, Recording] = dataclasses.field(default_factory=dict)
-    versions: dict[str, dict[tuple, Releasable]] = dataclasses.field(
+    references: dict[tuple[Any, ...], Recording] = dataclasses.field(
+        default_factory=dict
+    )
+    versions: dict[str, dict[tuple[Any, ...], Releasable]] = dataclasses.field(
         default_factory=dict
     )
     backend: dict[Hashable, Releasable] = dataclasses.field(default_factory=dict)
 
-    def versions_on(self, device: str) -> dict[tuple, Any]:
+    def versions_on(self, device: str) -> dict[tuple[Any, ...], Any]:
         """The versions compiled for ``device`` (a device name), by input signature."""
         return self.versions.setdefault(device, {})
 
@@ -82,7 +84,8 @@ def state_of(graph: Any) -> GraphState:
     Graph subclasses need not call ``Graph.__init__``, so the state is made
     here, the first time anything asks.
     """
-    found = vars(graph).get(_KEY)
-    if found is None:
-        found = vars(graph).setdefault(_KEY, GraphState())
-    return found
+    found: GraphState | None = vars(graph).get(_KEY)
+    if found is not None:
+        return found
+    made: GraphState = vars(graph).setdefault(_KEY, GraphState())
+    return made

@@ -47,7 +47,7 @@ ROLES = ("input", "output", "transient", "weight", "state")
 
 def dtype_name(dtype: Any) -> str:
     """A short dtype name for printing (``bf16``, ``f32``, ``i32``)."""
-    name = np.dtype(dtype).name
+    name = str(np.dtype(dtype).name)
     return {"bfloat16": "bf16", "float32": "f32", "int32": "i32"}.get(name, name)
 
 
@@ -71,12 +71,12 @@ class Buffer:
     @property
     def elements(self) -> int:
         """How many elements it holds."""
-        return prod(self.shape)
+        return int(prod(self.shape))
 
     @property
     def nbytes(self) -> int:
         """How many bytes it holds."""
-        return self.elements * np.dtype(self.dtype).itemsize
+        return self.elements * int(np.dtype(self.dtype).itemsize)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,12 +139,12 @@ class Handle:
     @property
     def elements(self) -> int:
         """How many elements its shape holds."""
-        return prod(self.shape)
+        return int(prod(self.shape))
 
     @property
     def nbytes(self) -> int:
         """How many bytes its shape holds."""
-        return self.elements * np.dtype(self.dtype).itemsize
+        return self.elements * int(np.dtype(self.dtype).itemsize)
 
     @property
     def is_whole(self) -> bool:
@@ -454,9 +454,9 @@ class Handle:
                 f"the pattern(s) walk {count} elements, but shape {list(shape)} "
                 f"holds {prod(shape)}"
             )
-        bounds = {a: _as_affine(b) for a, b in (bounds or {}).items()}
+        limits = {a: _as_affine(b) for a, b in (bounds or {}).items()}
         recorder = context.graph_recorder.get()
-        for a, b in bounds.items():
+        for a, b in limits.items():
             if not 0 <= a < len(shape):
                 raise ValueError(f"bounds name axis {a} of shape {list(shape)}")
             if recorder is not None:
@@ -467,11 +467,11 @@ class Handle:
             if moved[0].is_contiguous():
                 # The per-call part of a view's offset (cache[position]) stays.
                 offset = moved[0].offset + (base - _const(base))
-                return Handle(self.buffer, shape, self.dtype, bounds, Dense(offset))
+                return Handle(self.buffer, shape, self.dtype, limits, Dense(offset))
         if isinstance(base, Affine):
             raise ValueError(f"cannot walk a per-call view {self!r}")
         if repeat is None and length is None:
-            return Handle(self.buffer, shape, self.dtype, bounds, Strided(_one(moved)))
+            return Handle(self.buffer, shape, self.dtype, limits, Strided(_one(moved)))
         dev = get_current_device()
         for walk in walks:
             if (
@@ -484,7 +484,7 @@ class Handle:
                     f"descriptor: four dimensions, the repeated first, within a "
                     f"descriptor's limits"
                 )
-        if not bounds:
+        if not limits:
             raise ValueError(
                 f"a walk of {tap} by a per-call repeat or length bounds the rows "
                 f"it moves a call: give bounds"
@@ -499,7 +499,7 @@ class Handle:
         if per_length is not None and recorder is not None:
             recorder.limit(per_length, 1, min(w.sizes[1] for w in walks) + 1, self)
         layout_ = Strided(_one(moved), 0, repeats, per_length)
-        return Handle(self.buffer, shape, self.dtype, bounds, layout_)
+        return Handle(self.buffer, shape, self.dtype, limits, layout_)
 
 
 def _one(walks: tuple[TensorAccessPattern, ...]) -> Any:

@@ -38,6 +38,9 @@ class _Param(np.ndarray):
     indexes as the array it is.
     """
 
+    #: The dtype it is resident as, when :func:`narrowed` (else unset).
+    held_dtype: np.dtype
+
     def __getitem__(self, key: Any) -> Any:
         recorder = context.graph_recorder.get()
         if recorder is not None and id(self) in recorder.held:
@@ -60,7 +63,8 @@ def narrowed(array: np.ndarray, dtype: Any) -> np.ndarray:
 
 def held_dtype(x: Any) -> np.dtype:
     """The dtype a held array is resident as: its own, unless :func:`narrowed`."""
-    return getattr(x, "held_dtype", None) or np.dtype(x.dtype)
+    dtype: np.dtype = getattr(x, "held_dtype", None) or np.dtype(x.dtype)
+    return dtype
 
 
 class _Unbound(np.ndarray):

@@ -230,7 +230,7 @@ class Strided:
                 sizes[1] = evaluate(self.length, values)
             if sizes != list(walk.sizes):
                 walk = TensorAccessPattern(
-                    walk.tensor_dims, walk.offset, sizes, walk.strides
+                    walk.tensor_dims, walk.offset, tuple(sizes), walk.strides
                 )
             parts.append(walk.indices().reshape(-1))
         flat = np.concatenate(parts) + evaluate(self.shift, values)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
@@ -90,11 +90,11 @@ class Cost:
     reread_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if self.cores is None:
-            object.__setattr__(self, "cores", self.columns)
+        cores = self.columns if self.cores is None else self.cores
+        object.__setattr__(self, "cores", cores)
         if self.columns < 1:
             raise ValueError(f"Cost.columns={self.columns} is below 1")
-        if self.cores < 0 or self.calls < 0 or self.reread_bytes < 0:
+        if cores < 0 or self.calls < 0 or self.reread_bytes < 0:
             raise ValueError(
                 f"Cost.cores={self.cores}, calls={self.calls} and reread_bytes="
                 f"{self.reread_bytes} cannot be negative"
@@ -174,7 +174,12 @@ class Operator:
         for name, p in params.items():
             # Divisors of a derived field: checked once that field is computed.
             of = p.domain.of if isinstance(p.domain, Divisors) else None
-            if of in params and params[of].derived and of not in fields:
+            if (
+                of is not None
+                and of in params
+                and params[of].derived
+                and of not in fields
+            ):
                 if getattr(self, name) is not None:
                     self._in_domain(name, getattr(self, name), fields)
         given = frozenset(
@@ -231,6 +236,10 @@ class Operator:
 
     def replace(self, **fields: Any) -> Operator:
         """Return a copy with ``fields`` changed (derived fields recomputed)."""
+        return self._replaced(**fields)
+
+    def _replaced(self, **fields: Any) -> Self:
+        """:meth:`replace`, typed as the subclass it returns."""
         cls = type(self)
         own = {
             n: v
@@ -339,7 +348,7 @@ class Operator:
         """What one call does on ``dev``: MACs, bytes moved, and how it is tiled."""
         raise NotImplementedError(f"{type(self).__name__} has no cost()")
 
-    def _settled(self, dev: Device) -> Operator:
+    def _settled(self, dev: Device) -> Self:
         """``self``, or with its open tunables at ``resolve(dev)``'s defaults.
 
         For :meth:`cost` of an operator constructed without its tunables; it
@@ -349,7 +358,7 @@ class Operator:
         if not open_:
             return self
         defaults = self.resolve(dev)
-        return self.replace(**{n: defaults.get(n) for n in open_})
+        return self._replaced(**{n: defaults.get(n) for n in open_})
 
     # -- shapes ---------------------------------------------------------------
 

@@ -90,7 +90,8 @@ class _Expr:
         return self.affine()._add(other, -1)
 
     def __rsub__(self, other: object) -> Affine | int:
-        return (-self.affine())._add(other, 1)
+        a = self.affine()
+        return Affine(tuple((t, -c) for t, c in a.terms), -a.const)._add(other, 1)
 
     def __neg__(self) -> Affine | int:
         return self.affine()._scale(-1)
@@ -206,7 +207,7 @@ class FloorDiv:
 Atom = str | Clamp | FloorDiv
 
 
-def _atom_key(atom: Atom) -> tuple:
+def _atom_key(atom: Atom) -> tuple[Any, ...]:
     if isinstance(atom, str):
         return (0, atom)
     if isinstance(atom, Clamp):
@@ -238,12 +239,12 @@ class Affine(_Expr):
     def affine(self) -> Affine:
         return self
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """A hashable canonical form: equal keys are the same expression."""
         return (tuple((_atom_key(a), c) for a, c in self.terms), self.const)
 
     def _simplified(self) -> Affine | int:
-        merged: dict[tuple, tuple[Atom, int]] = {}
+        merged: dict[tuple[Any, ...], tuple[Atom, int]] = {}
         for atom, coeff in self.terms:
             k = _atom_key(atom)
             prev = merged.get(k, (atom, 0))[1]
@@ -368,7 +369,7 @@ def _evaluate_atom(atom: Atom, values: Mapping[str, int]) -> int:
 
 
 def evaluate(
-    expr: Affine | PerCall | int,
+    expr: _Expr | int,
     values: Mapping[str, int] | Callable[[Affine], int],
 ) -> int:
     """Evaluate ``expr`` (or pass an int through) for one call.

@@ -12,7 +12,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iron.core.operator import Operator
 
 __all__ = ["MissingDistributionError", "backend", "catalog"]
 
@@ -22,7 +25,7 @@ class MissingDistributionError(ImportError):
 
 
 @functools.cache
-def catalog() -> Mapping[str, type]:
+def catalog() -> Mapping[str, type[Operator]]:
     """Every registered operator class by name (``iron.operators.CATALOG``).
 
     Raises:

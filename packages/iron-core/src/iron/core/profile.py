@@ -39,16 +39,16 @@ import numpy as np
 
 from iron.core import plugins
 from iron.core.declare import MISSING, Divisors, domain_text, domain_values
+from iron.core.operator import Operator
 from iron.core.percall import _Expr
 
 if TYPE_CHECKING:
     from iron.core.device import Device
-    from iron.core.operator import Operator
 
 __all__ = ["FileEntry", "Profile", "ProfileFile"]
 
 _Op = TypeVar("_Op", bound="Operator")
-_Entry = tuple[type, dict[str, Any], dict[str, Any]]
+_Entry = tuple[type[Operator], dict[str, Any], dict[str, Any]]
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _TOP_LEVEL = ("entries", "meta")
@@ -129,6 +129,7 @@ class Profile:
                 that would never match, or a column count of True).
             ValueError: A tunable's value is outside its domain.
         """
+        cls = _operator_class(cls)
         params = cls.declaration.params
         open_ = cls.declaration.tunables
         dims: dict[str, Any] = {}
@@ -186,6 +187,7 @@ class Profile:
             ValueError: Two matching entries of equal specificity give one
                 tunable different values.
         """
+        cls = _operator_class(cls)
         dims = self.dims(cls, given)
         wanted = set(cls.declaration.tunables) - set(given)
         # name -> (rank, value, a disagreeing value of the same rank, if any);
@@ -231,7 +233,7 @@ class Profile:
             Param name -> value, for every non-tunable param with a value.
         """
         dims: dict[str, Any] = {}
-        for name, spec in kind.declaration.params.items():
+        for name, spec in _operator_class(kind).declaration.params.items():
             if spec.tunable:
                 continue
             if name in given:
@@ -425,7 +427,9 @@ class FileEntry:
     where: str
     value: Any
 
-    def parse(self, catalog: Mapping[str, type]) -> tuple[str, type, dict[str, Any]]:
+    def parse(
+        self, catalog: Mapping[str, type[Operator]]
+    ) -> tuple[str, type[Operator], dict[str, Any]]:
         """Read the entry's operator and fields, as :meth:`Profile.load` does.
 
         Args:
@@ -572,6 +576,16 @@ class ProfileFile:
 
 
 @functools.cache
+def _operator_class(cls: type) -> type[Operator]:
+    """``cls`` itself, known to be an operator class (an entry is for one)."""
+    if isinstance(cls, type) and issubclass(cls, Operator):
+        return cls
+    raise TypeError(
+        f"{cls!r} is not an operator class: a profile's entries are for "
+        f"subclasses of iron.Operator; give the operator's class (AXPY, not AXPY(...))"
+    )
+
+
 def _hints(cls: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
@@ -618,7 +632,9 @@ def _check_type(cls: type, name: str, value: Any) -> None:
         )
 
 
-def _in_domain(cls: type, name: str, value: Any, dims: Mapping[str, Any]) -> Any:
+def _in_domain(
+    cls: type[Operator], name: str, value: Any, dims: Mapping[str, Any]
+) -> Any:
     """Check a tunable's value against its domain; an Enum value becomes its member."""
     domain = cls.declaration.params[name].domain
     if isinstance(domain, type) and issubclass(domain, Enum):
@@ -641,7 +657,7 @@ def _in_domain(cls: type, name: str, value: Any, dims: Mapping[str, Any]) -> Any
     )
 
 
-def _from_json(cls: type, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _from_json(cls: type[Operator], fields: Mapping[str, Any]) -> dict[str, Any]:
     """Turn an entry's JSON values back into Enum members where declared."""
     params = cls.declaration.params
     out = dict(fields)
@@ -697,7 +713,9 @@ def _entry_lines(text: str) -> list[int]:
     decoder = json.JSONDecoder()
 
     def skip(pos: int) -> int:
-        return _WHITESPACE.match(text, pos).end()
+        blank = _WHITESPACE.match(text, pos)
+        assert blank is not None  # the pattern matches the empty string
+        return blank.end()
 
     def line(pos: int) -> int:
         return text.count("\n", 0, pos) + 1

@@ -247,7 +247,9 @@ class Recording:
         """
         op = step.op.bind(values)
         args = [None if h is None else read(h, values, buffers) for h in step.inputs]
-        result = op.reference(*args)
+        # An optional input given none is None, which the signature of
+        # Operator.reference (the spec's) leaves out.
+        result = op.reference(*args)  # type: ignore[arg-type]
         results = result if isinstance(result, tuple) else (result,)
         if len(results) != len(step.outputs):
             raise TypeError(

@@ -260,7 +260,8 @@ class TensorAccessPattern:
             ValueError: The array has the wrong number of elements.
         """
         flat = self._flat(np.asarray(array_flat), "gather")
-        return flat[self.indices()]
+        gathered: np.ndarray = flat[self.indices()]
+        return gathered
 
     def scatter(self, array_flat: np.ndarray, values: ArrayLike) -> None:
         """Write ``values`` into ``array_flat`` at the elements the walk visits.

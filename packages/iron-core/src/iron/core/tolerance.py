@@ -16,7 +16,7 @@ import hashlib
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -117,7 +117,7 @@ class Tolerance:
     bound: np.ndarray | None = field(default=None, compare=False)
     # The bound's shape and a digest of its bytes: what equality and hashing
     # compare in place of the array itself.
-    _bound_key: tuple | None = field(default=None, init=False, repr=False)
+    _bound_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rtol", _check_bound("rtol", self.rtol))
@@ -342,7 +342,7 @@ class Verdict:
     n_mismatch: int
     max_abs_err: float
     max_ulp_err: int
-    worst_index: tuple | None
+    worst_index: tuple | None  # type: ignore[type-arg]  # the API snapshot spells it
     tolerance: Tolerance
     detail: str
 
@@ -464,12 +464,14 @@ def _judge(
             ok = a == e
             score = diff
         elif kind == "ulps":
+            assert tolerance.ulps is not None  # the ulps kind has ulps set
             dist = diff if integer else ulp.astype(np.float64)
             ok = dist <= tolerance.ulps
             if tolerance.atol is not None:
                 ok |= diff <= tolerance.atol
             score = dist
         elif kind == "bounded":
+            assert bound is not None  # the bounded kind has its bound
             ok = diff <= bound
             score = np.where(diff == 0, 0.0, np.where(bound > 0, diff / bound, np.inf))
         else:
@@ -497,7 +499,7 @@ def _judge(
         no_nan = ~(np.isnan(a) | np.isnan(e))
         max_ulp_err = int(ulp[no_nan].max()) if no_nan.any() else 0
 
-    worst_index: tuple | None = None
+    worst_index: tuple[int, ...] | None = None
     if n_mismatch:
         flat = np.where(~ok.reshape(-1), score.reshape(-1), -1.0)
         worst_index = tuple(int(i) for i in np.unravel_index(flat.argmax(), res.shape))
@@ -520,18 +522,16 @@ def _judge(
         elif n_special_bad and n_mismatch <= allowed_mismatches:
             detail += " (NaN or infinity mismatches are never allowed)"
         i = worst_index
-        detail += (
-            f"; worst at {i}: got {_num(a[i], integer)}, expected {_num(e[i], integer)}"
-        )
+        detail += f"; worst at {i}: got {_num(a[i].item(), integer)}, expected {_num(e[i].item(), integer)}"
         if nan_a[i] or nan_e[i]:
             detail += " (NaN must match NaN)"
         elif inf_a[i] or inf_e[i]:
             detail += " (an infinity must match an infinity of its sign)"
         elif integer:
-            detail += f" (abs {_fmt(diff[i])})"
+            detail += f" (abs {_fmt(diff[i].item())})"
         else:
             unit = "ulp" if ulp[i] == 1 else "ulps"
-            detail += f" (abs {_fmt(diff[i])}, {int(ulp[i])} {unit})"
+            detail += f" (abs {_fmt(diff[i].item())}, {int(ulp[i])} {unit})"
     return Verdict(
         passed=bool(passed),
         n=n,

@@ -164,7 +164,7 @@ class _Shard:
             )
 
     def close(self) -> None:
-        self.bytes = None  # type: ignore[assignment]
+        self.bytes = None  # type: ignore[assignment]  # closed: nothing mapped
         try:
             self.mmap.close()
         except BufferError:

@@ -23,7 +23,7 @@ import logging
 import numbers
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +182,9 @@ class Decoder:
         return cls(
             graph,
             device=device,
-            checkpoint=checkpoint,
+            # A GGUFCheckpoint serves as the Checkpoint it mirrors (verify,
+            # release); the public signature (its API snapshot) names only that.
+            checkpoint=checkpoint,  # type: ignore[arg-type]
             progress=progress,
             tokenizer=tokenizer,
         )
@@ -299,7 +301,9 @@ class Decoder:
                 f"its KV cache and device loop are this decoder's). Nothing ran."
             )
 
-    def _one_use(self, generation: _Generation, tokens: Iterator[int]) -> Iterator[int]:
+    def _one_use(
+        self, generation: _Generation, tokens: Generator[int, None, None]
+    ) -> Iterator[int]:
         """``tokens`` as this decoder's one use: every other use raises until it ends."""
         with self._lock:
             self._check_free("Decoder.generate")
@@ -469,7 +473,7 @@ class Decoder:
         stop_ids: set[int],
         loop: bool,
         reuse: int,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
             cached_tokens=reuse,

@@ -64,7 +64,7 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
         )
     vocab = {t: i for i, t in enumerate(tokens)}
     merges_text = m.array("tokenizer.ggml.merges", "str")
-    merges = None
+    merges: list[tuple[str, str]] | None = None
     if merges_text is not None:
         merges = []
         for i, text in enumerate(merges_text):

@@ -47,6 +47,7 @@ from iron.operators.sample import MAX_TOP_K, Sample
 
 if TYPE_CHECKING:
     from iron.lm.checkpoint import Checkpoint
+    from iron.lm.gguf import GGUFCheckpoint
 
 __all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
 
@@ -186,6 +187,9 @@ class Llama(iron.Graph):
             operator's own ``resolve()`` defaults.
     """
 
+    #: The checkpoint :meth:`from_pretrained` loaded the weights from (set there).
+    checkpoint: Checkpoint | GGUFCheckpoint
+
     def __init__(
         self,
         config: LlamaConfig,
@@ -260,7 +264,7 @@ class Llama(iron.Graph):
                 the tensor and the index). A ValueError.
         """
         from iron.lm.checkpoint import open_checkpoint
-        from iron.lm.gguf import find_gguf, open_gguf
+        from iron.lm.gguf import GGUFCheckpoint, find_gguf, open_gguf
 
         # A .gguf file, or a directory holding one and no config.json, is
         # llama.cpp's format (weights dequantized to bf16 while loading).
@@ -274,12 +278,12 @@ class Llama(iron.Graph):
                 temperature=temperature,
                 top_k=top_k,
             )
-            if gguf is None:
+            if isinstance(checkpoint, GGUFCheckpoint):
+                tensors = dict(checkpoint.tree())
+            else:
                 tensors = _loadable(checkpoint)
                 _report_dtypes(checkpoint, tensors)
                 checkpoint.check_finite(tensors)
-            else:
-                tensors = dict(checkpoint.tree())
             graph.load_state_dict(tensors)
         except BaseException:
             checkpoint.close()

@@ -11,7 +11,7 @@ ids were generated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class TextStream:
         found = [(i + len(s), i) for s in self._stop if (i := pending.find(s)) >= 0]
         return min(found)[1] if found else None
 
-    def _run(self) -> Iterator[str]:
+    def _run(self) -> Generator[str, None, None]:
         detok = self._tokenizer.detokenizer(skip_special_tokens=True)
         pending = ""
         at_stop_string = False

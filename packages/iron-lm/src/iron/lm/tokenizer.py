@@ -90,7 +90,8 @@ class Tokenizer:
         if eos_token is not None:
             self._special.setdefault("eos_token", eos_token)
         self.bos_id = self._id_of(bos_token, "bos_token")
-        eos = [] if eos_token is None else [self._id_of(eos_token, "eos_token")]
+        eos_id = self._id_of(eos_token, "eos_token")
+        eos = [] if eos_id is None else [eos_id]
         self.eos_ids: tuple[int, ...] = tuple(dict.fromkeys([*eos, *eos_token_ids]))
 
     def _id_of(self, token: str | None, what: str) -> int | None:

@@ -6,6 +6,8 @@ the ``iron.operators`` entry point (``Profile.load`` and ``save`` use it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from iron.operators.__about__ import __version__
 from iron.operators.activations import (
     GELU,
@@ -26,6 +28,9 @@ from iron.operators.norms import LayerNorm, RMSNorm
 from iron.operators.rope import RoPE
 from iron.operators.sample import Sample
 from iron.operators.softmax import Softmax
+
+if TYPE_CHECKING:
+    from iron.core.operator import Operator
 
 _ALL = (
     ElementwiseAdd,
@@ -55,6 +60,6 @@ _ALL = (
 )
 
 #: Every operator by name, as profiles name them.
-CATALOG: dict[str, type] = {cls.__name__: cls for cls in _ALL}
+CATALOG: dict[str, type[Operator]] = {cls.__name__: cls for cls in _ALL}
 
 __all__ = ["CATALOG", "__version__", *sorted(CATALOG)]

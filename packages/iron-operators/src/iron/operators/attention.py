@@ -332,6 +332,7 @@ class _Attention(Operator):
             )
         q, k, v = inputs[:3]
         q = q.reshape(-1, self.heads, self.head_dim)
+        assert limits is not None  # given with the inputs
         chunks = self._chunks(int(limits.max()) if limits.size else 0)
         return bound_tolerance(
             fp32_error_bound(q, k, v, limits, chunks), "from these inputs"

@@ -144,7 +144,11 @@ def _gemv_tiles(
         for rows in [tile_m] if tile_m else [4, 2, 1]:
             if M % (columns * rows):
                 continue
-            k = _largest(ks, lambda t, m=rows: _gemv_need(m, t, depth) <= budget)
+
+            def fits(t: int, m: int = rows) -> bool:
+                return _gemv_need(m, t, depth) <= budget
+
+            k = _largest(ks, fits)
             if k is not None:
                 return {"tile_m": rows, "tile_k": k, "vector_width": width}
     return None
@@ -181,10 +185,11 @@ def _gemm_tiles(
     for least in (floor, 0):
         for tile_m in ms:
             for tile_n in ns:
-                tile_k = _largest(
-                    [t for t in ks if t >= least],
-                    lambda t, m=tile_m, n=tile_n: _gemm_need(m, t, n, depth) <= budget,
-                )
+
+                def fits(t: int, m: int = tile_m, n: int = tile_n) -> bool:
+                    return _gemm_need(m, t, n, depth) <= budget
+
+                tile_k = _largest([t for t in ks if t >= least], fits)
                 if tile_k is not None:
                     return {"tile_m": tile_m, "tile_k": tile_k, "tile_n": tile_n}
     return {
@@ -242,6 +247,11 @@ _EFFECTIVE = tunable(
 
 class _MatMul(Operator):
     """What GEMV and GEMM share: the precision, the levels' models, the tolerance."""
+
+    # Fields each subclass declares (param() and tunable()), read here.
+    precision: Precision
+    effective_precision: Precision | None
+    tile_k: int | None
 
     #: Tiles of each streamed operand a core holds: the depth of the NPU
     #: design's object FIFOs, and what ``check()`` counts.
@@ -429,6 +439,7 @@ class GEMV(_MatMul):
         columns = self.num_aie_columns or _largest(
             [c for c in _COLUMNS if c <= dev.columns], lambda c: M % c == 0
         )
+        assert columns is not None  # one column divides any M
         budget = _core_budget(dev)
         chosen = {
             "effective_precision": self._effective_default(dev),
@@ -587,6 +598,7 @@ class GEMM(_MatMul):
             [c for c in _COLUMNS if c <= dev.columns],
             lambda c: self.N % (c * units[2]) == 0,
         )
+        assert columns is not None  # mmul_units refused an N one column cannot take
         given = (self.tile_m, self.tile_k, self.tile_n)
         tiles = _gemm_tiles(
             self.M,

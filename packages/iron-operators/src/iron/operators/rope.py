@@ -77,9 +77,9 @@ def rope_inv_freq(
     f32 = np.float32
     exps = np.arange(0, head_dim, 2, dtype=np.int64).astype(f32) / f32(head_dim)
     inv = f32(1.0) / np.power(f32(theta), exps)
-    kind = "default"
-    if scaling is not None:
-        kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+    if scaling is None:
+        return inv
+    kind = str(scaling.get("rope_type", scaling.get("type", "default")))
     if kind == "default":
         return inv
     factor = _scaling_field(scaling, "factor", kind)

@@ -39,9 +39,10 @@ logger = logging.getLogger("iron.runtime")
 def _arena(graph: Graph, recording: Recording, device: Any) -> ScratchArena:
     """The graph's scratch arena for this backend and device, made once."""
     arenas = state_of(graph).backend
+    assert recording.device is not None  # a graph records for a device
     key = (device.backend, recording.device.name)
     arena = arenas.get(key)
-    if arena is None:
+    if not isinstance(arena, ScratchArena):
         arena = arenas[key] = ScratchArena(device, ArenaPlan(), graph.name)
     return arena
 
@@ -75,6 +76,7 @@ class Runtime:
                 version could grow the arena under its runs in flight.
         """
         description = recording.device
+        assert description is not None  # a graph records for a device
         device = open_device(description)
         arena = _arena(graph, recording, device)
         use = GraphUse.of(arena)
@@ -95,6 +97,7 @@ class Runtime:
         feeds: CompiledGraph | None,
     ) -> CompiledGraph:
         description = recording.device
+        assert description is not None  # a graph records for a device
         packed = packaging(description, recording, full_elf, check)
         loops = packed.loops and bool(recording.carry)
         if feeds is not None:

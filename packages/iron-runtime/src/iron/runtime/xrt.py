@@ -324,7 +324,7 @@ class XrtRun(Run):
         for key, bo in buffers.items():
             if not isinstance(bo, XrtBuffer):
                 raise TypeError(f"argument {key} is not an XRT buffer: {bo!r}")
-        self._args = dict(buffers)  # type: ignore[arg-type]
+        self._args = dict(buffers)  # type: ignore[arg-type]  # each checked above
 
     def start(self, idle: frozenset[int] = frozenset()) -> None:
         image = self.image
@@ -494,11 +494,13 @@ class XrtImage(LoadedImage):
             self.name = graph.name
             self.args: tuple[str, ...] = ()
             self.words_bytes = 4
-            self.kernel = self.context = None
+            self.kernel: Any = None
+            self.context: Any = None
             self._built = None
             return
         sizes = dict(zip(built.design.args, built.design.arg_bytes))
-        self.words_bytes = sizes.get("words", sizes.get("feedback", 4))
+        words = sizes.get("words", sizes.get("feedback"))
+        self.words_bytes = 4 if words is None else int(words)
         self.name = f"{built.design.operator} ({built.key[:12]})"
         self.args = tuple(built.design.args)
         self.kernel = self.context = None
@@ -514,6 +516,7 @@ class XrtImage(LoadedImage):
     def open(self) -> Any:
         """Make this image's hardware context and kernel (the pool's call)."""
         x, device, built = self.device.pyxrt, self.device, self._built
+        assert built is not None  # an image the host runs opens no context
         if self.elf:
             try:
                 self.context = x.hw_context(device.handle, x.elf(str(built.elf)))

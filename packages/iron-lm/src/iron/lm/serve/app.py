@@ -17,7 +17,7 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -51,7 +51,7 @@ logger = logging.getLogger("iron.lm.serve")
 POLL_S = 0.25
 
 
-def _error(error: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(error: APIError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
@@ -173,7 +173,9 @@ class _Server:
             )
 
             def until_cancelled() -> Iterator[int]:
-                with contextlib.closing(tokens):
+                # generate() returns a generator, closed here to stop the
+                # decode; its public signature (the API snapshot) says Iterator.
+                with contextlib.closing(tokens):  # type: ignore[type-var]
                     while not job.cancelled.is_set():
                         token = next(tokens, None)
                         if token is None:
@@ -229,6 +231,7 @@ class _Server:
         pieces: list[str] = []
         clock = asyncio.get_running_loop().time
         check = clock() + POLL_S
+        value: Any
         try:
             while True:
                 try:

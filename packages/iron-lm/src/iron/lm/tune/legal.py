@@ -59,7 +59,7 @@ def _words(op: Any, dev: Device) -> Any:
     from iron.core.percall import Affine
     from iron.runtime.npu.designs import Words
 
-    slots = {}
+    slots: dict[tuple[Any, ...], int] = {}
     for value in op.fields().values():
         if is_expr(value):
             key = (value if isinstance(value, Affine) else value.affine()).key()

@@ -110,10 +110,13 @@ class TuneReport:
 def _task_key(
     dev: Device, measure: Measure, shape: Shape, member: Member, setting: Mapping
 ) -> tuple:
+    # As a plain class: mypy takes type[Operator] for unhashable, as Operator
+    # defines __hash__ for its instances.
+    cls: type = shape.cls
     return (
         dev.name,
         measure.key,
-        _code(shape.cls, measure.key),
+        _code(cls, measure.key),
         member.identity,
         _canon(setting),
     )
@@ -308,12 +311,14 @@ def tune(
             if is_default:
                 default_time = total
             ranked.append(((total, not is_default, index), setting))
+
         # the fastest setting whose NPU designs are legal (iron.lm.tune.legal)
+        def ops_of(setting: dict[str, Any], shape: Shape = shape) -> list[Any]:
+            return [m.op.replace(**_effective(m, setting)) for m in shape.members]
+
         best = first_legal(
             sorted(ranked, key=lambda r: r[0]),
-            lambda setting, shape=shape: [
-                m.op.replace(**_effective(m, setting)) for m in shape.members
-            ],
+            ops_of,
             device,
             str(shape),
         )

@@ -123,7 +123,7 @@ def _value_key(value: Any) -> tuple:
     return (2, 0, str(plain))
 
 
-def _dims_key(cls: type, dims: Mapping[str, Any]) -> tuple:
+def _dims_key(cls: type[Operator], dims: Mapping[str, Any]) -> tuple:
     order = list(cls.declaration.params)
     return tuple(
         (order.index(n), n, _value_key(v))
@@ -164,7 +164,7 @@ class Shape:
         trimmed: What trimming dropped, in words (empty if nothing).
     """
 
-    cls: type
+    cls: type[Operator]
     name: str
     dims: dict[str, Any]
     members: list[Member]

@@ -116,7 +116,7 @@ class EmuRun(Run):
         for key, bo in buffers.items():
             if not isinstance(bo, EmuBuffer):
                 raise TypeError(f"argument {key} is not an emulator buffer: {bo!r}")
-        self._args = dict(buffers)  # type: ignore[arg-type]
+        self._args = dict(buffers)  # type: ignore[arg-type]  # each checked above
 
     def write_scratchpad(self, words: np.ndarray) -> None:
         super().write_scratchpad(words)

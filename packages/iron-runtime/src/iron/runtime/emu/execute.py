@@ -138,8 +138,8 @@ def execute(
     """
     views = DeviceViews(spec, memory, widen)
     ev = scratchpad_evaluator(spec, scratchpad)
-    born = {}
-    dead = {}
+    born: dict[int, list[Any]] = {}
+    dead: dict[int, list[Any]] = {}
     for placed in spec.transients:
         born.setdefault(placed.first, []).append(placed)
         dead.setdefault(placed.last, []).append(placed)
@@ -163,6 +163,7 @@ def execute(
                     f"failed: {error}"
                 ) from error
             if spec.check:
+                assert inputs is not None  # read above when checking
                 _check(spec, step, ev, views, inputs)
         if poison:
             for placed in dead.get(step.index, ()):

@@ -620,7 +620,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             out(f"  {line}")
         dev = _device(args, out)
         rungs = [r for r in RUNGS if not args.only or r.name in args.only]
-        tc = _dry_toolchain(dict(os.environ)) if args.dry_run else None
+        tc: Any = _dry_toolchain(dict(os.environ)) if args.dry_run else None
         failed = False
         for k, rung in enumerate(rungs, 1):
             head = f"[{k}/{len(rungs)}] {rung.name}: {rung.title}"

@@ -462,8 +462,8 @@ def _bar(total: int, enabled: bool):
     try:
         from tqdm import tqdm
     except ImportError:
-        tqdm = None
-    if not enabled or tqdm is None:
+        return None
+    if not enabled:
         return None
     return tqdm(total=total, desc="aiecc", unit="design")
 

@@ -171,7 +171,7 @@ def arena_segments(spec: ImageSpec, arena_bytes: int) -> dict[str, Segment]:
             spans.append([0 if not spans else lo - lo % _WORD, hi, []])
         spans[-1][1] = max(spans[-1][1], hi)
         spans[-1][2].append(name)
-    found = {}
+    found: dict[str, Segment] = {}
     for k, (start, end, members) in enumerate(spans):
         seg = Segment(
             "arena" if k == 0 else f"arena#{k}", start, -(-(end - start) // 4) * 4

@@ -144,8 +144,9 @@ class Transfer:
     shim: Tile
     buffer: str
     offset: int
-    sizes: tuple[int, int, int, int]
-    strides: tuple[int, int, int, int]
+    # Four each; typed open-ended, as the walks that build them are.
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
     itemsize: int = 2
     bd_id: int = 0
     repeat: int = 0

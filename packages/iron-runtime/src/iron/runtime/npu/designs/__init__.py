@@ -23,7 +23,7 @@ import functools
 import importlib
 from collections.abc import Mapping
 from types import MappingProxyType, ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from iron.core.device import Device, as_device
 from iron.runtime.image import Placement
@@ -171,7 +171,7 @@ def family_of(op: object) -> ModuleType:
 
 
 def build_design(
-    op: object,
+    op: Any,
     dev: Device | str,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -198,7 +198,7 @@ def build_design(
 
 
 def design(
-    op: object,
+    op: Any,
     dev: Device | str,
     placement: Mapping[str, Placement] | None = None,
     *,

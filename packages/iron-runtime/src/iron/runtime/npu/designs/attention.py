@@ -108,6 +108,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -175,13 +176,13 @@ def scale_bits(head_dim: int) -> int:
     return int(np.asarray(scale).view(np.int32))
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is DecodeAttention or CausalAttention."""
     return isinstance(op, FAMILY)
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
     words: Words | None = None,
@@ -257,7 +258,7 @@ def _link_line(ins: list[str], outs: list[str], in_offsets: list[int]) -> str:
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -402,7 +403,8 @@ def _core_body(
         with b.for_(c0, heads, c1, "h"):
             with b.for_(c0, tiles, c1, "qt") as qt:
                 q = b.acquire(qfifo, "Consume", q_t, "q")
-                word = b.load(q, index, q_t, p.param) if p.count else fixed
+                word = b.load(q, index, q_t, p.param) if index is not None else fixed
+                assert word is not None  # fixed is made where no word carries it
                 qi = b.fresh("q_index")
                 b.line(f"{qi} = arith.index_cast {qt} : index to i32")
                 b.call(init, [acc, stats, rows, dim], [acc_t, st_t, "i32", "i32"])

@@ -183,7 +183,9 @@ class AttentionSchedule:
         return f"qw_{col // self.group}" if self.count else f"q_{col}"
 
 
-def base_sizes(op: object, dev: Device, words: Words | None) -> dict:
+def base_sizes(
+    op: DecodeAttention | CausalAttention, dev: Device, words: Words | None
+) -> dict:
     """The schedule's fields that do not depend on how K and V stream."""
     causal = isinstance(op, CausalAttention)
     param = registered(op, _PER_CALL)
@@ -199,8 +201,8 @@ def base_sizes(op: object, dev: Device, words: Words | None) -> dict:
         kv_heads=op.kv_heads,
         head_dim=op.head_dim,
         max_len=op.max_len,
-        rows=op.rows if causal else 1,
-        q_tile=op.q_tile if causal else 1,
+        rows=op.rows if isinstance(op, CausalAttention) else 1,
+        q_tile=op.q_tile if isinstance(op, CausalAttention) else 1,
         kv_tile=op.kv_tile,
         columns=n,
         param=param,
@@ -432,7 +434,9 @@ def _fifos(p: AttentionSchedule, dev: Device) -> list[legality.Fifo]:
     return fifos
 
 
-def check_core_memory(op: object, p: AttentionSchedule, dev: Device) -> None:
+def check_core_memory(
+    op: DecodeAttention | CausalAttention, p: AttentionSchedule, dev: Device
+) -> None:
     """The core's memory by the operator's own account, with this schedule's terms.
 
     One account: ``op.core_bytes`` (the sum the operator's ``check`` and
@@ -500,7 +504,10 @@ def _pair_walks(
 
 
 def layout_of(
-    op: object, p: AttentionSchedule, dev: Device, where: Mapping[str, tuple[str, int]]
+    op: DecodeAttention | CausalAttention,
+    p: AttentionSchedule,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
 ) -> legality.Layout:
     """The layout of schedule ``p`` with ports at ``where``."""
     fifos = _fifos(p, dev)

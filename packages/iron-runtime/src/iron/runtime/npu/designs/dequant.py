@@ -32,6 +32,7 @@ The kernel's contract is in ``dequant_bf16.cc``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.core.dma import linear_walk
@@ -67,12 +68,12 @@ _DTYPES = {"packed": "i8", "scales": "bf16", "out": "bf16"}
 _ITEM = {"packed": _BYTE, "scales": _BF16, "out": _BF16}
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a Dequant."""
     return isinstance(op, FAMILY)
 
 
-def _bytes(op: object) -> dict[str, int]:
+def _bytes(op: Any) -> dict[str, int]:
     """Each port's bytes."""
     return {
         "packed": op.N // 2,
@@ -82,7 +83,7 @@ def _bytes(op: object) -> dict[str, int]:
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -142,7 +143,7 @@ def layout(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

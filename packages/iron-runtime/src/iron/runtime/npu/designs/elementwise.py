@@ -19,6 +19,7 @@ Each operator declares its kernel symbol and scalar arguments
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -73,7 +74,7 @@ FAMILY: tuple[type, ...] = (
 )
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is of the elementwise family."""
     return isinstance(op, FAMILY)
 
@@ -87,13 +88,13 @@ def kernel_of(op: Elementwise) -> tuple[str, tuple[int, ...]]:
     return op.kernel_symbol(), bits
 
 
-def _ports(op: object) -> tuple[list[str], list[str]]:
+def _ports(op: Any) -> tuple[list[str], list[str]]:
     decl = type(op).declaration
     return [i.name for i in decl.inputs], [o.name for o in decl.outputs]
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

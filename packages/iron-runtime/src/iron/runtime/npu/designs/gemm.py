@@ -75,6 +75,7 @@ Syntax sources (paths in Xilinx/mlir-aie, the pinned era), besides those of
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from iron.core.device import Device
 from iron.core.precision import Precision
@@ -132,12 +133,12 @@ ACCUMULATE: dict[tuple[Precision, bool], str] = {
 }
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a GEMM."""
     return isinstance(op, FAMILY)
 
 
-def stream_dims(op: object, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
+def stream_dims(op: GEMM, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
     """The memory tile's ``dimensionsToStream`` ``(size, stride)`` of a FIFO kind.
 
     ``fifo`` is ``a`` (an A tile into ``r x s`` blocks), ``b`` (a B tile into
@@ -157,7 +158,7 @@ def stream_dims(op: object, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -253,7 +254,7 @@ def _link(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

@@ -35,9 +35,10 @@ import collections
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from iron.core.device import Device
-from iron.operators.matmul import mmul_shape
+from iron.operators.matmul import GEMM, mmul_shape
 from iron.runtime.npu import legality
 
 __all__ = [
@@ -97,7 +98,7 @@ class GemmTiling:
         return next(g for g, rows in enumerate(self.groups) if row in rows)
 
 
-def tiling(op: object, dev: Device) -> GemmTiling:
+def tiling(op: GEMM, dev: Device) -> GemmTiling:
     """The :class:`GemmTiling` of resolved, checked GEMM ``op`` on ``dev``.
 
     Raises:
@@ -130,7 +131,7 @@ def tiling(op: object, dev: Device) -> GemmTiling:
 
 def _fold(
     offset: int, dims: Sequence[tuple[int, int]], dev: Device
-) -> list[tuple[int, tuple[int, int, int, int], tuple[int, int, int, int]]]:
+) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """A loop nest of ``(size, stride)``, outermost first, as 4-D shim walks.
 
     Dimensions of size 1 are dropped and contiguous neighbours merged while
@@ -174,7 +175,7 @@ def _fold(
 
 
 def _walks(
-    op: object, p: GemmTiling, where: Mapping[str, tuple[str, int]], order: str
+    op: GEMM, p: GemmTiling, where: Mapping[str, tuple[str, int]], order: str
 ) -> dict[str, list[tuple[str, int, list[tuple[int, int]]]]]:
     """Each shim FIFO's ``(argument, offset, loop nest)``, for tile order ``order``."""
     K, N = op.K, op.N
@@ -207,7 +208,7 @@ def _walks(
 
 
 def _transfers(
-    op: object,
+    op: GEMM,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
@@ -326,7 +327,7 @@ def _block_fits(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
 
 
 def _blocks(
-    op: object,
+    op: GEMM,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
@@ -354,7 +355,7 @@ def _blocks(
 
 
 def schedule(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
 ) -> Schedule:
     """How resolved ``op``'s sequence runs on ``dev``: the tile order, and blocks.
 
@@ -384,7 +385,7 @@ def schedule(
 
 
 def tile_order(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
 ) -> str:
     """The order each core walks its output tiles: ``mn`` or ``nm``.
 
@@ -397,7 +398,7 @@ def tile_order(
 
 
 def sequence_transfers(
-    op: object,
+    op: GEMM,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],

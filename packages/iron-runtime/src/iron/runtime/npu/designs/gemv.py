@@ -73,6 +73,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.core.dma import linear_walk
@@ -114,17 +115,17 @@ _PORTS = ("w", "x", "out")
 _Walk = tuple[int, tuple[int, ...], tuple[int, ...]]
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a GEMV."""
     return isinstance(op, FAMILY)
 
 
-def _batch(op: object) -> int:
+def _batch(op: Any) -> int:
     """The products a run computes: ``batch``, or 1 unbatched."""
     return getattr(op, "batch", None) or 1
 
 
-def _sizes(op: object) -> dict[str, int]:
+def _sizes(op: Any) -> dict[str, int]:
     n = _batch(op)
     return {"w": n * op.M * op.K, "x": n * op.K, "out": n * op.M}
 
@@ -167,7 +168,7 @@ def _batched(
     return [(o + p * stride, s, t) for p in range(batch) for o, s, t in walks]
 
 
-def _fifos(op: object) -> list[legality.Fifo]:
+def _fifos(op: Any) -> list[legality.Fifo]:
     """Each column's ``w``, ``x`` and ``out`` object FIFOs."""
     cols, tm, tk = op.num_aie_columns, op.tile_m, op.tile_k
     x_elems = op.K if op.K == tk else tk
@@ -183,7 +184,7 @@ def _fifos(op: object) -> list[legality.Fifo]:
 
 
 def _whole_walks(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]]
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]]
 ) -> list[legality.Transfer]:
     """Every column's whole walks at once, the batch folded where it can be."""
     cols, tm, tk, M, K = op.num_aie_columns, op.tile_m, op.tile_k, op.M, op.K
@@ -212,7 +213,7 @@ def _whole_walks(
             # One column holds every row: the products' row tiles are all
             # tm * K apart, one sequence.
             seq = batch * row_tiles if cols == 1 else row_tiles
-            tiled = [
+            tiled: list[_Walk] = [
                 (block + s * tm * K, (n, k_tiles, tm, tk), (tm * K, tk, K, 1))
                 for s, n in _groups(seq, iters)
             ]
@@ -222,7 +223,7 @@ def _whole_walks(
         if k_tiles == 1:  # whole, once per product
             walks["x"] = _batched([(base, xs, xt)], batch, K, dev, run=K)
         elif xs[0] == 1:  # again for every row tile: the iteration, stride 0
-            per = [
+            per: list[_Walk] = [
                 (base, (n, *xs[1:]), (0, *xt[1:])) for _, n in _groups(row_tiles, iters)
             ]
             walks["x"] = _batched(per, batch, K, dev)
@@ -260,7 +261,7 @@ def _row_split(tk: int, dev: Device) -> int | None:
 
 
 def _unit_walks(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     c: int,
@@ -323,7 +324,7 @@ def _unit_walks(
 
 
 def _block_transfers(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     block: tuple[int, int],
@@ -366,7 +367,7 @@ def _fit(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
 
 
 def _blocks(
-    op: object, dev: Device, where: Mapping[str, tuple[str, int]]
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]]
 ) -> tuple[tuple[int, int], ...]:
     """The fewest equal blocks of row tiles that each fit; () if none does.
 
@@ -398,7 +399,7 @@ def _blocks(
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -438,7 +439,7 @@ def layout(
     )
 
 
-def _check_out_words(op: object, dev: Device) -> None:
+def _check_out_words(op: Any, dev: Device) -> None:
     """Refuse columns whose rows of ``out`` are not whole words of the shim.
 
     Raises:
@@ -466,7 +467,7 @@ def _check_out_words(op: object, dev: Device) -> None:
 
 def _core(
     b: Builder,
-    op: object,
+    op: Any,
     c: int,
     acc: str,
     symbols: tuple[str, str, str],
@@ -513,7 +514,7 @@ def _core(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

@@ -53,6 +53,7 @@ moves per call (a key-value cache row ``cache[:, position]``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.operators.movers import Access, Copy, Repeat, Transpose
@@ -73,12 +74,12 @@ __all__ = ["FAMILY", "HostBufferLimitError", "Window", "build", "handles", "wind
 FAMILY: tuple[type, ...] = (Copy, Transpose, Repeat)
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a data mover."""
     return isinstance(op, FAMILY)
 
 
-def windows(op: object, out_access: Access | None = None) -> tuple[Window, ...]:
+def windows(op: Any, out_access: Access | None = None) -> tuple[Window, ...]:
     """The arguments the host binds per run inside a buffer (none but Copy's)."""
     if not isinstance(op, Copy):
         return ()
@@ -86,7 +87,7 @@ def windows(op: object, out_access: Access | None = None) -> tuple[Window, ...]:
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

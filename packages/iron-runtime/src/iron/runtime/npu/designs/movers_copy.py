@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from math import gcd, prod
+from typing import Any, cast
 
 from iron.core.device import Device
 from iron.core.dma import shim_pieces, walk_reach
@@ -151,7 +152,7 @@ def _chunk(counts: Sequence[int], itemsize: int) -> int:
     return g
 
 
-def _itemsize(op: object, itemsize: int) -> str:
+def _itemsize(op: Any, itemsize: int) -> str:
     if itemsize not in _DTYPE:
         raise NotImplementedError(
             f"{op!r}: {itemsize}-byte elements have no NPU design (a shim DMA "
@@ -161,7 +162,7 @@ def _itemsize(op: object, itemsize: int) -> str:
     return _DTYPE[itemsize]
 
 
-def _refuse_sized(op: object, port: str, access: Access) -> None:
+def _refuse_sized(op: Any, port: str, access: Access) -> None:
     if access.sized_per_call:
         raise NotImplementedError(
             f"{op!r}: the {port} walk {access!r} takes a per-call repeat or length "
@@ -172,7 +173,7 @@ def _refuse_sized(op: object, port: str, access: Access) -> None:
 
 
 def _check_window_placement(
-    op: object, name: str, port: _Port, placement: Mapping[str, Placement]
+    op: Any, name: str, port: _Port, placement: Mapping[str, Placement]
 ) -> None:
     """A per-call port is its own argument: refuse a placement in the arena."""
     p = placement.get(name)
@@ -185,7 +186,7 @@ def _check_window_placement(
 
 
 def _args(
-    op: object,
+    op: Any,
     ports: Mapping[str, _Port],
     placement: Mapping[str, Placement] | None,
     arena_bytes: int | None,
@@ -227,7 +228,7 @@ def _transfers(
     first_bd: int,
 ) -> list[legality.Transfer]:
     """One shim transfer per descriptor piece of each of ``port``'s walks."""
-    found = []
+    found: list[legality.Transfer] = []
     for walk, k in zip(port.walks, port.arg_of_walk):
         arg, base = where[port.args[k]]
         for offset, sizes, strides in shim_pieces(dev, walk, itemsize):
@@ -302,7 +303,7 @@ def emit_sequence(
 
 def _forward(
     b: Builder,
-    op: object,
+    op: Any,
     dev: Device,
     layout: legality.Layout,
     names: tuple[str, str],
@@ -347,7 +348,8 @@ def build_copy(
         iron.runtime.npu.legality.LegalityError: A device limit is broken.
         ValueError: A placement is too small, misplaced, or names no port.
     """
-    op = op.resolved(dev)
+    # resolved() returns a copy of op's own class (typed as any Operator).
+    op = cast(Copy, op.resolved(dev))
     op.check(dev)
     s = op.itemsize
     dtype = _itemsize(op, s)

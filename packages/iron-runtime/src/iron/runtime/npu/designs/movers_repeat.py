@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from math import prod
+from typing import Any
 
 from iron.core.device import Device
 from iron.core.dma import split_long_dims
@@ -34,7 +35,7 @@ __all__ = ["build_repeat"]
 
 
 def build_repeat(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

@@ -27,6 +27,7 @@ first); a round that leaves more ends with a wait on that column's output.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from iron.core.device import Device
 from iron.runtime.image import Placement
@@ -86,7 +87,7 @@ def boxes(
     return found
 
 
-def _walks(op: object, box: Box, xbase: int, obase: int, iters: int):
+def _walks(op: Any, box: Box, xbase: int, obase: int, iters: int):
     """``(read, write)`` ``(offset, sizes, strides)`` of a box, split by ``iters``."""
     R, C, tr, tc = op.rows, op.cols, op.tile_rows, op.tile_cols
     b0, nb, i0, ni, j0, nj = box
@@ -118,7 +119,7 @@ def _walks(op: object, box: Box, xbase: int, obase: int, iters: int):
 
 
 def build_transpose(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

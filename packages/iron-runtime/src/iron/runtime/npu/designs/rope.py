@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from iron.core.device import Device
 from iron.core.dma import linear_walk
@@ -97,12 +97,12 @@ class TileRun(NamedTuple):
     tiles: int
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a RoPE."""
     return isinstance(op, FAMILY)
 
 
-def tile_runs(op: object, col: int) -> tuple[TileRun, ...]:
+def tile_runs(op: RoPE, col: int) -> tuple[TileRun, ...]:
     """The runs of resolved ``op``'s tiles that column ``col`` rotates, in order.
 
     Column ``col`` owns tiles ``col * k .. (col + 1) * k - 1`` with ``k =
@@ -127,7 +127,7 @@ def tile_runs(op: object, col: int) -> tuple[TileRun, ...]:
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
 ) -> legality.Layout:
@@ -171,7 +171,7 @@ def layout(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -222,7 +222,7 @@ def build(
     return assemble(b, op, dev, args, (KERNEL,), lay)
 
 
-def _core_body(b: Builder, op: object, col: int, kernel_types: list[str]) -> None:
+def _core_body(b: Builder, op: RoPE, col: int, kernel_types: list[str]) -> None:
     """One column's core: forever, per tile run and position, acquire the table
     row, rotate the position's tiles, release the row."""
     d = op.head_dim

@@ -40,6 +40,7 @@ source (:mod:`iron.runtime.npu.kernels`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ _PARAMS = ("weight", "bias")
 _PER_CALL: dict[type, tuple[str, ...]] = {Softmax: ("length",)}
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is of the row family."""
     return isinstance(op, FAMILY)
 
@@ -88,7 +89,7 @@ def _f32_bits(value: float) -> int:
     return int(np.asarray(np.float32(value)).view(np.int32))
 
 
-def kernel_of(op: object) -> tuple[str, tuple[int | str, ...]]:
+def kernel_of(op: Any) -> tuple[str, tuple[int | str, ...]]:
     """``op``'s kernel symbol and its scalar arguments after ``n, cols``.
 
     RMSNorm and LayerNorm pass ``eps`` as fp32 bits; Softmax passes ``length``
@@ -125,7 +126,7 @@ def kernel_of(op: object) -> tuple[str, tuple[int | str, ...]]:
     raise KeyError(f"{type(op).__name__} is not of the row family ({names})")
 
 
-def _ports(op: object) -> tuple[list[str], list[str], list[str]]:
+def _ports(op: Any) -> tuple[list[str], list[str], list[str]]:
     """``(row inputs, parameter inputs, outputs)`` present on ``op``."""
     decl = type(op).declaration
     flags = {"weight": "weighted", "bias": "biased"}
@@ -140,7 +141,7 @@ def _ports(op: object) -> tuple[list[str], list[str], list[str]]:
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,

@@ -39,6 +39,7 @@ that very source's algorithm against ``Sample.reference``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ _SCAN = {2: "sample_scan_bf16", 4: "sample_scan_f32"}
 _LOGIT_TYPE = {2: "bf16", 4: "f32"}
 
 
-def handles(op: object) -> bool:
+def handles(op: Any) -> bool:
     """Whether ``op`` is a Sample."""
     return isinstance(op, FAMILY)
 
@@ -115,12 +116,12 @@ def seed_bits(seed: int) -> int:
     return int(np.array(int(seed) % (1 << 32), dtype=np.uint32).view(np.int32))
 
 
-def _bytes(op: object) -> dict[str, int]:
+def _bytes(op: Any) -> dict[str, int]:
     return {"logits": op.vocab * op.itemsize, "token": _WORD}
 
 
 def layout(
-    op: object,
+    op: Any,
     dev: Device,
     where: Mapping[str, tuple[str, int]] | None = None,
     words: int = 0,
@@ -163,7 +164,7 @@ def layout(
 
 
 def build(
-    op: object,
+    op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None = None,
     *,
@@ -234,6 +235,7 @@ def build(
                 fixed = b.constant(0 if greedy else seed_bits(op.seed), "i32")
             with b.for_(c0, forever, c1, "run"):
                 seed = load_words(b, _COL, count, slots)["seed"] if count else fixed
+                assert seed is not None  # fixed is made where no word carries it
                 b.call(_RESET, [topk, kk], [list_t, "i32"])
                 with b.for_(c0, chunks, c1, "t"):
                     chunk = b.acquire(f"logits_{_COL}", "Consume", chunk_t, "chunk")

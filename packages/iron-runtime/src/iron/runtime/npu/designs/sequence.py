@@ -56,13 +56,13 @@ _WORD = 4  # a scratchpad word is an int32
 WORDS = "words"
 
 
-def per_call_params(op: object, names: Sequence[str]) -> tuple[str, ...]:
+def per_call_params(op: Any, names: Sequence[str]) -> tuple[str, ...]:
     """Which of ``op``'s parameters ``names`` hold a per-call expression."""
     return tuple(n for n in names if isinstance(getattr(op, n), PerCall | Affine))
 
 
 def word_slots(
-    op: object, names: Sequence[str], words: Words | None
+    op: Any, names: Sequence[str], words: Words | None
 ) -> tuple[dict[str, int], int]:
     """Each per-call parameter's scratchpad slot, and the scratchpad's words.
 
@@ -167,7 +167,7 @@ def _shared(where: str) -> bool:
 
 
 def sequence_args(
-    op: object,
+    op: Any,
     need: Mapping[str, int],
     placement: Mapping[str, Placement] | None,
     arena_bytes: int | None,
@@ -313,7 +313,7 @@ def runtime_sequence(
 
 def assemble(
     b: Builder,
-    op: object,
+    op: Any,
     dev: Device,
     args: Sequence[tuple[str, int]],
     kernels: tuple[str, ...],
