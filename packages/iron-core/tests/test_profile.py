@@ -582,3 +582,35 @@ def test_load_refuses_a_value_of_another_type_naming_the_entry(
     assert "entry 1 (line 2)" in str(info.value)
     for word in words:
         assert word in str(info.value)
+
+
+def test_an_enum_param_left_open_round_trips(tmp_path, monkeypatch):
+    """``add`` takes None for an Enum param (any value matches) and ``save``
+    writes it as null: ``load`` reads that back as None, not as a bad member."""
+    from iron.core.declare import Input, Output, param, tunable
+    from iron.core.device import Device
+    from iron.core.operator import Operator
+
+    class Moded(Operator):
+        size: int = param()
+        mode: Mode = param(Mode.FAST)
+        tile: int = tunable(domain=(8, 16))
+        inputs = (Input("x", "size"),)
+        outputs = (Output("out", "size"),)
+
+        def resolve(self, dev: Device) -> dict[str, object]:
+            return {"tile": 8}
+
+    monkeypatch.setattr(plugins, "catalog", lambda: {"Moded": Moded})
+    profile = Profile()
+    profile.add(Moded, size=64, mode=None, tile=16)
+    profile.add(Moded, size=32, mode=Mode.EXACT, tile=8)
+    path = tmp_path / "npu2.json"
+    profile.save(path)
+    assert '"mode": null' in path.read_text()
+    loaded = Profile.load(path)
+    assert loaded == profile
+    assert list(loaded)[1][1]["mode"] is Mode.EXACT
+    with pytest.raises(ValueError, match=r"Moded.mode='slow' is not one of"):
+        path.write_text(path.read_text().replace('"exact"', '"slow"'))
+        Profile.load(path)

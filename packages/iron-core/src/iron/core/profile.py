@@ -665,7 +665,8 @@ def _from_json(cls: type[Operator], fields: Mapping[str, Any]) -> dict[str, Any]
         spec = params.get(name)
         if spec is None:
             continue
-        if not spec.tunable and isinstance(spec.default, Enum):
+        # None is what add() takes for a param any value matches.
+        if not spec.tunable and isinstance(spec.default, Enum) and value is not None:
             kind = type(spec.default)
             try:
                 out[name] = kind(value)
