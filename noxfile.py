@@ -205,7 +205,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Measure the benchmark figures side by side with their peers and write them."""
-    _install_all(session)
+    _install_all(session, "[serve]")  # figure 8 runs iron-lm serve
     session.install(*ORACLE_DEPS, "psutil")
     session.run("python", "benchmarks/run.py", *session.posargs)
 
@@ -213,7 +213,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
-    _install_all(session)
+    _install_all(session, "[serve]")  # the benchmark harness runs figure 8
     session.install("pytest", "hypothesis", "nox")
     session.run(
         "pytest",

@@ -45,7 +45,16 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
     assert results["quick"] is True
     for key in ("cpu", "cores", "python", "numpy", "torch", "date"):
         assert key in results["machine"]
-    assert sorted(results["figures"], key=int) == ["1", "2", "3", "4", "5", "6", "7"]
+    assert sorted(results["figures"], key=int) == [
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+    ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number
         assert "error" not in figure, figure.get("error")

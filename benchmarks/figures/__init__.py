@@ -6,7 +6,16 @@ a dict: figure, value, target, met, peer, peer_value, unit, command, details.
 
 from __future__ import annotations
 
-from . import arena, compile_cost, decode, host_overhead, loading, prefill, roofline
+from . import (
+    arena,
+    compile_cost,
+    decode,
+    host_overhead,
+    loading,
+    prefill,
+    roofline,
+    serving,
+)
 
 FIGURES = {
     1: compile_cost.run,
@@ -16,6 +25,7 @@ FIGURES = {
     5: roofline.run,
     6: loading.run,
     7: prefill.run,
+    8: serving.run,
 }
 
 __all__ = ["FIGURES"]

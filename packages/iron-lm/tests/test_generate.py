@@ -210,3 +210,41 @@ def test_the_npu_decodes_the_reference_tokens(checkpoints, device) -> None:
     finally:
         set_backend(None)
     assert tokens == reference_tokens(checkpoints(), ids, 12, seed=0)
+
+
+@pytest.mark.parametrize("mode", list(SETTINGS))
+def test_on_logits_gives_the_scores_each_token_is_sampled_from(decoders, mode) -> None:
+    settings = SETTINGS[mode]
+    decoder = decoders("tied", "npu2", **settings)
+    ids = prompt_ids(21, seed=3)  # two chunks
+    rows: list[np.ndarray] = []
+    seen = []
+    for token in decoder.generate(
+        ids, max_new_tokens=8, seed=7, stop=[], on_logits=rows.append
+    ):
+        seen.append((token, len(rows)))  # its row came before it
+    tokens = [token for token, _ in seen]
+    assert [count for _, count in seen] == list(range(1, 9))
+    assert decoder.stats.loop == "host"  # each step read before the next runs
+    device = list(decoder.generate(ids, max_new_tokens=8, seed=7, stop=[]))
+    assert decoder.stats.loop == "device" and device == tokens  # the same tokens
+    vocab = decoder.config.vocab_size
+    assert all(r.shape == (vocab,) and r.dtype == np.float32 for r in rows)
+    if mode == "greedy":
+        assert [int(np.argmax(r)) for r in rows] == tokens
+    else:  # a draw among the top_k largest of its row
+        top_k = SAMPLED["top_k"]
+        assert all((r > r[t]).sum() < top_k for r, t in zip(rows, tokens, strict=True))
+    # the rows are the model's logits at those positions: scoring the same
+    # ids with the prompt version (GEMM, not the decode step's GEMV) agrees to
+    # bf16's rounding of the logits
+    scored = decoder.logits([*ids, *tokens[:-1]])[len(ids) - 1 :]
+    np.testing.assert_allclose(np.stack(rows), scored, rtol=2**-7, atol=2**-7)
+    np.testing.assert_array_equal(rows[0], scored[0])  # the same prompt chunk
+
+
+def test_on_logits_refuses_the_device_loop(decoders) -> None:
+    decoder = decoders("tied", "npu2")
+    with pytest.raises(ValueError, match="on_logits .* device_loop=False"):
+        decoder.generate([1, 2, 3], on_logits=print, device_loop=True)
+    assert list(decoder.generate([1, 2, 3], max_new_tokens=2, stop=[])) != []

@@ -25,12 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
 from iron.lm import tiny
 from iron.lm.generate import Decoder
 from iron.lm.serve import command
+from iron.lm.serve.logprobs import token_text
 
 MODEL = "iron-tiny"
 CONTEXT = 256
@@ -250,6 +252,149 @@ def test_a_stop_string_ends_the_text_and_is_never_streamed(server, reference):
     assert streamed == text[: text.find(stop)]
 
 
+# -- log-probabilities -------------------------------------------------------------
+
+#: The served values against a float64 log-softmax of the same logits computed
+#: here another way (logaddexp): they agree to rounding, far inside this.
+LOGPROB_ATOL = 1e-9
+
+
+def evict(server: Server) -> None:
+    """Leave the server's cache holding ids no prompt here starts with, so the
+    next request is prefilled from position 0 in the same chunks as the
+    reference's (a reused prefix moves the chunks, and bf16 rounding moves
+    the logits by about 1e-4)."""
+    server.client().completions.create(model=MODEL, prompt=[7, 8, 9], max_tokens=1)
+
+
+def scored_reference(reference: Decoder, ids: list[int], count: int):
+    """The reference's tokens and, for each, the float64 log-softmax of the
+    logits it was sampled from (its decode loop from the host, as the
+    server's when a request asks for log-probabilities)."""
+    rows: list = []
+    eos = {*reference.config.eos_token_ids, *reference.tokenizer.eos_ids}
+    tokens = list(
+        reference.generate(
+            ids, max_new_tokens=count, stop=sorted(eos), on_logits=rows.append
+        )
+    )
+    wide = [np.asarray(r, np.float64) for r in rows]
+    return tokens, [w - np.logaddexp.reduce(w) for w in wide]
+
+
+def token_name(reference: Decoder, token: int) -> str:
+    """A token's text as the server writes it (its bytes, as UTF-8)."""
+    return token_text(reference.tokenizer.token_bytes(int(token)))
+
+
+def test_a_completion_gives_its_tokens_logprobs(server, reference):
+    prompt = "The NPU"
+    evict(server)
+    answer = server.client().completions.create(
+        model=MODEL, prompt=prompt, max_tokens=10, logprobs=3
+    )
+    text = answer.choices[0].text
+    tokens, rows = scored_reference(reference, reference.tokenizer.encode(prompt), 10)
+    logprobs = answer.choices[0].logprobs
+    assert len(logprobs.tokens) == len(tokens) == 10
+    assert logprobs.tokens == [token_name(reference, t) for t in tokens]
+    assert "".join(logprobs.tokens) == text
+    # text_offset: from the start of the prompt, each token where its text begins
+    starts = [len(prompt) + len("".join(logprobs.tokens[:i])) for i in range(10)]
+    assert logprobs.text_offset == starts
+    for token, row, value, top in zip(
+        tokens, rows, logprobs.token_logprobs, logprobs.top_logprobs, strict=True
+    ):
+        assert value == pytest.approx(row[token], abs=LOGPROB_ATOL)
+        best = np.argsort(-row, kind="stable")[:3]
+        names = [token_name(reference, i) for i in best]
+        assert list(top)[:3] == names  # the 3 most likely, most likely first
+        for name, i in zip(names, best, strict=True):
+            assert top[name] == pytest.approx(row[i], abs=LOGPROB_ATOL)
+        assert int(best[0]) == token  # greedy: the sampled one is the likeliest
+    evict(server)
+    streamed = list(
+        server.client().completions.create(
+            model=MODEL, prompt=prompt, max_tokens=10, logprobs=3, stream=True
+        )
+    )
+    pieces = [c.choices[0] for c in streamed if c.choices[0].text]
+    # each chunk carries the logprobs of its own text's tokens
+    assert all("".join(p.logprobs.tokens) == p.text for p in pieces)
+    joined = [t for p in pieces for t in p.logprobs.tokens]
+    assert joined == logprobs.tokens
+    assert [v for p in pieces for v in p.logprobs.token_logprobs] == (
+        logprobs.token_logprobs
+    )
+    assert [o for p in pieces for o in p.logprobs.text_offset] == starts
+    plain = server.client().completions.create(
+        model=MODEL, prompt=prompt, max_tokens=10
+    )
+    assert plain.choices[0].logprobs is None and plain.choices[0].text == text
+
+
+def test_a_chat_gives_its_tokens_logprobs(server, reference):
+    messages = [{"role": "user", "content": "Hello!"}]
+    evict(server)
+    answer = server.client().chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, logprobs=True, top_logprobs=2
+    )
+    prompt = reference.tokenizer.apply_chat_template(messages)
+    tokens, rows = scored_reference(reference, reference.tokenizer.encode(prompt), 8)
+    content = answer.choices[0].logprobs.content
+    shown = [t for t in tokens if t not in reference.tokenizer.eos_ids]
+    assert len(content) == len(shown) and content
+    assert "".join(c.token for c in content) == answer.choices[0].message.content
+    for entry, token, row in zip(content, shown, rows, strict=False):
+        assert entry.token == token_name(reference, token)
+        assert entry.bytes == list(reference.tokenizer.token_bytes(token))
+        assert entry.logprob == pytest.approx(row[token], abs=LOGPROB_ATOL)
+        assert len(entry.top_logprobs) == 2
+        best = np.argsort(-row, kind="stable")[:2]
+        for alternative, i in zip(entry.top_logprobs, best, strict=True):
+            assert alternative.token == token_name(reference, i)
+            assert alternative.logprob == pytest.approx(row[i], abs=LOGPROB_ATOL)
+        assert entry.top_logprobs[0].logprob == entry.logprob  # greedy
+    evict(server)
+    chunks = list(
+        server.client().chat.completions.create(
+            model=MODEL,
+            messages=messages,
+            max_tokens=8,
+            logprobs=True,
+            top_logprobs=2,
+            stream=True,
+        )
+    )
+    texts = [c.choices[0] for c in chunks if c.choices and c.choices[0].delta.content]
+    assert all(
+        "".join(e.token for e in c.logprobs.content) == c.delta.content for c in texts
+    )
+    assert [e for c in texts for e in c.logprobs.content] == content
+    alone = server.client().chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, logprobs=True
+    )
+    assert [e.top_logprobs for e in alone.choices[0].logprobs.content] == [[]] * len(
+        content
+    )
+
+
+def test_logprobs_stop_where_the_text_stops(server, reference):
+    text, _ = expected(reference, "Hello there", 20)
+    stop = text[4:6]
+    answer = server.client().completions.create(
+        model=MODEL, prompt="Hello there", max_tokens=20, stop=[stop], logprobs=1
+    )
+    shown = answer.choices[0].text
+    assert shown == text[: text.find(stop)]
+    logprobs = answer.choices[0].logprobs
+    # every token listed begins inside the text sent; none lies past the stop
+    end = len("Hello there") + len(shown)
+    assert logprobs.text_offset and all(o < end for o in logprobs.text_offset)
+    assert "".join(logprobs.tokens).startswith(shown)
+    assert len("".join(logprobs.tokens[:-1])) < len(shown)
+
+
 def test_sixteen_concurrent_clients_get_the_sequential_answers(server):
     client = server.client()
 
@@ -384,7 +529,8 @@ LONG = "the NPU " * 400  # far over the context
         ({"temperature": 0.7}, 400, "temperature"),  # compiled greedy
         ({"top_p": 0.5}, 400, "top_p"),
         ({"n": 2}, 400, "n"),
-        ({"logprobs": 2}, 400, "logprobs"),
+        ({"logprobs": 6}, 400, "logprobs"),  # OpenAI's range is [0, 5]
+        ({"extra_body": {"top_logprobs": 2}}, 400, "top_logprobs"),  # chat's
         ({"echo": True}, 400, "echo"),
         ({"seed": -1}, 400, "seed"),
         ({"stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
@@ -411,8 +557,9 @@ def test_a_bad_completion_gets_its_error_object(server, settings, status, param)
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "robot", "content": "hi"}]}, "messages"),
         ({"messages": [{"role": "user", "content": LONG}]}, "messages"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3, "logprobs": True}, "logprobs"),
+        ({"logprobs": 1}, "logprobs"),  # true or false
+        ({"top_logprobs": 21, "logprobs": True}, "top_logprobs"),  # [0, 20]
+        ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs: true
         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ],
     ids=lambda v: json.dumps(v)[:40],

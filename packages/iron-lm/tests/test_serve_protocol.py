@@ -59,8 +59,31 @@ def test_true_is_not_one_and_false_is_not_zero():
     assert "'best_of' = True is not supported" in error.message
     refused("max_tokens", max_tokens=True)
     refused("n", n=True)
-    refused("logprobs", logprobs=0)  # the chosen tokens' log probabilities
-    refused("logprobs", endpoint="chat", logprobs=True)
+    refused("logprobs", logprobs=True)  # completions: a count, not a switch
+    refused("logprobs", endpoint="chat", logprobs=1)  # chat: true, not 1
+
+
+def test_logprobs_are_read_in_openais_ranges():
+    # completions: logprobs N in [0, 5], the N most likely tokens listed
+    assert parse().logprobs is None
+    assert [parse(logprobs=n).logprobs for n in range(6)] == list(range(6))
+    for bad in (6, -1, "2", 2.0):
+        error = refused("logprobs", logprobs=bad)
+        assert "'logprobs' must be an integer [0, 5]" in error.message
+    error = refused("top_logprobs", top_logprobs=2)  # a chat field
+    assert "'logprobs': N" in error.message
+    # chat: logprobs true or false, top_logprobs in [0, 20] with it
+    assert parse("chat").logprobs is None
+    assert parse("chat", logprobs=False, top_logprobs=0).logprobs is None
+    assert parse("chat", logprobs=True).logprobs == 0
+    assert parse("chat", logprobs=True, top_logprobs=20).logprobs == 20
+    error = refused("top_logprobs", endpoint="chat", logprobs=True, top_logprobs=21)
+    assert "'top_logprobs' must be an integer [0, 20]" in error.message
+    error = refused("top_logprobs", endpoint="chat", top_logprobs=3)
+    assert "needs 'logprobs': true" in error.message
+    refused("top_logprobs", endpoint="chat", logprobs=False, top_logprobs=3)
+    error = refused("logprobs", endpoint="chat", logprobs="yes")
+    assert "'logprobs' must be true or false" in error.message
 
 
 def test_an_unknown_field_is_refused_by_name():

@@ -303,3 +303,29 @@ def test_template_is_sandboxed(tmp_path) -> None:
     tok.chat_template = "{% if %}"
     with pytest.raises(ChatTemplateError, match="does not parse"):
         tok.apply_chat_template(MESSAGES)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_token_bytes_join_to_the_texts_bytes(tok, text) -> None:
+    ids = tok.encode(text, add_bos=False)
+    assert b"".join(tok.token_bytes(i) for i in ids) == text.encode("utf-8")
+    assert tok.token_bytes(tok.bos_id) == b"<|begin_of_text|>"  # special: its name
+    with pytest.raises(ValueError, match="token id 512 is outside"):
+        tok.token_bytes(512)
+
+
+def test_token_bytes_of_sentencepiece_byte_fallback() -> None:
+    import tokenizers
+    from tokenizers import decoders, models
+
+    vocab = {"<unk>": 0, "<0xE2>": 1, "<0x9C>": 2, "<0x93>": 3, "\u2581a": 4}
+    inner = tokenizers.Tokenizer(
+        models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True)
+    )
+    inner.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    sp = Tokenizer(inner)
+    assert [sp.token_bytes(i) for i in (1, 2, 3)] == [b"\xe2", b"\x9c", b"\x93"]
+    assert sp.decode([1, 2, 3]) == "\u2713" and sp.decode([1]) == "\ufffd"
+    assert sp.token_bytes(4) == b" a"  # no byte-level table: its decoded text

@@ -23,7 +23,14 @@ import logging
 import numbers
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +402,7 @@ class Decoder:
         stop: Sequence[int] | None = None,
         device_loop: bool | None = None,
         reuse_cache: bool = False,
+        on_logits: Callable[[np.ndarray], object] | None = None,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -415,13 +423,21 @@ class Decoder:
                 it off if anything else ran :attr:`prompt` or :attr:`decode`
                 since: the cache would no longer hold what this decoder
                 recorded.
+            on_logits: Called with the logits each token is sampled from
+                (float32, shape ``(vocab,)``: the model's scores before
+                temperature and top-k, a copy the caller may keep), before
+                that token is yielded. Reading them back needs each step
+                finished before the next starts, so the decode loop then
+                runs from the host (the device loop keeps steps in flight,
+                each writing the same logits); the tokens are the same.
 
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
                 context allows, or holds an id outside the vocabulary;
-                ``max_new_tokens`` is negative; or ``device_loop`` is asked
-                of a device without a full ELF. Raised by this call, before
-                any token is generated.
+                ``max_new_tokens`` is negative; ``device_loop`` is asked
+                of a device without a full ELF, or together with
+                ``on_logits``. Raised by this call, before any token is
+                generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
                 collection of ints (a str is refused: it never stops).
@@ -443,7 +459,16 @@ class Decoder:
         room = self.graph.context - len(ids)
         steps = max(0, min(max_new_tokens, room))
         self.compile()
-        loop = self._loop is not None if device_loop is None else device_loop
+        if on_logits is not None and device_loop:
+            raise ValueError(
+                "on_logits reads each step's logits before the next step starts, "
+                "which the device loop (steps in flight) cannot; leave device_loop "
+                "out or pass device_loop=False"
+            )
+        if on_logits is not None:
+            loop = False
+        else:
+            loop = self._loop is not None if device_loop is None else device_loop
         if loop and self._loop is None:
             raise ValueError(
                 f"{self.device.name} runs no full ELF, so the decode step cannot loop "
@@ -452,7 +477,8 @@ class Decoder:
         reuse = self._reusable(ids) if reuse_cache else 0
         generation = _Generation(len(ids), "device" if loop else "host")
         return self._one_use(
-            generation, self._generate(ids, seed, steps, stop_ids, loop, reuse)
+            generation,
+            self._generate(ids, seed, steps, stop_ids, loop, reuse, on_logits),
         )
 
     def _reusable(self, ids: np.ndarray) -> int:
@@ -473,6 +499,7 @@ class Decoder:
         stop_ids: set[int],
         loop: bool,
         reuse: int,
+        on_logits: Callable[[np.ndarray], object] | None = None,
     ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
@@ -494,7 +521,9 @@ class Decoder:
         if loop:
             tokens = self._device_loop(chunk, start, n, seed, steps, stop_ids, started)
         else:
-            tokens = self._host_loop(chunk, start, n, seed, steps, stop_ids, started)
+            tokens = self._host_loop(
+                chunk, start, n, seed, steps, stop_ids, started, on_logits
+            )
         # Once a token is out, the prompt is in the cache; once the next is,
         # so is the one before (the decode step fed it).
         previous: int | None = None
@@ -546,9 +575,13 @@ class Decoder:
         finally:
             loop.close()  # waits out the steps in flight, frees the graph
 
-    def _host_loop(self, chunk, start, n, seed, steps, stop_ids, started):
+    def _host_loop(
+        self, chunk, start, n, seed, steps, stop_ids, started, on_logits=None
+    ):
         logits, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
         _check_finite(logits[n - 1], start + n)
+        if on_logits is not None:
+            on_logits(np.array(logits[n - 1], np.float32))
         token = int(carry["token"])
         self._timed(0, started, started)
         first_done = time.perf_counter()
@@ -563,6 +596,8 @@ class Decoder:
                 seed=carry["seed"],
             )
             _check_finite(logits, int(carry["position"]))
+            if on_logits is not None:
+                on_logits(np.array(logits, np.float32))
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token

@@ -15,6 +15,7 @@ template gives the text it was trained on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -80,6 +81,7 @@ class Tokenizer:
         special_tokens: Mapping[str, str] | None = None,
     ) -> None:
         self._tok = tokenizer
+        self._is_byte_level: bool | None = None  # found on first use
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.chat_template = chat_template
@@ -230,6 +232,41 @@ class Tokenizer:
         """The token text of ``token_id``, or None if no token has that id."""
         return self._tok.id_to_token(token_id)
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes ``token_id`` stands for in decoded text, alone.
+
+        A token may hold part of a multi-byte character, which ``decode``
+        shows as U+FFFD: these are its bytes. Byte-level BPE vocabularies
+        (GPT-2's, Llama 3's) map each byte to one character of the token's
+        text; SentencePiece byte-fallback tokens are written ``<0xNN>``;
+        any other token is its decoded text's UTF-8.
+
+        Raises:
+            ValueError: No token has that id.
+        """
+        token = self._tok.id_to_token(int(token_id))
+        if token is None:
+            raise ValueError(
+                f"token id {token_id} is outside this tokenizer's vocabulary "
+                f"[0, {self.vocab_size})"
+            )
+        if self._byte_level() and all(c in _BYTE_OF for c in token):
+            return bytes(_BYTE_OF[c] for c in token)
+        if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            with contextlib.suppress(ValueError):
+                return bytes([int(token[3:5], 16)])
+        return self.decode([token_id]).encode("utf-8")
+
+    def _byte_level(self) -> bool:
+        """Whether the decoder maps characters back to bytes (ByteLevel)."""
+        if self._is_byte_level is None:
+            decoder = json.loads(self._tok.to_str()).get("decoder") or {}
+            kinds = [decoder.get("type")] + [
+                d.get("type") for d in decoder.get("decoders") or []
+            ]
+            self._is_byte_level = "ByteLevel" in kinds
+        return self._is_byte_level
+
     # -- encode / decode ----------------------------------------------------------
 
     def encode(self, text: str, *, add_bos: bool = True) -> list[int]:
@@ -359,6 +396,30 @@ class Detokenizer:
 
 
 # -- helpers -------------------------------------------------------------------
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level BPE alphabet: each byte as one printable character.
+
+    The printable Latin-1 bytes stand for themselves; the others, in order,
+    for U+0100 onwards (openai/gpt-2, src/encoder.py, ``bytes_to_unicode``;
+    Hugging Face tokenizers' ByteLevel pre-tokenizer uses the same table).
+    """
+    kept = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("\xa1"), ord("\xac") + 1),
+        *range(ord("\xae"), ord("\xff") + 1),
+    ]
+    table = {b: chr(b) for b in kept}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_BYTE_OF = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def _read_json(path: Path) -> dict | None:

@@ -7,7 +7,9 @@ when the server has an API key), 404 (an unknown model or path), 405, 413 (a
 body over the limit), 400 (anything else wrong with a request, named) and
 503 with ``Retry-After`` (the queue is full). Streams are server-sent events
 of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
-its generation at the next token.
+its generation at the next token. A request that asks for log-probabilities
+gets them for the tokens whose text it is sent (a streamed chunk carries
+those of its text), read from each step's logits on the host loop.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from iron.lm.serve.logprobs import (
+    Scored,
+    Scorer,
+    chat_logprobs,
+    completion_logprobs,
+)
 from iron.lm.serve.protocol import (
     APIError,
     Request,
@@ -159,20 +167,35 @@ class _Server:
         return ids
 
     def job(self, req: Request, ids: list[int]) -> Job:
-        """The work of ``req`` on the worker thread, reporting as it goes."""
+        """The work of ``req`` on the worker thread, reporting as it goes.
+
+        It puts ``("text", piece)`` for each piece of text, preceded (when
+        the request asks for log-probabilities) by ``("logprobs", [Scored,
+        ...])`` for the tokens whose text begins in it, then ``("done",
+        (finish_reason, completion_tokens, cached_tokens))``.
+        """
         decoder, tokenizer, eos = self.decoder, self.tokenizer, self.eos
         steps = req.max_tokens or decoder.graph.context
+        scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
 
         def run(job: Job) -> None:
+            scoring: dict[str, Any] = {}
+            if scorer is not None:  # each step's logits, read on the host loop
+                scoring = {"on_logits": scorer.logits, "device_loop": False}
             tokens = decoder.generate(
                 ids,
                 max_new_tokens=steps,
                 seed=req.seed,
                 stop=sorted(eos),
                 reuse_cache=True,  # only this thread runs the decoder
+                **scoring,
             )
+            scored: list[Scored] = []  # scored tokens whose text is not yet sent
+            detokenizer = tokenizer.detokenizer(skip_special_tokens=True)
+            length = 0  # characters of the generated text so far
 
             def until_cancelled() -> Iterator[int]:
+                nonlocal length
                 # generate() returns a generator, closed here to stop the
                 # decode; its public signature (the API snapshot) says Iterator.
                 with contextlib.closing(tokens):  # type: ignore[type-var]
@@ -180,19 +203,32 @@ class _Server:
                         token = next(tokens, None)
                         if token is None:
                             return
+                        if scorer is not None:
+                            scored.append(scorer.score(token, length))
+                            length += len(detokenizer.push(token))
                         yield token
+
+            def send_scored(shown: int) -> None:
+                """Put the scored tokens whose text begins in the ``shown``
+                characters sent; the rest (past a stop string, an eos) wait."""
+                count = sum(1 for s in scored if s.offset < shown)
+                if count:
+                    job.put("logprobs", scored[:count])
+                    del scored[:count]
 
             stream = TextStream(
                 until_cancelled(), tokenizer, stop=req.stop, eos_ids=eos
             )
             with stream:
                 for piece in stream:
+                    send_scored(len(stream.text))
                     job.put("text", piece)
             if job.cancelled.is_set():
                 job.outcome = "cancelled"
                 job.put("cancelled")
             else:
                 job.outcome = "done"
+                send_scored(len(stream.text))
                 cached = decoder.stats.cached_tokens
                 job.put("done", (stream.finish_reason, len(stream.token_ids), cached))
 
@@ -209,6 +245,21 @@ class _Server:
 
     # -- answers ------------------------------------------------------------------
 
+    def logprobs(
+        self, req: Request, ids: list[int], scored: list[Scored]
+    ) -> dict[str, Any] | None:
+        """A choice's ``logprobs`` for ``scored`` (None when not asked)."""
+        if req.logprobs is None:
+            return None
+        if req.endpoint == "chat":
+            return chat_logprobs(scored)
+        # text_offset counts from the start of the prompt's text
+        if isinstance(req.prompt, str):
+            start = len(req.prompt)
+        else:
+            start = len(self.tokenizer.decode(ids, skip_special_tokens=True))
+        return completion_logprobs(scored, start)
+
     async def answer(self, request: HTTPRequest, endpoint: str) -> Response:
         self.authorize(request)
         body = await self.body(request)
@@ -219,16 +270,23 @@ class _Server:
         rid, created = new_id(endpoint), now()
         if req.stream:
             return StreamingResponse(
-                self.events(job, req, len(ids), rid, created),
+                self.events(job, req, ids, rid, created),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        return await self.collect(request, job, req, len(ids), rid, created)
+        return await self.collect(request, job, req, ids, rid, created)
 
     async def collect(
-        self, request: HTTPRequest, job: Job, req: Request, prompt: int, rid, created
+        self,
+        request: HTTPRequest,
+        job: Job,
+        req: Request,
+        ids: list[int],
+        rid: str,
+        created: int,
     ) -> Response:
         pieces: list[str] = []
+        scored: list[Scored] = []
         clock = asyncio.get_running_loop().time
         check = clock() + POLL_S
         value: Any
@@ -245,12 +303,19 @@ class _Server:
                         return Response(status_code=499)
                 if kind == "text":
                     pieces.append(value)
+                elif kind == "logprobs":
+                    scored += value
                 elif kind == "done":
                     finish, completion, cached = value
                     text = "".join(pieces)
                     out = envelope(req.endpoint, rid, created, self.model, chunk=False)
-                    out["choices"] = [choice(req.endpoint, text, finish, chunk=False)]
-                    out["usage"] = usage(prompt, completion, cached)
+                    logprobs = self.logprobs(req, ids, scored)
+                    out["choices"] = [
+                        choice(
+                            req.endpoint, text, finish, chunk=False, logprobs=logprobs
+                        )
+                    ]
+                    out["usage"] = usage(len(ids), completion, cached)
                     return JSONResponse(out)
                 elif kind == "error":
                     return _failed(value)
@@ -260,13 +325,18 @@ class _Server:
             job.cancel()  # a no-op once done
 
     async def events(
-        self, job: Job, req: Request, prompt: int, rid: str, created: int
+        self, job: Job, req: Request, ids: list[int], rid: str, created: int
     ) -> AsyncIterator[str]:
         endpoint = req.endpoint
+        scored: list[Scored] = []  # those of the next chunk's text
 
         def chunk(text: str | None, finish: str | None, **extra: Any) -> str:
             out = envelope(endpoint, rid, created, self.model, chunk=True)
-            out["choices"] = [choice(endpoint, text, finish, chunk=True)]
+            logprobs = self.logprobs(req, ids, scored) if scored else None
+            scored.clear()
+            out["choices"] = [
+                choice(endpoint, text, finish, chunk=True, logprobs=logprobs)
+            ]
             if req.include_usage:
                 out["usage"] = None
             out.update(extra)
@@ -290,13 +360,15 @@ class _Server:
                 kind, value = await job.out.get()
                 if kind == "text":
                     yield chunk(value, None)
+                elif kind == "logprobs":
+                    scored += value
                 elif kind == "done":
                     finish, completion, cached = value
                     yield chunk(None if endpoint == "chat" else "", finish)
                     if req.include_usage:
                         last = envelope(endpoint, rid, created, self.model, chunk=True)
                         last["choices"] = []
-                        last["usage"] = usage(prompt, completion, cached)
+                        last["usage"] = usage(len(ids), completion, cached)
                         yield _sse(last)
                     yield "data: [DONE]\n\n"
                     return

@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from iron.lm.serve.logprobs import MAX_CHAT_TOP, MAX_COMPLETION_TOP
+
 __all__ = ["APIError", "Request", "Sampling", "parse_request"]
 
 #: Fields each endpoint reads.
@@ -36,14 +38,13 @@ _COMMON = {
     "user",
 }
 _READ = {
-    "completions": _COMMON | {"prompt"},
-    "chat": _COMMON | {"messages", "max_completion_tokens"},
+    "completions": _COMMON | {"prompt", "logprobs"},
+    "chat": _COMMON | {"messages", "max_completion_tokens", "logprobs", "top_logprobs"},
 }
 #: Fields OpenAI defines that this server does not support: accepted only at
 #: the value that asks nothing of it (its default), refused by name otherwise.
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False),  # completions' 0 still asks for the chosen token's
-    "top_logprobs": (None, 0),
+    "top_logprobs": (None, 0),  # a chat field; completions take logprobs: N
     "echo": (None, False),
     "suffix": (None, ""),
     "best_of": (None, 1),
@@ -66,8 +67,8 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "web_search_options": (None,),
 }
 _WHY = {
-    "logprobs": "log probabilities are not read back from the device",
-    "top_logprobs": "log probabilities are not read back from the device",
+    "top_logprobs": "/v1/completions lists the most likely tokens with "
+    "'logprobs': N, N in [0, 5]",
     "echo": "the prompt is not echoed",
     "suffix": "insertion (a suffix) is not supported",
     "best_of": "one completion is generated per request",
@@ -152,6 +153,10 @@ class Request:
         stop: Stop strings.
         stream: Answer with server-sent events.
         include_usage: Stream a last chunk with the usage.
+        logprobs: How many of the most likely tokens to list at each
+            generated token's position, with its own log-probability
+            (completions' ``logprobs``, chat's ``top_logprobs`` once
+            ``logprobs`` is true); None: no log-probabilities.
     """
 
     endpoint: str
@@ -162,6 +167,7 @@ class Request:
     stop: tuple[str, ...]
     stream: bool
     include_usage: bool
+    logprobs: int | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -270,6 +276,28 @@ def _prompt(value: Any) -> str | list[int]:
     raise _bad("prompt", f"'prompt' must be text or a list of token ids, got {value!r}")
 
 
+def _logprobs(endpoint: str, body: Mapping[str, Any]) -> int | None:
+    """How many alternatives a request lists per token; None: no logprobs."""
+    if endpoint == "completions":
+        return _int_field(body, "logprobs", 0, MAX_COMPLETION_TOP)
+    asked = body.get("logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        raise _bad(
+            "logprobs",
+            f"'logprobs' must be true or false, got {asked!r}; the number of "
+            "alternatives is 'top_logprobs'",
+        )
+    top = _int_field(body, "top_logprobs", 0, MAX_CHAT_TOP)
+    if not asked:
+        if top:
+            raise _bad(
+                "top_logprobs",
+                f"'top_logprobs' = {top} needs 'logprobs': true; send both",
+            )
+        return None
+    return top or 0
+
+
 def _stop(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -367,6 +395,7 @@ def parse_request(
             "unsupported_parameter",
         )
     seed = _int_field(body, "seed", 0, sampling.seed_limit)
+    logprobs = _logprobs(endpoint, body)
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise _bad("stream", f"'stream' must be true or false, got {stream!r}")
@@ -395,6 +424,7 @@ def parse_request(
         stop=_stop(body.get("stop")),
         stream=bool(stream),
         include_usage=include_usage,
+        logprobs=logprobs,
     )
 
 
@@ -426,8 +456,17 @@ def envelope(endpoint: str, rid: str, created: int, model: str, *, chunk: bool):
     return {"id": rid, "object": kind, "created": created, "model": model}
 
 
-def choice(endpoint: str, text: str | None, finish: str | None, *, chunk: bool):
-    """One choice: the text (or a chat delta/message) and its finish reason."""
+def choice(
+    endpoint: str,
+    text: str | None,
+    finish: str | None,
+    *,
+    chunk: bool,
+    logprobs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One choice: the text (or a chat delta/message), its tokens' log-
+    probabilities when asked (:mod:`iron.lm.serve.logprobs`' shapes) and its
+    finish reason."""
     out: dict[str, Any] = {"index": 0}
     if endpoint == "chat":
         if chunk:
@@ -436,7 +475,7 @@ def choice(endpoint: str, text: str | None, finish: str | None, *, chunk: bool):
             out["message"] = {"role": "assistant", "content": text or ""}
     else:
         out["text"] = text or ""
-    out["logprobs"] = None
+    out["logprobs"] = logprobs
     out["finish_reason"] = finish
     return out
 
