@@ -298,11 +298,12 @@ class Sample(Operator):
         bound = super().bind(values)
         if bound is self:
             return self
+        assert isinstance(bound, Sample)  # a copy of this Sample
         decoded: dict[str, Any] = {}
         if is_expr(self.temperature):
-            decoded["temperature"] = temperature_of(bound.temperature)
+            decoded["temperature"] = temperature_of(int(bound.temperature))
         if is_expr(self.top_p):
-            decoded["top_p"] = top_p_of(bound.top_p)
+            decoded["top_p"] = top_p_of(int(bound.top_p))
             if not 0 < decoded["top_p"] <= 1:
                 raise ValueError(
                     f"Sample: per-call top_p={self.top_p} holds "
@@ -316,7 +317,6 @@ class Sample(Operator):
                 f"{MAX_TOP_K}, and vocab={self.vocab})"
             )
         vars(bound).update(decoded)
-        assert isinstance(bound, Sample)
         return bound
 
     @classmethod
