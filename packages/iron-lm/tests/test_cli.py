@@ -118,6 +118,18 @@ def test_the_seed_changes_sampling_not_the_embedded_weights() -> None:
     assert hot[0].stdout != hot[1].stdout
 
 
+def test_top_p_samples_from_the_nucleus_alike_on_every_loop() -> None:
+    args = ("--max-new-tokens", "8", "--temperature", "1.5", "--seed", "3")
+    wide = run(*args)
+    device = run(*args, "--top-p", "0.3")
+    host = run(*args, "--top-p", "0.3", "--host-loop")
+    npu1 = run(*args, "--top-p", "0.3", "--device", "npu1", "--check")
+    for done in (wide, device, host, npu1):
+        assert done.returncode == 0, done.stderr
+    assert device.stdout == host.stdout == npu1.stdout
+    assert device.stdout != wide.stdout  # the nucleus was read
+
+
 def test_npu1_says_why_it_loops_from_the_host() -> None:
     done = run("--max-new-tokens", "3", "--device", "npu1")
     assert done.returncode == 0, done.stderr
@@ -208,6 +220,8 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         ),
         (["--top-k", "-1"], "--top-k is 0 (off) or 1..256, got -1"),
         (["--top-k", "300"], "--top-k is 0 (off) or 1..256, got 300"),
+        (["--top-p", "0"], "--top-p is a number in (0, 1] (1 is off), got 0.0"),
+        (["--top-p", "1.5"], "--top-p is a number in (0, 1] (1 is off), got 1.5"),
         (["--temperature", "-1"], "--temperature is a number >= 0"),
         (["--temperature", "nan"], "--temperature is a number >= 0"),
         (["--seed", "-1"], "--seed is an integer in 0..536870912, got -1"),

@@ -70,7 +70,7 @@ def test_a_str_prompt_is_refused(decoders) -> None:
 @pytest.mark.parametrize(
     "settings, error, words",
     [
-        ({"top_k": 2.5}, TypeError, ["top_k takes an int >= 1", "2.5"]),
+        ({"top_k": 2.5}, TypeError, ["top_k takes an int in [1, ", "2.5"]),
         ({"top_k": "8"}, TypeError, ["top_k", "'8'"]),
         ({"top_k": 0}, ValueError, ["top_k", "got 0"]),
         (

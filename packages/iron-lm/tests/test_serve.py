@@ -514,6 +514,30 @@ def test_a_chunked_body_over_the_limit_is_413(server):
     assert response.json()["error"]["code"] == "request_too_large"
 
 
+# -- sampling per request ----------------------------------------------------------
+
+
+def test_each_request_samples_with_its_own_settings(server, reference):
+    client = server.client()
+    settings = [
+        {"temperature": 0.9, "top_p": 0.8, "seed": 5, "extra_body": {"top_k": 40}},
+        {"temperature": 1.2, "seed": 5},
+        {"temperature": 1.2, "top_p": 0.3, "seed": 6},
+    ]
+    for s in settings:
+        answer = client.completions.create(
+            model=MODEL, prompt="The NPU", max_tokens=8, **s
+        )
+        own = {k: v for k, v in s.items() if k != "extra_body"}
+        own["top_k"] = s.get("extra_body", {}).get("top_k", 256)
+        seed = own.pop("seed")
+        want = reference.stream("The NPU", max_new_tokens=8, seed=seed, **own)
+        assert answer.choices[0].text == want.read(), s
+    # and greedy after them is greedy still
+    answer = client.completions.create(model=MODEL, prompt="The NPU", max_tokens=10)
+    assert answer.choices[0].text == expected(reference, "The NPU", 10)[0]
+
+
 # -- bad requests --------------------------------------------------------------------
 
 LONG = "the NPU " * 400  # far over the context
@@ -526,8 +550,9 @@ LONG = "the NPU " * 400  # far over the context
         ({"prompt": LONG}, 400, "prompt"),
         ({"max_tokens": 0}, 400, "max_tokens"),
         ({"temperature": 3}, 400, "temperature"),
-        ({"temperature": 0.7}, 400, "temperature"),  # compiled greedy
-        ({"top_p": 0.5}, 400, "top_p"),
+        ({"top_p": 0}, 400, "top_p"),
+        ({"extra_body": {"top_k": 0}}, 400, "top_k"),
+        ({"extra_body": {"top_k": 257}}, 400, "top_k"),
         ({"n": 2}, 400, "n"),
         ({"logprobs": 6}, 400, "logprobs"),  # OpenAI's range is [0, 5]
         ({"extra_body": {"top_logprobs": 2}}, 400, "top_logprobs"),  # chat's
@@ -713,3 +738,42 @@ def test_without_the_extra_the_command_says_what_to_install(tmp_path: Path):
     )
     assert done.returncode == 1
     assert "pip install './packages/iron-lm[serve]'" in done.stderr
+
+
+def test_per_request_sampling_compiles_nothing(reference, monkeypatch):
+    """The app in this process, on the reference decoder: many settings, no build."""
+    from starlette.testclient import TestClient
+
+    from iron.core.graph import Graph
+    from iron.lm.serve.app import create_app
+    from iron.runtime.backend import Runtime
+
+    built: list[str] = []
+    record, compile_ = Graph.record, Runtime.compile
+
+    def counted_record(self, **shapes):
+        built.append(f"record {self.name}")
+        return record(self, **shapes)
+
+    def counted_compile(self, graph, recording, **options):
+        built.append(f"compile {graph.name}")
+        return compile_(self, graph, recording, **options)
+
+    monkeypatch.setattr(Graph, "record", counted_record)
+    monkeypatch.setattr(Runtime, "compile", counted_compile)
+    app = create_app(reference, model=MODEL)
+    texts = []
+    with TestClient(app) as client:
+        for s in (
+            {},
+            {"temperature": 0.7, "seed": 1},
+            {"temperature": 0.7, "top_p": 0.5, "seed": 1},
+            {"temperature": 1.5, "top_k": 3, "seed": 2},
+            {},
+        ):
+            body = {"model": MODEL, "prompt": "The NPU", "max_tokens": 6, **s}
+            response = client.post("/v1/completions", json=body)
+            assert response.status_code == 200, response.text
+            texts.append(response.json()["choices"][0]["text"])
+    assert built == []
+    assert texts[0] == texts[-1] and len(set(texts)) >= 3

@@ -92,16 +92,41 @@ def test_an_unknown_field_is_refused_by_name():
     assert "unknown field 'mirostat'" in error.message
 
 
-def test_sampling_must_match_what_was_compiled():
-    # greedy is greedy whatever top_k says
-    assert parse(temperature=0, top_k=40).seed >= 0
-    error = refused("temperature", temperature=0.7)
-    assert "--temperature" in error.message
-    assert parse(sampling=SAMPLED, temperature=0.8, top_k=8)
-    assert parse(sampling=SAMPLED)  # the compiled settings by default
-    refused("top_k", sampling=SAMPLED, top_k=4)
-    refused("top_p", top_p=0.9)
-    assert parse(top_p=1)
+def test_each_request_brings_its_own_sampling():
+    # what a request leaves out is the server's default
+    r = parse()
+    assert (r.temperature, r.top_k, r.top_p) == (0.0, 256, 1.0)  # top_k off
+    r = parse(sampling=SAMPLED)
+    assert (r.temperature, r.top_k, r.top_p) == (0.8, 8, 1.0)
+    # what it gives is its own, whatever the server was started with
+    r = parse(temperature=0.7, top_k=40, top_p=0.9, seed=3)
+    assert (r.temperature, r.top_k, r.top_p, r.seed) == (0.7, 40, 0.9, 3)
+    r = parse(sampling=SAMPLED, temperature=0, top_p=0.5)
+    assert (r.temperature, r.top_k, r.top_p) == (0.0, 8, 0.5)
+    assert parse(top_p=1).top_p == 1.0
+
+
+@pytest.mark.parametrize(
+    ("param", "fields", "words"),
+    [
+        ("temperature", {"temperature": -0.1}, "[0.0, 2.0]"),
+        ("temperature", {"temperature": 2.5}, "[0.0, 2.0]"),
+        ("top_p", {"top_p": 0}, "(0, 1]"),
+        ("top_p", {"top_p": 1.5}, "[0.0, 1.0]"),
+        ("top_k", {"top_k": 0}, "[1, 256]"),
+        ("top_k", {"top_k": 257}, "[1, 256]"),
+        ("top_k", {"top_k": 2.5}, "[1, 256]"),
+    ],
+)
+def test_a_sampling_setting_out_of_range_is_refused_by_name(param, fields, words):
+    assert words in refused(param, **fields).message
+
+
+def test_top_k_is_limited_by_the_device_sampler_of_this_vocabulary():
+    small = Sampling(max_top_k=32)
+    assert parse(sampling=small).top_k == 32
+    with pytest.raises(APIError, match=r"'top_k' must be an integer \[1, 32\]"):
+        parse(sampling=small, top_k=33)
 
 
 def test_the_seed_is_given_or_drawn_within_its_limit():

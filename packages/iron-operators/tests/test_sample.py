@@ -30,6 +30,10 @@ from iron.operators.sample import (
     draw,
     exp2_f32,
     hash32,
+    temperature_code,
+    temperature_of,
+    top_p_code,
+    top_p_of,
     uniform,
 )
 
@@ -337,3 +341,188 @@ def test_cost_follows_the_chunking(dev):
 def test_max_top_k_fits_a_core_at_the_largest_chunk():
     assert sample(8192, itemsize=4).core_bytes(4096) <= NPU1.core_memory_bytes
     assert MAX_TOP_K == 256
+
+
+# -- nucleus (top_p) -------------------------------------------------------------------------
+
+
+def spec_nucleus(logits, temperature, top_k, seed, top_p) -> int:
+    """The specification's steps 6-7 written out, each float32 operation apart."""
+    values = [f32(x) for x in np.asarray(logits).astype(np.float32)]
+    keys = [-math.inf if math.isnan(v) else float(v) for v in values]
+    order = sorted(range(len(values)), key=lambda i: (-keys[i], i))
+    if temperature == 0:
+        return order[0]
+    inv = f32(f32(1) / f32(temperature))
+    k = min(top_k, len(values))
+    z = [f32(values[i] * inv) for i in order[:k]]
+    if not math.isfinite(z[0]):
+        return order[0]
+    running, total = [], f32(0)
+    for zj in z:
+        total = f32(total + spec_exp2(f32(f32(zj - z[0]) * LOG2E)))
+        running.append(total)
+    p = f32(top_p)
+    m = k
+    if p < 1:
+        threshold = f32(p * running[-1])
+        m = min(1 + sum(1 for c in running if c < threshold), k)
+    u = f32(f32(spec_hash(seed) >> 8) * f32(2.0**-24))
+    target = f32(u * running[m - 1])
+    rank = sum(1 for c in running[:m] if c <= target)
+    return order[min(rank, m - 1)]
+
+
+def oracle_nucleus(logits, temperature, top_k, top_p):
+    """Float64: the nucleus (sure members, members within rounding) and its probabilities."""
+    x = np.asarray(logits).astype(np.float64)
+    order = np.argsort(-x, kind="stable")[: min(top_k, x.size)]
+    z = x[order] / temperature
+    w = np.exp(z - z[0])
+    prob = w / w.sum()
+    before = np.concatenate([[0.0], np.cumsum(prob)[:-1]])
+    # rank j is in the nucleus when the mass before it is below top_p; near the
+    # boundary float32 rounding may decide either way
+    sure = order[before < top_p - 1e-5]
+    maybe = order[before < top_p + 1e-5]
+    return sure, maybe, dict(zip(order.tolist(), prob.tolist()))
+
+
+NUCLEUS = [
+    (np.random.default_rng(s).standard_normal(512) * 3, t, k, p)
+    for s, t, k, p in [(0, 1.0, 256, 0.9), (1, 0.7, 40, 0.5), (2, 1.5, 100, 0.95)]
+]
+
+
+@pytest.mark.parametrize("logits, t, k, p", NUCLEUS)
+def test_top_p_follows_the_specification_and_the_float64_nucleus(logits, t, k, p):
+    logits = logits.astype(bfloat16)
+    sure, maybe, prob = oracle_nucleus(logits, t, k, p)
+    seen = {}
+    for seed in range(3000):
+        token = int(
+            sample(512, temperature=t, top_k=k, top_p=p, seed=seed).reference(logits)[0]
+        )
+        assert (
+            token == spec_nucleus(logits, t, k, seed, p) == draw(logits, t, k, seed, p)
+        )
+        assert token in maybe, f"token {token} outside the float64 nucleus"
+        seen[token] = seen.get(token, 0) + 1
+    # every sure member is drawn at its renormalized probability (loosely)
+    mass = sum(prob[i] for i in sure)
+    for i in sure[:5]:
+        want = prob[i] / mass * 3000
+        assert abs(seen.get(int(i), 0) - want) < 5 * math.sqrt(want) + 5
+
+
+def test_top_p_one_is_exactly_the_top_k_draw_and_small_p_is_greedy():
+    rng = np.random.default_rng(5)
+    logits = (rng.standard_normal(300) * 2).astype(bfloat16)
+    for seed in range(200):
+        assert draw(logits, 0.9, 50, seed, 1.0) == draw(logits, 0.9, 50, seed)
+        # a p below the first candidate's share keeps only it
+        assert draw(logits, 0.9, 50, seed, 1e-6) == draw(logits, 0, 1, 0)
+
+
+def test_ignoring_top_p_is_caught():
+    rng = np.random.default_rng(6)
+    logits = (rng.standard_normal(256) * 2).astype(bfloat16)
+    differ = [
+        s
+        for s in range(300)
+        if draw(logits, 1.0, 64, s, 0.5) != draw(logits, 1.0, 64, s)
+    ]
+    assert differ
+
+
+@pytest.mark.parametrize("p", [0.0, -0.1, 1.5, float("nan")])
+def test_a_bad_top_p_is_refused_by_name(p):
+    with pytest.raises(ValueError, match=r"top_p=.* is not in \(0, 1\]"):
+        sample(4, temperature=1.0, top_k=2, top_p=p).reference(np.zeros(4, bfloat16))
+    with pytest.raises(iron.core.operator.RefusedShapeError, match=r"top_p=.*\(0, 1\]"):
+        sample(4, temperature=1.0, top_k=2, top_p=p).check(NPU2)
+    with pytest.raises(ValueError, match=r"top_p="):
+        top_p_code(p)
+
+
+# -- per-call settings -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "t", [0.0, 2.0**-63, 0.1, 0.7, 1.0, 2.0, 3.5, 1e10, 2.0**64 * 0.99]
+)
+def test_a_temperature_code_gives_back_its_float32_exactly(t):
+    code = temperature_code(t)
+    assert 0 <= code < 2**30
+    assert temperature_of(code) == float(np.float32(t))
+    assert (code == 0) == (t == 0)
+
+
+@pytest.mark.parametrize("t", [-1.0, float("inf"), float("nan"), 2.0**-70, 2.0**64])
+def test_a_temperature_no_code_holds_is_refused_by_name(t):
+    with pytest.raises(ValueError, match="temperature="):
+        temperature_code(t)
+
+
+@pytest.mark.parametrize("p", [1.0, 0.9, 0.5, 1e-7])
+def test_a_top_p_code_gives_back_its_float32_exactly(p):
+    code = top_p_code(p)
+    assert 0 < code < 2**30 and top_p_of(code) == float(np.float32(p))
+
+
+class PerCallSample(iron.Graph):
+    def body(
+        self,
+        logits,
+        *,
+        temperature: iron.Scratchpad[int] = 0,
+        top_k: iron.Scratchpad[int] = 1,
+        top_p: iron.Scratchpad[int] = 0,
+        seed: iron.Scratchpad[int] = 0,
+    ):
+        return Sample.step(
+            logits, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+        )
+
+
+def test_per_call_settings_give_the_fixed_draw_each_call():
+    rng = np.random.default_rng(7)
+    logits = (rng.standard_normal(512) * 2).astype(bfloat16)
+    graph = PerCallSample()
+    with iron.use_device("npu2"):
+        op = graph.record(logits=(512,)).steps[0].op
+        assert [
+            str(getattr(op, n)) for n in ("temperature", "top_k", "top_p", "seed")
+        ] == [
+            "temperature",
+            "top_k",
+            "top_p",
+            "seed",
+        ]
+        op.resolved("npu2")  # per-call fields are checked per call, not here
+        for t, k, p, seed in [(0.0, 1, 1.0, 0), (0.8, 40, 1.0, 3), (1.2, 256, 0.9, 9)]:
+            got = graph.reference(
+                logits,
+                temperature=temperature_code(t),
+                top_k=k,
+                top_p=top_p_code(p),
+                seed=seed,
+            )
+            want = sample(512, temperature=t, top_k=k, top_p=p, seed=seed)
+            assert got[0] == want.reference(logits)[0] == draw(logits, t, k, seed, p)
+
+
+@pytest.mark.parametrize("k", [0, 257])
+def test_a_per_call_top_k_beyond_the_list_is_refused_by_name(k):
+    s = iron.core.percall.PerCall
+    op = sample(512, temperature=s("t"), top_k=s("k"), top_p=s("p"))
+    with pytest.raises(
+        ValueError, match=rf"per-call top_k=k is {k} this call, outside \[1, 256\]"
+    ):
+        op.bind({"t": temperature_code(1.0), "k": k, "p": top_p_code(1.0)})
+    with pytest.raises(ValueError, match=r"per-call top_p=p holds 0.0 this call"):
+        op.bind({"t": 0, "k": 4, "p": 0})
+    with pytest.raises(
+        ValueError, match="temperature=t is a per-call value; bind it first"
+    ):
+        op.reference(np.zeros(512, bfloat16))

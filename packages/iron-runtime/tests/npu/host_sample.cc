@@ -3,10 +3,12 @@
 // drives them, so tests compare exactly the kernel's algorithm with
 // Sample.reference. Usage: host_sample < cases > tokens.
 //
-// Each case on stdin: seven int32 (itemsize, vocab, tile, k, greedy,
-// inv_bits, seed), then vocab logits of itemsize bytes (bf16 or float32
-// bits). Per case, one int32 token on stdout: sample_reset, sample_scan_* on
-// every tile of the logits in order, then sample_pick, as the core loop does.
+// Each case on stdin: eight int32 (itemsize, vocab, tile, k, pick, a, b,
+// seed), then vocab logits of itemsize bytes (bf16 or float32 bits). Per
+// case, one int32 token on stdout: sample_reset, sample_scan_* on every tile
+// of the logits in order, then, as the core loop does, sample_pick(greedy =
+// a, inv_bits = b) when pick is 0, or sample_pick_call(temperature_code = a,
+// top_p_bits = b) when it is 1.
 
 #include <cstdint>
 #include <cstdio>
@@ -17,13 +19,13 @@
 #include "sample.cc"
 
 int main() {
-  int32_t head[7];
-  while (std::fread(head, sizeof head[0], 7, stdin) == 7) {
+  int32_t head[8];
+  while (std::fread(head, sizeof head[0], 8, stdin) == 8) {
     const int32_t itemsize = head[0], vocab = head[1], tile = head[2];
-    const int32_t k = head[3], greedy = head[4], inv_bits = head[5];
-    const int32_t seed = head[6];
+    const int32_t k = head[3], mode = head[4], a = head[5], b = head[6];
+    const int32_t seed = head[7];
     if ((itemsize != 2 && itemsize != 4) || vocab < 1 || tile < 1 ||
-        vocab % tile || k < 1 || k > 256) {
+        vocab % tile || k < 1 || k > 256 || (mode != 0 && mode != 1)) {
       std::fprintf(stderr, "bad case header\n");
       return 2;
     }
@@ -47,7 +49,10 @@ int main() {
       }
     }
     int32_t token = -1;
-    sample_pick(list.data(), &token, k, greedy, inv_bits, seed);
+    if (mode == 0)
+      sample_pick(list.data(), &token, k, a, b, seed);
+    else
+      sample_pick_call(list.data(), &token, k, a, b, seed);
     std::fwrite(&token, sizeof token, 1, stdout);
   }
   return 0;

@@ -25,6 +25,7 @@ from iron.core.device import as_device
 from iron.core.operator import RefusedShapeError
 from iron.core.percall import PerCall
 from iron.operators import Sample
+from iron.operators.sample import draw, temperature_code, top_p_code
 from iron.runtime.image import Placement
 from iron.runtime.npu import LegalityError, kernels, legality
 from iron.runtime.npu.designs import Words, build_design, design, sample
@@ -259,6 +260,7 @@ def test_the_contract_parses_and_names_the_design_symbols():
         "sample_scan_bf16",
         "sample_scan_f32",
         "sample_pick",
+        "sample_pick_call",
     }
     assert "exact" in c.rounding and "draw" in c.rounding
     source = c.path.read_text(encoding="utf-8")
@@ -293,8 +295,27 @@ def _case(op: Sample, logits: np.ndarray, seed: int) -> bytes:
         r.vocab,
         r.tile_size,
         1 if greedy else r.top_k,
+        0,  # sample_pick
         int(greedy),
         sample.inv_bits(r.temperature),
+        sample.seed_bits(seed),
+    ]
+    return np.asarray(head, np.int32).tobytes() + logits.tobytes()
+
+
+def _call_case(
+    op: Sample, logits: np.ndarray, temperature: float, k: int, top_p: float, seed: int
+) -> bytes:
+    """One host_sample case of ``sample_pick_call`` with one call's words."""
+    r = op.resolved("npu2")
+    head = [
+        r.itemsize,
+        r.vocab,
+        r.tile_size,
+        k,
+        1,  # sample_pick_call
+        temperature_code(temperature),
+        top_p_code(top_p),
         sample.seed_bits(seed),
     ]
     return np.asarray(head, np.int32).tobytes() + logits.tobytes()
@@ -384,3 +405,116 @@ def test_the_host_check_can_fail(host_sample):
     tied = np.zeros(1000, bfloat16)
     tied[[999, 500, 501]] = 3.0
     assert _tokens(host_sample, [_case(Sample(vocab=1000), tied, 0)]) == [500]
+
+
+# -- per-call settings and the nucleus ---------------------------------------------------
+
+
+def _per_call_op(vocab: int, itemsize: int = 2) -> Sample:
+    return Sample(
+        vocab=vocab,
+        itemsize=itemsize,
+        temperature=PerCall("temperature"),
+        top_k=PerCall("top_k"),
+        top_p=PerCall("top_p"),
+        seed=PerCall("seed"),
+    )
+
+
+CALLS = [
+    (0.0, 1, 1.0),
+    (0.0, 40, 0.5),
+    (0.8, 40, 1.0),
+    (0.8, 40, 0.9),
+    (1.0, 256, 0.95),
+    (0.3, 7, 0.2),
+    (2.0, 100, 1e-6),
+    (1e-18, 5, 0.9),  # inv = 1e18: z_0 often overflows, the first ranked wins
+    (1e15, 16, 0.5),  # nearly uniform weights: the cut is by rank
+]
+
+
+@pytest.mark.parametrize("dtype", [bfloat16, np.float32], ids=["bf16", "f32"])
+def test_the_per_call_kernel_reproduces_the_bound_reference(host_sample, dtype):
+    rng = np.random.default_rng(77)
+    cases, want = [], []
+    for style in range(72):
+        vocab = int(rng.choice([2, 40, 256, 1000, 8192]))
+        temperature, k, top_p = CALLS[style % len(CALLS)]
+        k = min(k, vocab)
+        seed = int(rng.integers(0, 2**30))
+        op = _per_call_op(vocab, np.dtype(dtype).itemsize)
+        x = _logits(rng, vocab, dtype, style)
+        bound = op.bind(
+            {
+                "temperature": temperature_code(temperature),
+                "top_k": k,
+                "top_p": top_p_code(top_p),
+                "seed": seed,
+            }
+        )
+        cases.append(_call_case(op, x, temperature, k, top_p, seed))
+        want.append(int(bound.reference(x)[0]))
+    assert _tokens(host_sample, cases) == want
+
+
+def test_the_nucleus_on_the_kernel_matters_and_matches(host_sample):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(1000) * 2).astype(bfloat16)
+    op = _per_call_op(1000)
+    full = [_call_case(op, x, 1.0, 256, 1.0, s) for s in range(60)]
+    cut = [_call_case(op, x, 1.0, 256, 0.3, s) for s in range(60)]
+    got_full, got_cut = _tokens(host_sample, full), _tokens(host_sample, cut)
+    assert got_full != got_cut  # top_p is read
+    assert got_cut == [draw(x, 1.0, 256, s, 0.3) for s in range(60)] and got_full == [
+        draw(x, 1.0, 256, s) for s in range(60)
+    ]
+    # sample_pick_call with top_p 1 is sample_pick
+    fixed = Sample(vocab=1000, temperature=1.0, top_k=256)
+    assert _tokens(host_sample, [_case(fixed, x, s) for s in range(60)]) == got_full
+
+
+def test_per_call_settings_are_loaded_from_their_slots():
+    op = _per_call_op(1024)
+    d = build_design(op, "npu2")
+    assert d.args == ("logits", "token", "words")
+    loads = dict(re.findall(r"%(\w+) = memref\.load %words\[(%\w+)\]", d.text))
+    assert set(loads) == {"seed", "temperature", "top_k", "top_p"}
+    # the list holds min(256, vocab) entries; reset, scan and pick get the word
+    assert 'sym_name = "topk_0"} : memref<514xi32>' in d.text
+    assert re.search(r"func\.call @sample_reset\(%\w+, %top_k\)", d.text)
+    assert re.search(r"func\.call @sample_scan_bf16\(.*, %top_k\)", d.text)
+    assert re.search(
+        r"func\.call @sample_pick_call\(%\w+, %\w+, %top_k, %temperature, "
+        r"%top_p, %seed\)",
+        d.text,
+    )
+    assert "@sample_pick(" not in d.text
+    words = Words(
+        {
+            PerCall(n).affine().key(): 3 - i
+            for i, n in enumerate(("seed", "temperature", "top_k", "top_p"))
+        },
+        4,
+    )
+    placed = build_design(op, "npu1", words=words)
+    assert "%top_p = memref.load" in placed.text
+
+
+def test_a_fixed_nucleus_passes_constants_to_the_per_call_pick():
+    op = Sample(vocab=64, temperature=0.5, top_k=8, top_p=0.75, seed=9)
+    d = build_design(op, "npu2")
+    assert "words" not in d.args
+    codes = {temperature_code(0.5), top_p_code(0.75), 9, 8}
+    found = {int(c) for c in re.findall(r"arith\.constant (-?\d+) : i32", d.text)}
+    assert codes <= found
+    assert "@sample_pick_call(" in d.text
+    # greedy stays sample_pick with k = 1, whatever top_p says
+    g = build_design(Sample(vocab=64, top_k=8, top_p=0.5), "npu2")
+    assert "@sample_pick(" in g.text and "pick_call" not in g.text
+    assert 'sym_name = "topk_0"} : memref<4xi32>' in g.text
+
+
+def test_a_bad_fixed_top_p_is_refused_by_name():
+    with pytest.raises(RefusedShapeError, match=r"top_p=1.5 is not in \(0, 1\]"):
+        build_design(Sample(vocab=64, temperature=1.0, top_k=4, top_p=1.5), "npu2")

@@ -166,6 +166,7 @@ class Decoder:
         rows: int = 16,
         temperature: float = 0.0,
         top_k: int | None = None,
+        top_p: float = 1.0,
         progress: bool = True,
     ) -> Decoder:
         """Load a Hugging Face Llama checkpoint directory (or a GGUF file).
@@ -175,13 +176,22 @@ class Decoder:
         tokenizer (``tokenizer.json`` and what goes with it) becomes
         :attr:`tokenizer` when it has one.
 
+        ``temperature``, ``top_k`` and ``top_p`` are the sampling a call
+        uses unless it gives its own (:meth:`generate`): they are per-call
+        values, so changing them compiles nothing.
+
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
             ValueError: An unsupported architecture or setting (named), or
                 tensors missing, extra or of the wrong shape (all named).
         """
         graph = Llama.from_pretrained(
-            directory, context=context, rows=rows, temperature=temperature, top_k=top_k
+            directory,
+            context=context,
+            rows=rows,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
         )
         checkpoint = graph.checkpoint
         has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
@@ -399,6 +409,9 @@ class Decoder:
         *,
         max_new_tokens: int = 32,
         seed: int = 0,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
         stop: Sequence[int] | None = None,
         device_loop: bool | None = None,
         reuse_cache: bool = False,
@@ -411,6 +424,14 @@ class Decoder:
             max_new_tokens: At most this many tokens (fewer near the context end).
             seed: The sampling seed (the draw for position ``p`` uses
                 ``seed + p``); greedy decoding ignores it.
+            temperature: This call's sampling temperature (0 is greedy);
+                None is the graph's (``Llama(temperature=...)``). It, ``top_k``
+                and ``top_p`` are per-call values of the compiled versions:
+                changing them between calls compiles nothing.
+            top_k: Candidates a draw is from (at most ``min(256, vocab)``);
+                None is the graph's.
+            top_p: Nucleus sampling, the probability mass kept, in ``(0,
+                1]``; None is the graph's.
             stop: Ids that end generation (the stop id is yielded); by
                 default the model's eos ids.
             device_loop: Loop on the device (CarriedLoop) or from the host;
@@ -434,10 +455,12 @@ class Decoder:
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
                 context allows, or holds an id outside the vocabulary;
-                ``max_new_tokens`` is negative; ``device_loop`` is asked
-                of a device without a full ELF, or together with
-                ``on_logits``. Raised by this call, before any token is
-                generated.
+                ``max_new_tokens`` is negative; a sampling setting is out of
+                range (``temperature < 0``, ``top_p`` outside ``(0, 1]``,
+                ``top_k`` below 1 or above the device's limit); or
+                ``device_loop`` is asked of a device without a full ELF, or
+                together with ``on_logits``. Raised by this call, before any
+                token is generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
                 collection of ints (a str is refused: it never stops).
@@ -452,6 +475,7 @@ class Decoder:
         self._check_free("Decoder.generate")
         ids = self._check_ids(prompt_ids, "prompt_ids")
         max_new_tokens = _count("max_new_tokens", max_new_tokens)
+        draw = self.graph.sampling(temperature=temperature, top_k=top_k, top_p=top_p)
         stop_ids = set(
             self.config.eos_token_ids if stop is None else _ids("stop", stop)
         )
@@ -478,7 +502,7 @@ class Decoder:
         generation = _Generation(len(ids), "device" if loop else "host")
         return self._one_use(
             generation,
-            self._generate(ids, seed, steps, stop_ids, loop, reuse, on_logits),
+            self._generate(ids, seed, draw, steps, stop_ids, loop, reuse, on_logits),
         )
 
     def _reusable(self, ids: np.ndarray) -> int:
@@ -495,6 +519,7 @@ class Decoder:
         self,
         ids: np.ndarray,
         seed: int,
+        draw: dict[str, int],
         steps: int,
         stop_ids: set[int],
         loop: bool,
@@ -516,14 +541,15 @@ class Decoder:
         chunks = list(self._chunks(ids, reuse))
         carry: Any = None
         for start, chunk, n in chunks[:-1]:
-            _, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
-        start, chunk, n = chunks[-1]
-        if loop:
-            tokens = self._device_loop(chunk, start, n, seed, steps, stop_ids, started)
-        else:
-            tokens = self._host_loop(
-                chunk, start, n, seed, steps, stop_ids, started, on_logits
+            _, carry = self.prompt(
+                chunk, token=0, position=start, n=n, seed=seed, **draw
             )
+        start, chunk, n = chunks[-1]
+        first = {"token": 0, "position": start, "n": n, "seed": seed, **draw}
+        if loop:
+            tokens = self._device_loop(chunk, first, steps, stop_ids, started)
+        else:
+            tokens = self._host_loop(chunk, first, steps, stop_ids, started, on_logits)
         # Once a token is out, the prompt is in the cache; once the next is,
         # so is the one before (the decode step fed it).
         previous: int | None = None
@@ -552,11 +578,12 @@ class Decoder:
             self.stats.decode_s = now - first_done
         self.stats.new_tokens = k + 1
 
-    def _device_loop(self, chunk, start, n, seed, steps, stop_ids, started):
+    def _device_loop(self, chunk, first, steps, stop_ids, started):
         loop = self._loop
         assert loop is not None
-        position = start + n  # where the first generated token goes
-        loop.start(chunk, token=0, position=start, n=n, seed=seed)
+        n = first["n"]
+        position = first["position"] + n  # where the first generated token goes
+        loop.start(chunk, **first)
         try:
             _check_finite(self._logits(self.prompt)[n - 1], position)
             token = self._record(position, 0)
@@ -575,11 +602,10 @@ class Decoder:
         finally:
             loop.close()  # waits out the steps in flight, frees the graph
 
-    def _host_loop(
-        self, chunk, start, n, seed, steps, stop_ids, started, on_logits=None
-    ):
-        logits, carry = self.prompt(chunk, token=0, position=start, n=n, seed=seed)
-        _check_finite(logits[n - 1], start + n)
+    def _host_loop(self, chunk, first, steps, stop_ids, started, on_logits=None):
+        n = first["n"]
+        logits, carry = self.prompt(chunk, **first)
+        _check_finite(logits[n - 1], first["position"] + n)
         if on_logits is not None:
             on_logits(np.array(logits[n - 1], np.float32))
         token = int(carry["token"])
@@ -589,12 +615,7 @@ class Decoder:
         for k in range(1, steps):
             if token in stop_ids:
                 return
-            logits, carry = self.decode(
-                token=carry["token"],
-                position=carry["position"],
-                n=1,
-                seed=carry["seed"],
-            )
+            logits, carry = self.decode(**{**dict(carry), "n": 1})
             _check_finite(logits, int(carry["position"]))
             if on_logits is not None:
                 on_logits(np.array(logits, np.float32))
@@ -605,36 +626,42 @@ class Decoder:
     # -- checking ---------------------------------------------------------------------
 
     def reference_tokens(
-        self, prompt_ids: Sequence[int], count: int, *, seed: int = 0
+        self,
+        prompt_ids: Sequence[int],
+        count: int,
+        *,
+        seed: int = 0,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
     ) -> list[int]:
         """The first ``count`` tokens the host reference generates.
 
         The Llama graph evaluated step by step with each operator's numpy
         reference (no device, no compiled version): the prompt in chunks of
         ``rows``, then ``count - 1`` decode steps, each fed the last one's
-        carried values, with the sampling settings the decoder was built with.
+        carried values, with the sampling settings given (None: the
+        decoder's graph's, as for :meth:`generate`).
         :meth:`generate` yields the same tokens for the same prompt and seed
         on any backend whose kernels are exact (the emulated NPU is), so a
         test, an example or ``iron-lm generate --check`` compares the two.
         Stop ids are not applied: compare against a generation's prefix.
         """
         ids = self._check_ids(prompt_ids)
+        draw = self.graph.sampling(temperature=temperature, top_k=top_k, top_p=top_p)
         tokens: list[int] = []
         carry: Any = None
         with iron.use_device(self.device):
             for start, chunk, n in self._chunks(ids):
                 _, carry = self.graph.reference(
-                    chunk, token=0, position=start, n=n, seed=seed
+                    chunk, token=0, position=start, n=n, seed=seed, **draw
                 )
             for k in range(count):
                 tokens.append(int(carry["token"]))
                 if k == count - 1:
                     break
                 _, carry = self.graph.reference(
-                    token=int(carry["token"]),
-                    position=int(carry["position"]),
-                    n=1,
-                    seed=int(carry["seed"]),
+                    **{name: int(v) for name, v in dict(carry).items()} | {"n": 1}
                 )
         return tokens
 
@@ -646,6 +673,9 @@ class Decoder:
         *,
         max_new_tokens: int = 32,
         seed: int = 0,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         device_loop: bool | None = None,
         reuse_cache: bool = False,
@@ -657,6 +687,9 @@ class Decoder:
                 model expects) or token ids.
             max_new_tokens: At most this many tokens (fewer near the context end).
             seed: The sampling seed, as for :meth:`generate`.
+            temperature: As for :meth:`generate` (per call, never a recompile).
+            top_k: As for :meth:`generate`.
+            top_p: As for :meth:`generate`.
             stop: Strings that end the text (not included, never yielded).
             device_loop: As for :meth:`generate`.
             reuse_cache: As for :meth:`generate`.
@@ -683,6 +716,9 @@ class Decoder:
             ids,
             max_new_tokens=max_new_tokens,
             seed=seed,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
             stop=sorted(eos),
             device_loop=device_loop,
             reuse_cache=reuse_cache,

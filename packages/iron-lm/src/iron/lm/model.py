@@ -43,13 +43,16 @@ from iron.operators.matmul import GEMM, GEMV
 from iron.operators.movers import Copy
 from iron.operators.norms import RMSNorm
 from iron.operators.rope import RoPE, rope_table
-from iron.operators.sample import MAX_TOP_K, Sample
+from iron.operators.sample import MAX_TOP_K, Sample, temperature_code, top_p_code
 
 if TYPE_CHECKING:
     from iron.lm.checkpoint import Checkpoint
     from iron.lm.gguf import GGUFCheckpoint
 
 __all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
+
+#: ``top_p=1`` (keep every candidate) as the per-call code Sample reads.
+_TOP_P_ONE = top_p_code(1.0)
 
 logger = logging.getLogger("iron.lm")
 
@@ -174,11 +177,18 @@ class Llama(iron.Graph):
         context: Positions the caches hold (at most the model's
             ``max_position_embeddings``).
         rows: Tokens in one prompt chunk (the prompt version's input length).
-        temperature: Sampling temperature; 0 is greedy.
+        temperature: Sampling temperature; 0 is greedy. This and ``top_k``
+            and ``top_p`` are the defaults of each call: the graph reads them
+            per call (``body``'s ``temperature``, ``top_k`` and ``top_p``,
+            see :meth:`sampling`), so a call may change them without
+            compiling anything.
         top_k: Candidates a draw is from: the ``top_k`` largest logits; None
             (the default) cuts nothing beyond the device sampler's own limit,
             the :data:`~iron.operators.sample.MAX_TOP_K` largest (or the whole
             vocabulary where it is smaller). Greedy decoding ignores it.
+        top_p: Nucleus sampling: the draw keeps the fewest candidates whose
+            probability mass reaches ``top_p`` (in ``(0, 1]``; 1, the
+            default, keeps them all). Greedy decoding ignores it.
         profile: The tunables' profile (``Graph.profile``): by default the
             Llama application's shipped profiles directory
             (``iron/lm/applications/llama/profiles``, one ``<device>.json``
@@ -198,11 +208,10 @@ class Llama(iron.Graph):
         rows: int = 16,
         temperature: float = 0.0,
         top_k: int | None = None,
+        top_p: float = 1.0,
         profile: iron.Profile | str | os.PathLike | None = PROFILES,
     ) -> None:
-        _check_settings(
-            context=context, rows=rows, temperature=temperature, top_k=top_k
-        )
+        _check_settings(context=context, rows=rows)
         context = min(
             context or config.max_position_embeddings, config.max_position_embeddings
         )
@@ -213,10 +222,13 @@ class Llama(iron.Graph):
         self.config = config
         self.context = context
         self.rows = rows
-        self.temperature = temperature
-        if temperature == 0:
-            top_k = 1  # greedy: one graph (and one profile entry) whatever is asked
-        self.top_k = min(MAX_TOP_K, config.vocab_size) if top_k is None else top_k
+        _check_sampling(temperature, top_k, top_p, config.vocab_size)
+        self._settings = (temperature, top_k, top_p)  # sampling()'s defaults
+        self._defaults = self.sampling()
+        self.temperature = float(temperature)
+        # greedy: top_k 1 and top_p 1, whatever is asked (it reads neither)
+        self.top_k = self._defaults["top_k"]
+        self.top_p = float(top_p) if temperature else 1.0
         self.model = Model.declare(config, context)
         if not config.tie_word_embeddings:
             self.lm_head = Linear.declare(config.vocab_size, config.hidden_size)
@@ -236,6 +248,7 @@ class Llama(iron.Graph):
         rows: int = 16,
         temperature: float = 0.0,
         top_k: int | None = None,
+        top_p: float = 1.0,
     ) -> Llama:
         """A Llama graph with the weights of a Hugging Face checkpoint directory.
 
@@ -277,6 +290,7 @@ class Llama(iron.Graph):
                 rows=rows,
                 temperature=temperature,
                 top_k=top_k,
+                top_p=top_p,
             )
             if isinstance(checkpoint, GGUFCheckpoint):
                 tensors = dict(checkpoint.tree())
@@ -302,13 +316,56 @@ class Llama(iron.Graph):
             iron.lm.checkpoint.CheckpointChangedError: A shard changed on disk.
         """
         self._verify_checkpoint()
-        return super().__call__(*tensors, **values)
+        return super().__call__(*tensors, **{**self._defaults, **values})
 
     def reference(self, *tensors: Any, dev: Any = None, **values: Any) -> Any:
         """The host reference (see ``iron.Graph.reference``), reading the mapped
         weights only if the checkpoint's shards are unchanged."""
         self._verify_checkpoint()
-        return super().reference(*tensors, dev=dev, **values)
+        return super().reference(*tensors, dev=dev, **{**self._defaults, **values})
+
+    def sampling(
+        self,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+    ) -> dict[str, int]:
+        """The per-call values that make a call sample with these settings.
+
+        A setting left None is this graph's own (as constructed; its
+        ``top_k`` None is off, the sampler's limit). Greedy (``temperature=0``)
+        reads neither ``top_k`` nor ``top_p`` and gives both as 1. Pass the
+        result to a call (``graph(chunk, position=0, **graph.sampling(...))``
+        or a compiled version's): the settings are per-call values, so
+        changing them compiles nothing.
+
+        Returns:
+            ``{"temperature": ..., "top_k": ..., "top_p": ...}``, the codes
+            :class:`~iron.operators.sample.Sample` reads
+            (:func:`~iron.operators.sample.temperature_code`,
+            :func:`~iron.operators.sample.top_p_code`).
+
+        Raises:
+            TypeError: A setting of the wrong type (named).
+            ValueError: ``temperature`` is negative or not finite, ``top_p``
+                is not in ``(0, 1]``, or ``top_k`` is below 1 or above the
+                device sampler's limit (``min(256, vocab)``); named, before
+                anything runs.
+        """
+        own_t, own_k, own_p = self._settings
+        temperature = own_t if temperature is None else temperature
+        top_k = own_k if top_k is None else top_k
+        top_p = own_p if top_p is None else top_p
+        _check_sampling(temperature, top_k, top_p, self.config.vocab_size)
+        if temperature == 0:
+            return {"temperature": 0, "top_k": 1, "top_p": _TOP_P_ONE}
+        limit = min(MAX_TOP_K, self.config.vocab_size)
+        return {
+            "temperature": temperature_code(temperature),
+            "top_k": limit if top_k is None else int(top_k),
+            "top_p": top_p_code(top_p),
+        }
 
     def _verify_checkpoint(self) -> None:
         checkpoint = self.__dict__.get("checkpoint")
@@ -330,14 +387,20 @@ class Llama(iron.Graph):
         position: iron.Carried[int] = 0,
         n: iron.Carried[int] = 1,
         seed: iron.Carried[int] = 0,
+        temperature: iron.Carried[int] = 0,
+        top_k: iron.Carried[int] = 1,
+        top_p: iron.Carried[int] = _TOP_P_ONE,
     ):
+        draw = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
         if tokens is None:
-            return self._decode(token, position, seed)
-        return self._prompt(tokens, position, n, seed)
+            return self._decode(token, position, seed, draw)
+        return self._prompt(tokens, position, n, seed, draw)
 
     # -- the prompt version ------------------------------------------------------
 
-    def _prompt(self, tokens: Any, position: Any, n: Any, seed: Any) -> Any:
+    def _prompt(
+        self, tokens: Any, position: Any, n: Any, seed: Any, draw: dict[str, Any]
+    ) -> Any:
         c = self.config
         rows = tokens.shape[0]
         x = Copy.step(
@@ -349,14 +412,11 @@ class Llama(iron.Graph):
         h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
         logits = GEMM.step(h, self.head, b_transposed=True)  # (rows, vocab)
         last = logits[n - 1]
-        token = Sample.step(
-            last,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            seed=seed + position + n,
-        )
+        token = Sample.step(last, seed=seed + position + n, **draw)
         Copy.step(token, out=self.generated[position + n])
-        return logits, iron.carry(token=token, position=position + n, n=1, seed=seed)
+        return logits, iron.carry(
+            token=token, position=position + n, n=1, seed=seed, **draw
+        )
 
     def prompt_layer(
         self, layer: Layer, x: Any, cos_sin: Any, position: Any, rows: int
@@ -398,7 +458,9 @@ class Llama(iron.Graph):
 
     # -- the decode version --------------------------------------------------------
 
-    def _decode(self, token: Any, position: Any, seed: Any) -> Any:
+    def _decode(
+        self, token: Any, position: Any, seed: Any, draw: dict[str, Any]
+    ) -> Any:
         c = self.config
         x = Copy.step(self.model.embed_tokens.weight[token])  # (hidden,)
         cos_sin = self.rope[position : position + 1]
@@ -408,14 +470,11 @@ class Llama(iron.Graph):
             x.reshape(1, -1), weight=self.model.norm.weight, eps=c.rms_norm_eps
         )
         logits = GEMV.step(self.head, h.reshape(-1))  # (vocab,)
-        nxt = Sample.step(
-            logits,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            seed=seed + position + 1,
-        )
+        nxt = Sample.step(logits, seed=seed + position + 1, **draw)
         Copy.step(nxt, out=self.generated[position + 1])
-        return logits, iron.carry(token=nxt, position=position + 1, n=1, seed=seed)
+        return logits, iron.carry(
+            token=nxt, position=position + 1, n=1, seed=seed, **draw
+        )
 
     def _decode_layer(self, layer: Layer, x: Any, cos_sin: Any, position: Any):
         c = self.config
@@ -452,38 +511,57 @@ class Llama(iron.Graph):
         return ElementwiseAdd.step(x, GEMV.step(mlp.down_proj.weight, act))
 
 
-def _check_settings(*, context: Any, rows: Any, temperature: Any, top_k: Any) -> None:
-    """Refuse settings of the wrong type rather than coerce them.
+def _check_settings(*, context: Any, rows: Any) -> None:
+    """Refuse shape settings of the wrong type rather than coerce them."""
+    takes = {
+        "context": "a positive int (cache positions) or None",
+        "rows": "a positive int (tokens per prompt chunk)",
+    }
+    for name, value in {"context": context, "rows": rows}.items():
+        if value is None and name == "context":
+            continue
+        if not _is_int(value):
+            raise TypeError(f"{name} takes {takes[name]}, got {value!r}")
+        if value < 1 and name != "rows":  # rows: checked against the context
+            raise ValueError(f"{name} takes {takes[name]}, got {value!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_sampling(temperature: Any, top_k: Any, top_p: Any, vocab: int) -> None:
+    """Refuse sampling settings of the wrong type or out of range, by name.
 
     ``top_k=2.5`` or ``temperature=None`` would otherwise reach the sampler
     as something else; each is named with what it takes.
     """
-
-    def is_int(value: Any) -> bool:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
+    limit = min(MAX_TOP_K, vocab)
     takes = {
-        "context": "a positive int (cache positions) or None",
-        "rows": "a positive int (tokens per prompt chunk)",
-        "top_k": "an int >= 1 (candidates a token is drawn from) or None (off)",
+        "top_k": f"an int in [1, {limit}] (candidates a token is drawn from; "
+        f"the device sampler holds at most {limit}) or None (off)",
         "temperature": "a finite number >= 0 (0 is greedy)",
+        "top_p": "a number in (0, 1] (the probability mass kept; 1 keeps all)",
     }
-    given = {"context": context, "rows": rows, "top_k": top_k}
-    for name, value in given.items():
-        if value is None and name in ("context", "top_k"):
-            continue
-        if not is_int(value):
+    if top_k is not None:
+        if not _is_int(top_k):
+            raise TypeError(f"top_k takes {takes['top_k']}, got {top_k!r}")
+        if not 1 <= top_k <= limit:
+            raise ValueError(f"top_k takes {takes['top_k']}, got {top_k!r}")
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} takes {takes[name]}, got {value!r}")
-        if value < 1 and name != "rows":  # rows: checked against the context
-            raise ValueError(f"{name} takes {takes[name]}, got {value!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
-        raise TypeError(
-            f"temperature takes {takes['temperature']}, got {temperature!r}"
-        )
     if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(
             f"temperature takes {takes['temperature']}, got {temperature!r}"
         )
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p takes {takes['top_p']}, got {top_p!r}")
+    if temperature:
+        try:
+            temperature_code(temperature)
+        except ValueError as e:
+            raise ValueError(f"temperature takes {takes['temperature']}: {e}") from None
 
 
 def _loadable(checkpoint: Checkpoint) -> dict[str, np.ndarray]:

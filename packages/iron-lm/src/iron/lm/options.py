@@ -89,6 +89,14 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         help="sample from the K largest logits; 0 is off, which on the device "
         "means its sampler's limit of the 256 largest (default: %(default)s)",
     )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        metavar="P",
+        help="nucleus sampling: draw from the fewest largest logits whose "
+        "probability reaches P, in (0, 1]; 1 is off (default: %(default)s)",
+    )
     if seed:
         parser.add_argument(
             "--seed",
@@ -152,6 +160,8 @@ def check_model_options(args: argparse.Namespace) -> str:
         raise UsageError(
             f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}"
         )
+    if not 0 < args.top_p <= 1:
+        raise UsageError(f"--top-p is a number in (0, 1] (1 is off), got {args.top_p}")
     seed = getattr(args, "seed", 0)
     if not 0 <= seed <= SEED_LIMIT:
         raise UsageError(
@@ -220,5 +230,6 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
             rows=args.rows,
             temperature=args.temperature,
             top_k=args.top_k or None,
+            top_p=args.top_p,
             progress=sys.stderr.isatty(),
         )

@@ -1,4 +1,4 @@
-// IRON design: Sample(vocab=128256, temperature=0.0, top_k=1, seed=0, itemsize=2, tile_size=4008) on npu2; mlir-aie v1.4.1
+// IRON design: Sample(vocab=128256, temperature=0.0, top_k=1, top_p=1.0, seed=0, itemsize=2, tile_size=4008) on npu2; mlir-aie v1.4.1
 module {
   aie.device(npu2) @main {
     func.func private @sample_reset(memref<4xi32>, i32) attributes {link_with = "sample.o"}

@@ -1,4 +1,4 @@
-// IRON design: Sample(vocab=128256, temperature=0.8, top_k=40, seed=PerCall('seed', scratchpad), itemsize=2, tile_size=4008) on npu1; mlir-aie v1.4.1
+// IRON design: Sample(vocab=128256, temperature=0.8, top_k=40, top_p=1.0, seed=PerCall('seed', scratchpad), itemsize=2, tile_size=4008) on npu1; mlir-aie v1.4.1
 module {
   aie.device(npu1) @main {
     func.func private @sample_reset(memref<82xi32>, i32) attributes {link_with = "sample.o"}

@@ -47,6 +47,7 @@ from iron.lm.serve.protocol import (
 )
 from iron.lm.serve.worker import Job, QueueFull, Worker
 from iron.lm.text import TextStream
+from iron.operators.sample import MAX_TOP_K
 
 if TYPE_CHECKING:
     from iron.lm.generate import Decoder
@@ -186,6 +187,10 @@ class _Server:
                 ids,
                 max_new_tokens=steps,
                 seed=req.seed,
+                # per-call values of the compiled model: nothing recompiles
+                temperature=req.temperature,
+                top_k=req.top_k,
+                top_p=req.top_p,
                 stop=sorted(eos),
                 reuse_cache=True,  # only this thread runs the decoder
                 **scoring,
@@ -410,7 +415,8 @@ def create_app(
     *,
     model: str,
     temperature: float = 0.0,
-    top_k: int = 1,
+    top_k: int | None = None,
+    top_p: float = 1.0,
     api_key: str | None = None,
     max_queue: int = 64,
     max_body_bytes: int = 1 << 20,
@@ -420,8 +426,13 @@ def create_app(
     Args:
         decoder: The model; only the app's worker thread runs it.
         model: The id clients name (``GET /v1/models`` lists it).
-        temperature: The sampling ``decoder`` was compiled with.
-        top_k: Likewise.
+        temperature: A request's sampling temperature when it gives none.
+            Each request may give its own ``temperature``, ``top_k``,
+            ``top_p`` and ``seed``: they are per-call values of the
+            compiled decoder, so none recompiles anything.
+        top_k: A request's ``top_k`` when it gives none; None is off (the
+            device sampler's limit, ``min(256, vocab)``).
+        top_p: A request's ``top_p`` when it gives none.
         api_key: If given, every ``/v1`` request must carry
             ``Authorization: Bearer <api_key>``.
         max_queue: Requests that may wait for the device; past it, 503.
@@ -434,7 +445,13 @@ def create_app(
     server = _Server(
         decoder,
         model=model,
-        sampling=Sampling(temperature, top_k, seed_limit=2**30 - 1 - context),
+        sampling=Sampling(
+            temperature,
+            top_k,
+            top_p,
+            max_top_k=min(MAX_TOP_K, decoder.config.vocab_size),
+            seed_limit=2**30 - 1 - context,
+        ),
         api_key=api_key,
         max_queue=max_queue,
         max_body_bytes=max_body_bytes,

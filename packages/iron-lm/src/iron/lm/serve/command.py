@@ -134,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(
             decoder,
             model=name,
-            temperature=decoder.graph.temperature,
-            top_k=decoder.graph.top_k,
+            temperature=args.temperature,
+            top_k=args.top_k or None,
+            top_p=args.top_p,
             api_key=args.api_key,
             max_queue=args.max_queue,
             max_body_bytes=args.max_body_bytes,

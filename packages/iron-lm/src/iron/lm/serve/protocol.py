@@ -121,23 +121,25 @@ class APIError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """The sampling the served model was compiled with.
+    """The server's sampling: a request's defaults, and its limits.
+
+    A request's ``temperature``, ``top_k``, ``top_p`` and ``seed`` are
+    per-call values of the compiled model, so each request may set its own
+    without a recompile; these fill in what it leaves out.
 
     Attributes:
         temperature: 0 is greedy.
-        top_k: Candidates a draw is from.
+        top_k: Candidates a draw is from; None is off (``max_top_k``).
+        top_p: The probability mass a draw keeps, in ``(0, 1]``.
+        max_top_k: The most candidates the device's sampler holds.
         seed_limit: The largest seed a request may ask.
     """
 
     temperature: float = 0.0
-    top_k: int = 1
+    top_k: int | None = None
+    top_p: float = 1.0
+    max_top_k: int = 256
     seed_limit: int = 2**30
-
-    def accepts(self, temperature: float, top_k: int) -> bool:
-        """Whether a request's settings draw as the compiled ones do."""
-        if temperature == 0 and self.temperature == 0:
-            return True  # greedy either way; top_k does not matter
-        return temperature == self.temperature and top_k == self.top_k
 
 
 @dataclasses.dataclass
@@ -150,6 +152,9 @@ class Request:
         messages: The chat messages, contents as text (completions: None).
         max_tokens: At most this many new tokens; None: up to the context.
         seed: The sampling seed.
+        temperature: The sampling temperature (0 is greedy).
+        top_k: Candidates a draw is from.
+        top_p: The probability mass a draw keeps.
         stop: Stop strings.
         stream: Answer with server-sent events.
         include_usage: Stream a last chunk with the usage.
@@ -164,6 +169,9 @@ class Request:
     messages: list[dict[str, str]] | None
     max_tokens: int | None
     seed: int
+    temperature: float
+    top_k: int
+    top_p: float
     stop: tuple[str, ...]
     stream: bool
     include_usage: bool
@@ -374,26 +382,14 @@ def parse_request(
             max_tokens = 16  # OpenAI's default for completions
     temperature = _number_field(body, "temperature", 0.0, 2.0)
     top_p = _number_field(body, "top_p", 0.0, 1.0)
-    top_k = _int_field(body, "top_k", 1)
-    if top_p is not None and top_p != 1.0:
+    if top_p == 0:
         raise _bad(
             "top_p",
-            f"'top_p' = {top_p} is not supported (nucleus sampling is not on the "
-            "device's Sample step yet); leave it out or send 1",
-            "unsupported_parameter",
+            "'top_p' must be a number in (0, 1], got 0 (the probability mass a "
+            "draw keeps; for the likeliest token alone send temperature 0)",
         )
-    t = sampling.temperature if temperature is None else temperature
+    top_k = _int_field(body, "top_k", 1, sampling.max_top_k)
     k = sampling.top_k if top_k is None else top_k
-    if not sampling.accepts(t, k):
-        param = "temperature" if t != sampling.temperature else "top_k"
-        raise _bad(
-            param,
-            f"temperature={t:g}, top_k={k} differs from the sampling this server "
-            f"was compiled with (temperature={sampling.temperature:g}, "
-            f"top_k={sampling.top_k}); per-request sampling is not supported yet: "
-            "leave it out, or start a server with --temperature/--top-k",
-            "unsupported_parameter",
-        )
     seed = _int_field(body, "seed", 0, sampling.seed_limit)
     logprobs = _logprobs(endpoint, body)
     stream = body.get("stream")
@@ -421,6 +417,9 @@ def parse_request(
         messages=messages,
         max_tokens=max_tokens,
         seed=seed,
+        temperature=sampling.temperature if temperature is None else temperature,
+        top_k=sampling.max_top_k if k is None else k,
+        top_p=sampling.top_p if top_p is None else top_p,
         stop=_stop(body.get("stop")),
         stream=bool(stream),
         include_usage=include_usage,

@@ -1,4 +1,4 @@
-"""The Sample design: one token id from a logits vector, greedy or a seeded top-k draw.
+"""The Sample design: one token id from a logits vector, greedy or a seeded top-k/top-p draw.
 
 :class:`iron.operators.sample.Sample` runs on one core, ``(0, 2)``, fed by
 the shim tile ``(0, 0)`` (no memory tile). Object FIFOs:
@@ -7,12 +7,15 @@ the shim tile ``(0, 0)`` (no memory tile). Object FIFOs:
   depth 2, shim to core;
 * ``token_0``: one ``i32``, depth 1, core to shim;
 * ``words_0``: the run's scratchpad (:func:`.sequence.words_fifo`), only when
-  ``seed`` is a per-call value and the draw is not greedy.
+  a per-call value is read: ``seed`` (unless the draw is greedy), or any of
+  ``temperature``, ``top_k`` and ``top_p``.
 
 The core keeps its running top-k list in a core-local ``aie.buffer``
 ``topk_0`` of ``2 + 2k`` ``i32`` (entries kept, the next logit's index, ``k``
 integer keys, ``k`` indices), ``k`` the operator's ``top_k``, or 1 when greedy
-(``temperature == 0`` ignores ``top_k``). It loops forever; per call it
+(``temperature == 0`` ignores ``top_k``), or ``min(256, vocab)`` when
+``top_k`` is per call (the call's ``k`` then uses the list's first
+``2 + 2k`` words). It loops forever; per call it
 acquires ``words_0`` and loads ``seed`` from its slot (when per-call), calls
 ``sample_reset(topk, k)``, then for each of the ``vocab / tile_size`` chunks
 acquires ``logits_0``, calls ``sample_scan_bf16`` (or ``sample_scan_f32``)
@@ -24,6 +27,15 @@ fp32(temperature)``, computed here exactly as
 compile-time ``i32`` (modulo ``2**32``, as ``hash32`` reads it), a per-call
 one is read with :func:`.sequence.load_words` from its scratchpad slot.
 
+*Per-call settings.* When ``temperature``, ``top_k`` or ``top_p`` is a
+per-call value, or ``top_p`` is below 1, the pick is instead
+``sample_pick_call(topk, token, k, temperature_code, top_p_bits, seed)``:
+each a constant or its loaded word (``k`` too, for reset and scan), the
+temperature as :func:`iron.operators.sample.temperature_code` (0 greedy; the
+kernel divides ``1 / T`` itself, an IEEE single division as ``draw`` does)
+and ``top_p`` as its float32 bits (:func:`iron.operators.sample.top_p_code`),
+so a request's settings change nothing but words.
+
 The runtime sequence drains ``token`` (buffer descriptor 0), fills
 ``logits`` (1) and, with a per-call seed, ``words`` (2), then waits on
 ``token_0``. Arguments: ``logits`` (bf16 or f32), ``token`` (i32), then
@@ -31,7 +43,7 @@ The runtime sequence drains ``token`` (buffer descriptor 0), fills
 arena's bf16 elements (the shim moves bytes), so it needs a 4-byte aligned
 offset, which legality names otherwise.
 
-All four kernel symbols live in ``sample.cc`` (its contract:
+All five kernel symbols live in ``sample.cc`` (its contract:
 :func:`iron.runtime.npu.kernels.contract` of ``sample``); the host tests run
 that very source's algorithm against ``Sample.reference``.
 """
@@ -45,7 +57,9 @@ import numpy as np
 
 from iron.core.device import Device
 from iron.core.dma import linear_walk
+from iron.core.handle import is_expr
 from iron.operators import Sample
+from iron.operators.sample import temperature_code, top_p_code
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
@@ -84,7 +98,9 @@ FAMILY: tuple[type, ...] = (Sample,)
 #: The kernel source (``sample.cc``, linked as ``sample.o``).
 KERNEL_SOURCE = "sample"
 
-_RESET, _PICK = "sample_reset", "sample_pick"
+_RESET, _PICK, _PICK_CALL = "sample_reset", "sample_pick", "sample_pick_call"
+#: The fields a design may read per call, in their slot order standalone.
+_PER_CALL = ("seed", "temperature", "top_k", "top_p")
 _SCAN = {2: "sample_scan_bf16", 4: "sample_scan_f32"}
 _LOGIT_TYPE = {2: "bf16", 4: "f32"}
 
@@ -116,6 +132,33 @@ def seed_bits(seed: int) -> int:
     return int(np.array(int(seed) % (1 << 32), dtype=np.uint32).view(np.int32))
 
 
+def per_call_pick(op: Any) -> bool:
+    """Whether ``op`` picks with ``sample_pick_call``: a per-call setting, or
+    a nucleus (``top_p < 1``); a fixed greedy Sample never does."""
+    if not is_expr(op.temperature) and op.temperature == 0:
+        return False
+    settings = (op.temperature, op.top_k, op.top_p)
+    return any(is_expr(v) for v in settings) or op.top_p < 1
+
+
+def list_k(op: Any) -> int:
+    """The entries the core's list holds: ``top_k``, 1 when greedy, and
+    ``min(256, vocab)`` for a per-call ``top_k``."""
+    if is_expr(op.top_k):
+        return int(op.max_top_k)
+    if not is_expr(op.temperature) and op.temperature == 0:
+        return 1
+    return int(op.top_k)
+
+
+def _read(op: Any) -> tuple[str, ...]:
+    """The per-call fields the core reads."""
+    if not per_call_pick(op):
+        greedy = op.temperature == 0
+        return () if greedy else ("seed",)
+    return _PER_CALL
+
+
 def _bytes(op: Any) -> dict[str, int]:
     return {"logits": op.vocab * op.itemsize, "token": _WORD}
 
@@ -133,7 +176,7 @@ def layout(
     ``words`` is the scratchpad's size when the core reads a per-call seed.
     """
     where = dict(where or {"logits": ("logits", 0), "token": ("token", 0)})
-    k = 1 if op.temperature == 0 else op.top_k
+    k = list_k(op)
     shim, core = legality.Tile(_COL, 0), legality.Tile(_COL, _CORE_ROW)
     fifos = [
         legality.Fifo(
@@ -173,22 +216,26 @@ def build(
 ) -> Design:
     """The design of Sample ``op`` on ``dev`` (see the module docstring).
 
-    ``words`` places a per-call ``seed`` in the run's scratchpad (slot 0 when
-    None); a greedy Sample reads no seed and takes no ``words`` argument.
+    ``words`` places each per-call field in the run's scratchpad (standalone,
+    slots ``0, 1, ...`` in the order seed, temperature, top_k, top_p); a
+    fixed greedy Sample reads no seed and takes no ``words`` argument.
 
     Raises:
         iron.runtime.npu.legality.LegalityError: A device limit is broken (an
             arena port off a 4-byte boundary, or a vocabulary the shim cannot
             walk in one descriptor).
         iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
-        ValueError: A placement is too small, misplaced, or names no port, or
-            a per-call seed has no slot in ``words``.
+        ValueError: A placement is too small, misplaced, or names no port, a
+            per-call field has no slot in ``words``, or a fixed temperature
+            of a per-call pick is outside what ``temperature_code`` holds.
     """
     op = op.resolved(dev)
     op.check(dev)
-    greedy = op.temperature == 0
-    k = 1 if greedy else op.top_k
-    slots, count = ({}, 0) if greedy else word_slots(op, ("seed",), words)
+    call = per_call_pick(op)
+    greedy = not call and op.temperature == 0
+    k = list_k(op)
+    read = _read(op)
+    slots, count = word_slots(op, read, words) if read else ({}, 0)
     args, where = sequence_args(
         op, _bytes(op), placement, arena_bytes, unit=_BF16, words=count
     )
@@ -202,12 +249,13 @@ def build(
     obj = f"{KERNEL_SOURCE}.o"
     scan_types = [chunk_t, list_t, "i32", "i32"]
     pick_types = [list_t, token_t, "i32", "i32", "i32", "i32"]
+    pick = _PICK_CALL if call else _PICK
     b = Builder()
     b.comment(f"IRON design: {op!r} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     with b.region("module"), b.device(dev.name, "main"):
         b.func_decl(_RESET, [list_t, "i32"], obj)
         b.func_decl(scan, scan_types, obj)
-        b.func_decl(_PICK, pick_types, obj)
+        b.func_decl(pick, pick_types, obj)
         shim_v = b.tile(_COL, 0, "shim_noc_tile")
         core_v = b.tile(_COL, _CORE_ROW)
         elem = {"logits": chunk_t, "token": token_t}
@@ -226,23 +274,23 @@ def build(
             c0, c1 = b.constant(0, "index"), b.constant(1, "index")
             forever = b.constant(INDEX_MAX, "index")
             chunks = b.constant(op.vocab // tile, "index")
-            n, kk = b.constant(tile, "i32"), b.constant(k, "i32")
-            flag = b.constant(int(greedy), "i32")
-            inv = b.constant(inv_bits(op.temperature), "i32")
-            # Greedy never reads the seed: it passes 0.
-            fixed = None
-            if not count:
-                fixed = b.constant(0 if greedy else seed_bits(op.seed), "i32")
+            n = b.constant(tile, "i32")
+            fixed = _constants(b, op, call, greedy, k, slots)
             with b.for_(c0, forever, c1, "run"):
-                seed = load_words(b, _COL, count, slots)["seed"] if count else fixed
-                assert seed is not None  # fixed is made where no word carries it
+                loaded = load_words(b, _COL, count, slots) if count else {}
+                value = {**fixed, **loaded}
+                kk = value["top_k"]
                 b.call(_RESET, [topk, kk], [list_t, "i32"])
                 with b.for_(c0, chunks, c1, "t"):
                     chunk = b.acquire(f"logits_{_COL}", "Consume", chunk_t, "chunk")
                     b.call(scan, [chunk, topk, n, kk], scan_types)
                     b.release(f"logits_{_COL}", "Consume")
                 token = b.acquire(f"token_{_COL}", "Produce", token_t, "token")
-                b.call(_PICK, [topk, token, kk, flag, inv, seed], pick_types)
+                if call:
+                    last = [value["temperature"], value["top_p"], value["seed"]]
+                else:
+                    last = [value["greedy"], value["inv"], value["seed"]]
+                b.call(pick, [topk, token, kk, *last], pick_types)
                 b.release(f"token_{_COL}", "Produce")
                 if count:
                     b.release(f"words_{_COL}", "Consume")
@@ -256,3 +304,24 @@ def build(
             dtypes={"logits": _LOGIT_TYPE[item], "token": "i32"},
         )
     return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
+
+
+def _constants(
+    b: Builder, op: Any, call: bool, greedy: bool, k: int, slots: Mapping[str, int]
+) -> dict[str, str]:
+    """The pick's fixed arguments as ``i32`` constants, by name (the per-call
+    ones are loaded each call instead)."""
+    out = {"top_k": b.constant(k, "i32")} if "top_k" not in slots else {}
+    if not call:
+        out["greedy"] = b.constant(int(greedy), "i32")
+        out["inv"] = b.constant(inv_bits(op.temperature), "i32")
+        if "seed" not in slots:  # greedy never reads the seed: it passes 0
+            out["seed"] = b.constant(0 if greedy else seed_bits(op.seed), "i32")
+        return out
+    if "temperature" not in slots:
+        out["temperature"] = b.constant(temperature_code(op.temperature), "i32")
+    if "top_p" not in slots:
+        out["top_p"] = b.constant(top_p_code(op.top_p), "i32")
+    if "seed" not in slots:
+        out["seed"] = b.constant(seed_bits(op.seed), "i32")
+    return out

@@ -3,9 +3,9 @@
 // IRON kernel contract
 //   symbol: sample
 //   operator: Sample
-//   arguments: sample_reset(list: int32[2 + 2k]; k: int32); sample_scan_bf16(chunk: bfloat16[n] (read as its bits); list: int32[2 + 2k]; n, k: int32); sample_scan_f32(chunk: float[n] (read as its bits); list: int32[2 + 2k]; n, k: int32); sample_pick(list: int32[2 + 2k]; token: int32[1]; k, greedy: int32; inv_bits: int32 (fp32 bits of 1 / fp32(temperature)); seed: int32 (the draw's counter, modulo 2**32))
-//   tile: n any positive count (designs pass tile_size: even, at most 4096); 1 <= k <= 256 (the operator's top_k, or 1 for greedy); list holds count, next index, k keys, k indices
-//   computes: the running top-k (value, index) list of the logits streamed so far, ranked largest first, ties by lower index, NaN as -inf; then the token: greedy the first ranked index, else draw()'s top-k pick from the float32 weights exp2_f32((z_j - z_0) * LOG2E), z_j = l_j * inv, and the uniform (hash32(seed) >> 8) * 2**-24
+//   arguments: sample_reset(list: int32[2 + 2k]; k: int32); sample_scan_bf16(chunk: bfloat16[n] (read as its bits); list: int32[2 + 2k]; n, k: int32); sample_scan_f32(chunk: float[n] (read as its bits); list: int32[2 + 2k]; n, k: int32); sample_pick(list: int32[2 + 2k]; token: int32[1]; k, greedy: int32; inv_bits: int32 (fp32 bits of 1 / fp32(temperature)); seed: int32 (the draw's counter, modulo 2**32)); sample_pick_call(list: int32[2 + 2k]; token: int32[1]; k: int32; temperature_code: int32 (temperature_code(T): 0 greedy, else fp32 bits of T less 63 << 23); top_p_bits: int32 (fp32 bits of top_p); seed: int32)
+//   tile: n any positive count (designs pass tile_size: even, at most 4096); 1 <= k <= 256 (the operator's top_k, or 1 for greedy; a per-call top_k, at most the list the design allocates); list holds count, next index, k keys, k indices
+//   computes: the running top-k (value, index) list of the logits streamed so far, ranked largest first, ties by lower index, NaN as -inf; then the token: greedy the first ranked index, else draw()'s pick from the float32 weights exp2_f32((z_j - z_0) * LOG2E), z_j = l_j * inv, cut to the nucleus of mass top_p (sample_pick: 1), and the uniform (hash32(seed) >> 8) * 2**-24; sample_pick_call divides inv = 1 / T itself (IEEE single division, as draw())
 //   rounding: exact (an integer token): the ranking compares integer keys of the logits' bits; the draw does draw()'s float32 operations in its order, each one IEEE single rounded to nearest even, never fused (fp contraction off): Sample.reference (iron.operators.sample.draw)
 //
 // The ranking is integer-only: a logit's fp32 bits (a bf16 logit's bits
@@ -16,9 +16,12 @@
 // last one, after every kept key >= its own (earlier indices first), so the
 // list is always the reference's first k ranked (value, index) pairs.
 //
-// The draw (sample_pick) recomputes the running sums twice rather than
-// storing them: once for the total c_{k-1}, once to count the c_j <= t.
-// The same operations give the same sums both times.
+// The draw (pick) recomputes the running sums rather than storing them: once
+// for the total c_{k-1}, once (top_p < 1) for the nucleus end c_{m-1}, once
+// to count the c_j <= t. The same operations give the same sums each time;
+// the sums never decrease (weights are >= 0, rounding is monotone), so the
+// count of c_j below the nucleus threshold is the index of the first at or
+// above it.
 //
 // Built with -DIRON_SAMPLE_HOST (tests/npu/host_sample.cc) the file compiles
 // for the host without aie_api: the whole algorithm is scalar C++, so the
@@ -162,6 +165,55 @@ inline float weight(int32_t key, float z0, float inv) {
   return exp2_f32(d * kLog2E);
 }
 
+// A per-call temperature's code is its fp32 bits less this
+// (iron.operators.sample.temperature_code).
+constexpr uint32_t kTemperatureBias = 63u << 23;
+
+// draw() steps 2-7 on the ranked list: the token.
+inline int32_t pick(const int32_t *__restrict list, int32_t k, bool greedy,
+                    float inv, float top_p, int32_t seed) {
+  const int32_t count = list[kCount];
+  const int32_t *keys = list + kHead;
+  const int32_t *indices = list + kHead + k;
+  if (count == 0) // no logits streamed (a design never does this)
+    return 0;
+  if (greedy)
+    return indices[0];
+  const float z0 = key_value(keys[0]) * inv;
+  if (!is_finite(z0))
+    return indices[0];
+  float total = 0.0f;
+  for (int32_t j = 0; j < count; ++j)
+    total = total + weight(keys[j], z0, inv);
+  int32_t m = count;
+  float end = total; // c_{m-1}
+  if (top_p < 1.0f) {
+    const float threshold = top_p * total;
+    float running = 0.0f;
+    for (int32_t j = 0; j < count; ++j) {
+      running = running + weight(keys[j], z0, inv);
+      if (!(running < threshold)) {
+        m = j + 1;
+        end = running;
+        break;
+      }
+    }
+  }
+  const uint32_t h = hash32(static_cast<uint32_t>(seed));
+  const float u = static_cast<float>(h >> 8) * 0x1p-24f; // exact
+  const float target = u * end;
+  int32_t rank = 0;
+  float running = 0.0f;
+  for (int32_t j = 0; j < m; ++j) {
+    running = running + weight(keys[j], z0, inv);
+    if (running <= target)
+      ++rank;
+  }
+  if (rank > m - 1)
+    rank = m - 1;
+  return indices[rank];
+}
+
 } // namespace iron_sample
 
 extern "C" {
@@ -189,40 +241,25 @@ void sample_scan_f32(const uint32_t *__restrict chunk, int32_t *__restrict list,
 
 void sample_pick(int32_t *__restrict list, int32_t *__restrict token, int32_t k,
                  int32_t greedy, int32_t inv_bits, int32_t seed) {
+  token[0] = iron_sample::pick(list, k, greedy != 0,
+                               iron_sample::from_bits(inv_bits), 1.0f, seed);
+}
+
+// Per-call settings: the temperature as its code (0 greedy), top_p as its
+// fp32 bits; the reciprocal 1 / fp32(T) is an IEEE single division, as
+// draw() computes it on the host.
+void sample_pick_call(int32_t *__restrict list, int32_t *__restrict token,
+                      int32_t k, int32_t temperature_code, int32_t top_p_bits,
+                      int32_t seed) {
   using namespace iron_sample;
-  const int32_t count = list[kCount];
-  const int32_t *keys = list + kHead;
-  const int32_t *indices = list + kHead + k;
-  if (count == 0) { // no logits streamed (a design never does this)
-    token[0] = 0;
-    return;
+  const bool greedy = temperature_code == 0;
+  float inv = 0.0f;
+  if (!greedy) {
+    const uint32_t bits =
+        static_cast<uint32_t>(temperature_code) + kTemperatureBias;
+    inv = 1.0f / from_bits(static_cast<int32_t>(bits));
   }
-  if (greedy) {
-    token[0] = indices[0];
-    return;
-  }
-  const float inv = from_bits(inv_bits);
-  const float z0 = key_value(keys[0]) * inv;
-  if (!is_finite(z0)) {
-    token[0] = indices[0];
-    return;
-  }
-  float total = 0.0f;
-  for (int32_t j = 0; j < count; ++j)
-    total = total + weight(keys[j], z0, inv);
-  const uint32_t h = hash32(static_cast<uint32_t>(seed));
-  const float u = static_cast<float>(h >> 8) * 0x1p-24f; // exact
-  const float target = u * total;
-  int32_t rank = 0;
-  float running = 0.0f;
-  for (int32_t j = 0; j < count; ++j) {
-    running = running + weight(keys[j], z0, inv);
-    if (running <= target)
-      ++rank;
-  }
-  if (rank > count - 1)
-    rank = count - 1;
-  token[0] = indices[rank];
+  token[0] = pick(list, k, greedy, inv, from_bits(top_p_bits), seed);
 }
 
 } // extern "C"
