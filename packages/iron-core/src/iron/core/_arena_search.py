@@ -25,10 +25,11 @@ https://github.com/google/minimalloc, src/solver.cc):
 
 The search is complete: given work enough, it finds a placement under
 ``capacity`` or shows none exists. Which preorder finds one fastest varies
-by graph, so several are tried in turn with a work limit that doubles each
-round (as MiniMalloc's solver does). Work is counted in buffers looked at,
-so the search's cost is bounded and the same for the same buffers: the
-result never depends on the clock.
+by graph, so several are tried in turn, each up to a number of nodes that
+doubles each round (as MiniMalloc's solver does). Work is counted in buffers
+looked at (each node looks at every buffer not yet placed), so the search's
+cost is bounded whatever the number of buffers, and the same for the same
+buffers: the result never depends on the clock.
 """
 
 from __future__ import annotations
@@ -134,9 +135,10 @@ class Packing:
     def solve(self, capacity: int, work: int) -> tuple[str, list[int] | None, int]:
         """Search for offsets of every buffer with every top at most ``capacity``.
 
-        Tries each preorder with a work limit, doubling the limit each round,
-        until one finds a placement, one covers the whole search (none
-        exists), or ``work`` is spent.
+        Tries each preorder up to a number of nodes (twice the buffers,
+        doubling each round) until one finds a placement, one covers the
+        whole search (none exists), or ``work`` (buffers looked at) is spent.
+        The same buffers, capacity and work give the same answer.
 
         Returns:
             ``(FOUND, offsets, work spent)``, ``(NONE, None, work spent)`` or
@@ -150,12 +152,13 @@ class Packing:
         spent = 0
         limit = 2 * n
         ranks = self.preorders()
-        while spent < work:
+        while spent + n <= work:  # room for one node at least: each try moves on
             for rank in ranks:
-                allowed = min(limit, work - spent)
-                if allowed <= 0:
+                if spent + n > work:
                     break
-                outcome, offsets, used = self._attempt(capacity, rank, allowed)
+                outcome, offsets, used = self._attempt(
+                    capacity, rank, limit, work - spent
+                )
                 spent += used
                 if outcome != OUT:
                     return outcome, offsets, spent
@@ -163,9 +166,9 @@ class Packing:
         return OUT, None, spent
 
     def _attempt(
-        self, capacity: int, rank: Sequence[int], work: int
+        self, capacity: int, rank: Sequence[int], nodes: int, work: int
     ) -> tuple[str, list[int] | None, int]:
-        """One depth-first search with one preorder and a work limit."""
+        """One depth-first search with one preorder, up to ``nodes`` and ``work``."""
         n = len(self.sizes)
         sizes, spans, conflicts = self.sizes, self.spans, self.conflicts
         lowest = [self.clear(0, s) for s in sizes]
@@ -173,14 +176,15 @@ class Packing:
         floor = np.zeros(self.sections, dtype=np.int64)
         load = self.load.copy()
         remaining = set(range(n))
-        spent = 0
+        spent = visited = 0
 
         def choices(lo: int, after: int) -> list[int]:
             # the buffers that may go next, in rising offset then preorder
-            nonlocal spent
-            if spent == work:
+            nonlocal spent, visited
+            if visited == nodes or spent + len(remaining) > work:
                 raise _Out
-            spent += 1
+            visited += 1
+            spent += len(remaining)
             reach = min(lowest[i] + sizes[i] for i in remaining)
             if max(lowest[i] + sizes[i] for i in remaining) > capacity:
                 return []  # one can no longer fit under the capacity
@@ -194,7 +198,6 @@ class Packing:
             return found
 
         def place(i: int) -> tuple[int, list[tuple[int, int]], np.ndarray]:
-            nonlocal spent
             at = lowest[i]
             top = at + sizes[i]
             lo, hi = spans[i]

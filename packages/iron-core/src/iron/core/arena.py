@@ -68,8 +68,8 @@ ALIGN = 64
 
 KINDS = ("input", "output", "transient", "resident")
 
-EXACT_NODES = 5_000
-"""Most nodes the placement's exact search visits per version."""
+EXACT_WORK = 200_000
+"""Most buffers the placement's exact search looks at per version (about 0.1 s)."""
 
 SEARCH_WORK = 10_000
 """Most buffer placements the placement's local search makes per version."""
@@ -354,7 +354,7 @@ class ArenaPlan:
         """Offsets with every transient's top at most ``limit``, or None.
 
         The exact search of :class:`~iron.core._arena_search.Packing` (at
-        most :data:`EXACT_NODES` nodes): buffers of no bytes take no room and
+        most :data:`EXACT_WORK` buffers looked at): buffers of no bytes take no room and
         sit at offset 0; the others step around the residents (``blocked``).
         None when it shows no such placement exists or runs out of nodes.
         """
@@ -368,7 +368,7 @@ class ArenaPlan:
             _merged(blocked),
             self.align,
         )
-        outcome, offsets, _ = packing.solve(limit, EXACT_NODES)
+        outcome, offsets, _ = packing.solve(limit, EXACT_WORK)
         if outcome != FOUND:
             return None
         assert offsets is not None
