@@ -7,7 +7,7 @@ re-exports :func:`~iron.core.liveness.liveness` and
 :func:`~iron.core.liveness.version_key` (what it places, and a version's
 default key) and :func:`~iron.core.pictures.arena_svg` (the plan drawn as
 buffers over step and byte offset); the byte-range arithmetic lives in
-``iron.core._arena_ranges``.
+``iron.core._arena_ranges`` and the exact search in ``iron.core._arena_search``.
 
 Buffers come in four kinds:
 
@@ -16,8 +16,9 @@ Buffers come in four kinds:
   (offset 0 within it).
 - ``transient``: written and read inside one run. Each is live from the first
   step that touches it to the last (inclusive), and is placed at an offset
-  aligned to :data:`ALIGN` (the tightest of several best-fit tries, then,
-  short of the lower bound, a bounded local search over placement orders),
+  aligned to :data:`ALIGN` (the tightest of several best-fit tries; short
+  of the lower bound, a bounded exact search for a placement at it, then a
+  bounded local search over placement orders),
   so two transients live at one step (in particular a step's inputs and
   outputs) never share bytes. A slice or view is a layout inside its buffer, so it keeps its
   parent's offset plus its start.
@@ -45,6 +46,7 @@ from iron.core._arena_ranges import (
     _merged,
     _union,
 )
+from iron.core._arena_search import FOUND, Packing
 from iron.core.liveness import _Live, liveness, version_key
 from iron.core.pictures import arena_svg
 
@@ -65,6 +67,9 @@ ALIGN = 64
 """The default alignment of every arena offset, in bytes."""
 
 KINDS = ("input", "output", "transient", "resident")
+
+EXACT_WORK = 200_000
+"""Most buffers the placement's exact search looks at per version (about 0.1 s)."""
 
 SEARCH_WORK = 10_000
 """Most buffer placements the placement's local search makes per version."""
@@ -120,8 +125,9 @@ class ArenaPlan:
     ``add(recording)`` places one version: its new residents at the top of
     the arena, then its transients below, around and above the residents
     (several best-fit orderings are tried and the tightest kept; short of
-    the lower bound, a seeded local search over orderings improves on it, so
-    the plan is deterministic). Earlier versions keep their offsets: the arena
+    the lower bound, a bounded exact search looks for a placement at it, and
+    failing that a seeded local search over orderings improves on the best
+    try; every budget counts work, not time, so the plan is deterministic). Earlier versions keep their offsets: the arena
     only grows. Methods taking a ``version`` default to the last added; an
     unknown one raises KeyError, and none planned yet ValueError.
 
@@ -298,8 +304,10 @@ class ArenaPlan:
         grows the arena least, then covers the fewest bytes, wins; ties go to
         the earlier try, so planning is deterministic. The tries stop at the
         first that meets the bounds (the lowest top that holds the lower
-        bound, and the lower bound covered); if none does, a local search
-        over orders (:meth:`_improve`) starts from the best.
+        bound, and the lower bound covered); if none does, an exact search
+        (:meth:`_pack`) looks for a placement under that top, and if it finds
+        none within its budget, a local search over orders (:meth:`_improve`)
+        starts from the best.
         """
         if not transients:
             return {}
@@ -327,7 +335,46 @@ class ArenaPlan:
                 if _meets(best[0], goal):
                     return best[1]
         assert best is not None
+        packed = self._pack(transients, blocked, conflicts, limit)
+        if packed is not None:
+            score = self._score(transients, packed, floor)
+            if score < best[0]:
+                best = (score, packed)
+            if _meets(best[0], goal):
+                return best[1]
         return self._improve(transients, walls, conflicts, floor, goal, *best)
+
+    def _pack(
+        self,
+        transients: Sequence[_Live],
+        blocked: Sequence[tuple[int, int]],
+        conflicts: dict[str, list[_Live]],
+        limit: int,
+    ) -> dict[str, int] | None:
+        """Offsets with every transient's top at most ``limit``, or None.
+
+        The exact search of :class:`~iron.core._arena_search.Packing` (at
+        most :data:`EXACT_WORK` buffers looked at): buffers of no bytes take no room and
+        sit at offset 0; the others step around the residents (``blocked``).
+        None when it shows no such placement exists or runs out of nodes.
+        """
+        sized = [b for b in transients if b.nbytes]
+        index = {b.name: i for i, b in enumerate(sized)}
+        packing = Packing(
+            [_align_up(b.nbytes, self.align) for b in sized],
+            [b.first for b in sized],
+            [b.last for b in sized],
+            [[index[p.name] for p in conflicts[b.name]] for b in sized],
+            _merged(blocked),
+            self.align,
+        )
+        outcome, offsets, _ = packing.solve(limit, EXACT_WORK)
+        if outcome != FOUND:
+            return None
+        assert offsets is not None
+        placed = {b.name: 0 for b in transients}
+        placed.update({b.name: o for b, o in zip(sized, offsets, strict=True)})
+        return placed
 
     def _score(
         self, transients: Sequence[_Live], offsets: dict[str, int], floor: int
