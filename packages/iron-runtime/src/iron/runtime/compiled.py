@@ -35,7 +35,7 @@ from iron.core.emit import EmitSite, program_for
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
 from iron.core.percall import check_values
-from iron.core.plan import Plan
+from iron.core.plan import IdleProgram, Plan
 from iron.core.recording import Recording
 from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena
@@ -177,6 +177,8 @@ class CompiledGraph:
         self.images: list[ImageSpec] = build_images(
             plan, recording, check=check, emit=self.emit
         )
+        # which steps of each image a call's values idle, prepared once
+        self._idle = [IdleProgram.of(spec.steps) for spec in self.images]
         #: The Emit program each run is given (``emit_to`` composes it).
         self.program: np.ndarray | None = None
         self.emits_to: CompiledGraph | None = None
@@ -438,12 +440,12 @@ class CompiledGraph:
         pad = self._scratchpad(checked)
         loaded = self.callable
         self._host_steps_after(0, checked)
-        for spec, run in zip(self.images, loaded.runs):
+        for spec, idle, run in zip(self.images, self._idle, loaded.runs):
             run.set_args(args)
             run.bind_feedback(None)
             run.write_scratchpad(pad)
             try:
-                run.start(idle=self.plan.idle(spec.steps, checked))
+                run.start(idle=idle(checked))
                 run.wait()
             except BaseException:
                 Loaded.wait_out(run)
@@ -485,7 +487,7 @@ class CompiledGraph:
             Loaded.wait_out(run)
             run.set_args(args)
             run.write_scratchpad(self._scratchpad(checked))
-            run.start(idle=self.plan.idle(self.images[0].steps, checked))
+            run.start(idle=self._idle[0](checked))
 
     def restart(self, run: Run) -> None:
         """Start ``run`` again on the scratchpad its feeder's Emit wrote."""

@@ -29,7 +29,7 @@ from iron.runtime.driver import (
     RunError,
     RunState,
 )
-from iron.runtime.emu.execute import execute
+from iron.runtime.emu.execute import RunProgram, execute
 from iron.runtime.image import ImageSpec
 
 __all__ = ["EmuBuffer", "EmuDevice", "EmuImage", "EmuRun"]
@@ -178,6 +178,7 @@ class EmuRun(Run):
                 poison=self.image.device.poison,
                 feedback=feedback,
                 widen=arena.widened if arena is not None else None,
+                program=self.image.program,
             )
             if self._feedback is not None and self.image.spec.emit is not None:
                 # its Emit wrote the next run's words afresh
@@ -197,6 +198,8 @@ class EmuImage(LoadedImage):
         self.device = device
         self.spec = spec
         self.released = False
+        #: What each run does besides its kernels, prepared at load.
+        self.program = RunProgram(spec)
 
     def new_run(self) -> EmuRun:
         return EmuRun(self)
