@@ -150,6 +150,30 @@ def test_a_bound_no_word_holds_still_fails_at_its_step():
     execute(spec, memory, pad, idle=frozenset({0, 1}), program=program)
 
 
+@pytest.mark.parametrize("poison", [False, True])
+def test_runs_with_poison_off_and_on_agree_and_fail_alike(poison, monkeypatch):
+    """Poison off, the emulator takes its lean loop: the same bytes, the same errors."""
+    iron.runtime.set_poison(poison)
+    try:
+        version = TwoBounds().compile(x=(64,))
+        x = _bf16(64)
+        for n, m in [(64, 64), (0, 5), (5, 0), (3, 7)]:
+            a, b = version(x, n=n, m=m)
+            np.testing.assert_array_equal(a, np.maximum(x[:n], 0))
+            np.testing.assert_array_equal(b, np.maximum(x[:m], 0))
+        chain = Chain().compile(x=(256,), y=(256,))
+
+        def boom(self, x):
+            raise ValueError("boom")
+
+        monkeypatch.setattr(ReLU, "reference", boom)
+        with pytest.raises(RunError, match=r"step 1 ReLU failed: boom") as caught:
+            chain(_bf16(256), _bf16(256, seed=1))
+        assert isinstance(caught.value.__cause__, ValueError)
+    finally:
+        iron.runtime.set_poison(None)
+
+
 def test_a_per_call_offset_writes_the_planned_row():
     graph = Cache()
     version = graph.compile(x=((64,), np.float32))

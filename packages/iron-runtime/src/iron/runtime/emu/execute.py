@@ -195,6 +195,11 @@ def execute(
     # the same words for every step)
     skip = idle | program.zero_rows(scratchpad)
     unread = program.unread
+    if not poison and not spec.check and not unread:
+        _run_steps(spec, [s for s in spec.steps if s.index not in skip], ev, views)
+        if spec.emit is not None and feedback is not None:
+            _emit(spec, memory, views, scratchpad, feedback)
+        return
     born, dead = program.born, program.dead
     for step in spec.steps:
         if poison:
@@ -225,6 +230,23 @@ def execute(
                 _poison(memory, placed.offset, placed.nbytes)
     if spec.emit is not None and feedback is not None:
         _emit(spec, memory, views, scratchpad, feedback)
+
+
+def _run_steps(spec: ImageSpec, steps: list[Any], ev: Any, views: DeviceViews) -> None:
+    """Run ``steps`` (none idle; no poison, no check): the loop above, lean."""
+    run_step = Recording.run_step
+    step = None
+    try:
+        for step in steps:
+            run_step(step, ev, views)
+    except RunError:
+        raise
+    except Exception as error:  # the device reports where it failed
+        assert step is not None
+        raise RunError(
+            f"{spec.name}: step {step.index} {type(step.op).__name__} "
+            f"failed: {error}"
+        ) from error
 
 
 def _check(
