@@ -11,8 +11,8 @@ from ops import Add1, Add32, Scale32, Take, Take2
 
 import iron
 from iron.core.carry import Carry
-from iron.operators import AXPY, ReLU
 from iron.core.words import evaluate_words
+from iron.operators import AXPY, ReLU
 from iron.runtime import RunError
 from iron.runtime.emu import EmuBuffer
 from iron.runtime.emu.execute import RunProgram, execute

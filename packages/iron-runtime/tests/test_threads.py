@@ -200,9 +200,7 @@ def test_a_call_behind_a_run_in_flight_runs_after_it_on_the_worker(gate, monkeyp
     timer = threading.Timer(0.3, gate.release, args=(1000,))
     timer.start()
     # the call's inputs are staged only once the run in flight is waited out
-    np.testing.assert_array_equal(
-        version(x2, y2, n=n2), graph.reference(x2, y2, n=n2)
-    )
+    np.testing.assert_array_equal(version(x2, y2, n=n2), graph.reference(x2, y2, n=n2))
     timer.join()
     assert [run for run, _ in seen] == [other, version.callable.run], "it jumped"
     assert all(name.startswith("iron-emu-") for _, name in seen)

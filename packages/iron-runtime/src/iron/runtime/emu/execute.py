@@ -244,8 +244,7 @@ def _run_steps(spec: ImageSpec, steps: list[Any], ev: Any, views: DeviceViews) -
     except Exception as error:  # the device reports where it failed
         assert step is not None
         raise RunError(
-            f"{spec.name}: step {step.index} {type(step.op).__name__} "
-            f"failed: {error}"
+            f"{spec.name}: step {step.index} {type(step.op).__name__} failed: {error}"
         ) from error
 
 
