@@ -25,6 +25,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 import re
+import threading
 import time
 from typing import Any
 
@@ -113,6 +114,9 @@ def hot_spots(decode: Any, calls: int, limit: int = 8) -> list[list[Any]]:
     original = EmuRun.execute
 
     def profiled(self):
+        if threading.current_thread() is threading.main_thread():
+            # a call on an idle device runs here: the main profile has it
+            return original(self)
         return worker.runcall(original, self)
 
     main = cProfile.Profile()
@@ -126,7 +130,8 @@ def hot_spots(decode: Any, calls: int, limit: int = 8) -> list[list[Any]]:
     finally:
         EmuRun.execute = original
     stats = pstats.Stats(main)
-    stats.add(worker)
+    if worker.getstats():  # runs that executed on the worker thread
+        stats.add(worker)
     rows = []
     total = sum(v[2] for k, v in stats.stats.items() if "acquire" not in k[2])
     for (file, line, name), (_, calls_, tottime, _, _) in sorted(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
@@ -9,6 +11,8 @@ from operators_for_tests import Copy, Scale
 
 import iron
 from iron.core.arena import ArenaPlan
+from iron.core.percall import evaluate
+from iron.core.plan import IdleProgram
 
 
 class Chain(iron.Graph):
@@ -72,6 +76,63 @@ def test_idle_steps_are_those_with_a_zero_row_bound_this_call():
     plan = iron.plan("npu2", recording)
     assert plan.idle(recording.steps, {"n": 0}) == frozenset({0, 1})
     assert plan.idle(recording.steps, {"n": 5}) == frozenset()
+
+
+class Bounds(iron.Graph):
+    """Steps under two per-call bounds, one an expression, and one under none."""
+
+    def body(self, x, *, n: iron.Scratchpad[int] = 16, m: iron.Scratchpad[int] = 16):
+        a = Scale.step(x[:n], factor=2.0)
+        b = Scale.step(x[: m - 2], factor=3.0)
+        c = Scale.step(x, factor=4.0)
+        return Scale.step(a, factor=5.0), b, c
+
+
+def _walk(steps, values):
+    """The definition: a step is idle when one of its handles' bounds is <= 0."""
+    return frozenset(
+        step.index
+        for step in steps
+        if any(
+            evaluate(b, values) <= 0
+            for h in (*step.inputs, *step.outputs)
+            if h is not None
+            for b in h.valid.values()
+        )
+    )
+
+
+def test_the_idle_program_evaluates_each_bound_once_and_agrees_with_the_walk():
+    recording = _record(Bounds())
+    program = IdleProgram.of(recording.steps)
+    # n and m - 2 (each used by several handles) are held once each
+    assert sorted(str(expr) for expr, _ in program.bounds) == ["m - 2", "n"]
+    plan = iron.plan("npu2", recording)
+    seen = set()
+    # values alternate, so a program that kept an earlier call's answer fails
+    for n, m in [(16, 16), (0, 16), (16, 2), (0, 0), (5, 3), (0, 2), (1, 16)]:
+        values = {"n": n, "m": m}
+        want = _walk(recording.steps, values)
+        assert program(values) == want
+        assert plan.idle(recording.steps, values) == want
+        seen.add(want)
+    assert len(seen) == 4  # none, n's steps, m's step, both
+
+
+def test_a_fixed_bound_of_zero_rows_idles_its_step_every_call():
+    recording = _record(Chain())
+    first, second = recording.steps
+    x = first.inputs[0]
+    steps = [
+        dataclasses.replace(first, inputs=(dataclasses.replace(x, valid={0: 0}),)),
+        dataclasses.replace(second, inputs=(dataclasses.replace(x, valid={0: 4}),)),
+    ]
+    program = IdleProgram.of(steps)
+    assert program.always == frozenset({0})
+    # the second step's output keeps its bound n; the first is idle anyway
+    assert [(str(e), s) for e, s in program.bounds] == [("n", frozenset({1}))]
+    for n, want in ((0, {0, 1}), (5, {0}), (0, {0, 1})):
+        assert program({"n": n}) == _walk(steps, {"n": n}) == frozenset(want)
 
 
 def test_versions_share_one_arena_and_the_report_explains_every_choice():

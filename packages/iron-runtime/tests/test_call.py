@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
@@ -9,8 +11,11 @@ from ops import Add1, Add32, Scale32, Take, Take2
 
 import iron
 from iron.core.carry import Carry
+from iron.core.words import evaluate_words
 from iron.operators import AXPY, ReLU
+from iron.runtime import RunError
 from iron.runtime.emu import EmuBuffer
+from iron.runtime.emu.execute import RunProgram, execute
 
 
 def _bf16(n: int, seed: int = 0) -> np.ndarray:
@@ -104,6 +109,69 @@ def test_per_call_bounds_vary_call_to_call_on_one_version():
     x = _bf16(256)
     for n in (256, 3, 0, 128):
         np.testing.assert_array_equal(version(x, n=n), np.maximum(x[:n], 0))
+
+
+class TwoBounds(iron.Graph):
+    """ReLUs of the first ``n`` and the first ``m`` entries."""
+
+    def body(self, x, *, n: iron.Scratchpad[int], m: iron.Scratchpad[int]):
+        return ReLU.step(x[:n]), ReLU.step(x[:m])
+
+
+def test_the_emulator_reads_each_bound_from_its_word_once_per_run():
+    version = TwoBounds().compile(x=(64,))
+    spec = version.images[0]
+    program = RunProgram(spec)
+    assert program.unread == frozenset() and len(program.words) == 2
+    x = _bf16(64)
+    # alternating values: a run that kept an earlier run's idle steps fails
+    for n, m in [(64, 64), (0, 5), (5, 0), (0, 0), (3, 7), (0, 5), (64, 64)]:
+        values = {"n": n, "m": m}
+        pad = evaluate_words(spec.words, values)
+        assert program.zero_rows(pad) == version.plan.idle(spec.steps, values)
+        a, b = version(x, n=n, m=m)
+        np.testing.assert_array_equal(a, np.maximum(x[:n], 0))
+        np.testing.assert_array_equal(b, np.maximum(x[:m], 0))
+
+
+def test_a_bound_no_word_holds_still_fails_at_its_step():
+    version = TwoBounds().compile(x=(64,))
+    spec = dataclasses.replace(version.images[0], words=[])
+    program = RunProgram(spec)
+    assert program.unread == frozenset({0, 1}) and program.words == ()
+    memory = {"arena": np.zeros(1 << 12, np.uint8)}
+    for name, place in spec.placement.items():
+        if place.where != "arena":
+            memory[f"{place.where}:{name}"] = np.zeros(place.nbytes, np.uint8)
+    pad = np.zeros(0, np.int32)
+    with pytest.raises(RunError, match=r"no scratchpad word holds n; .*planning bug"):
+        execute(spec, memory, pad, program=program)
+    # idle steps are skipped before their bounds are read, as before
+    execute(spec, memory, pad, idle=frozenset({0, 1}), program=program)
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_runs_with_poison_off_and_on_agree_and_fail_alike(poison, monkeypatch):
+    """Poison off, the emulator takes its lean loop: the same bytes, the same errors."""
+    iron.runtime.set_poison(poison)
+    try:
+        version = TwoBounds().compile(x=(64,))
+        x = _bf16(64)
+        for n, m in [(64, 64), (0, 5), (5, 0), (3, 7)]:
+            a, b = version(x, n=n, m=m)
+            np.testing.assert_array_equal(a, np.maximum(x[:n], 0))
+            np.testing.assert_array_equal(b, np.maximum(x[:m], 0))
+        chain = Chain().compile(x=(256,), y=(256,))
+
+        def boom(self, x):
+            raise ValueError("boom")
+
+        monkeypatch.setattr(ReLU, "reference", boom)
+        with pytest.raises(RunError, match=r"step 1 ReLU failed: boom") as caught:
+            chain(_bf16(256), _bf16(256, seed=1))
+        assert isinstance(caught.value.__cause__, ValueError)
+    finally:
+        iron.runtime.set_poison(None)
 
 
 def test_a_per_call_offset_writes_the_planned_row():

@@ -11,6 +11,7 @@ goes with its last reference.
 from __future__ import annotations
 
 import gc
+import signal
 import threading
 import tracemalloc
 import weakref
@@ -20,6 +21,7 @@ import pytest
 from ops import Add32, Scale32
 
 import iron
+from iron.runtime.driver import RunState
 from iron.runtime.emu import EmuRun
 
 THREADS = 4
@@ -159,6 +161,71 @@ def test_an_interrupted_call_waits_out_its_run_and_the_next_call_runs(
             version(x2, y2, n=n2), graph.reference(x2, y2, n=n2)
         )
         timer.join()
+
+
+# -- a call on an idle device runs in the caller's thread ------------------------------
+
+
+def _executions(monkeypatch) -> list[tuple[EmuRun, str]]:
+    """Each run the emulator executes, with the thread that executed it."""
+    seen: list[tuple[EmuRun, str]] = []
+    original = EmuRun.execute
+
+    def execute(self):
+        seen.append((self, threading.current_thread().name))
+        original(self)
+
+    monkeypatch.setattr(EmuRun, "execute", execute)
+    return seen
+
+
+def test_a_call_on_an_idle_device_runs_in_the_callers_thread(monkeypatch):
+    graph = Mixed()
+    version = graph.compile(x=F32(SIZE), y=F32(SIZE))
+    seen = _executions(monkeypatch)
+    x, y, n = _inputs(3, 1)[0]
+    np.testing.assert_array_equal(version(x, y, n=n), graph.reference(x, y, n=n))
+    assert [name for _, name in seen] == [threading.current_thread().name]
+    assert version.callable.run.state() == RunState.COMPLETED
+
+
+def test_a_call_behind_a_run_in_flight_runs_after_it_on_the_worker(gate, monkeypatch):
+    """Order is kept: a run started earlier (not waited for) executes first."""
+    graph = Mixed()
+    version = graph.compile(x=F32(SIZE), y=F32(SIZE))
+    other = version.callable.new_run()
+    (x1, y1, n1), (x2, y2, n2) = _inputs(4, 2)
+    seen = _executions(monkeypatch)
+    version.start(other, x1, y1, n=n1)  # in flight: held at the gate
+    timer = threading.Timer(0.3, gate.release, args=(1000,))
+    timer.start()
+    # the call's inputs are staged only once the run in flight is waited out
+    np.testing.assert_array_equal(version(x2, y2, n=n2), graph.reference(x2, y2, n=n2))
+    timer.join()
+    assert [run for run, _ in seen] == [other, version.callable.run], "it jumped"
+    assert all(name.startswith("iron-emu-") for _, name in seen)
+
+
+def test_ctrl_c_during_a_call_run_here_is_held_until_the_run_ends(monkeypatch):
+    """As an interrupted wait waits out its run: the run completes, then Ctrl-C."""
+    graph = Mixed()
+    version = graph.compile(x=F32(SIZE), y=F32(SIZE))
+    original = EmuRun.execute
+    finished = []
+
+    def execute(self):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C lands as the run starts
+        original(self)
+        finished.append(self.state())
+
+    monkeypatch.setattr(EmuRun, "execute", execute)
+    x, y, n = _inputs(5, 1)[0]
+    with pytest.raises(KeyboardInterrupt):
+        version(x, y, n=n)
+    assert finished == [RunState.COMPLETED]
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    np.testing.assert_array_equal(version(x, y, n=n), graph.reference(x, y, n=n))
 
 
 # -- a dropped graph frees its memory -------------------------------------------------------

@@ -23,11 +23,64 @@ from collections.abc import Iterable, Mapping
 from iron.core.arena import Allocation, ArenaPlan, version_key
 from iron.core.device import Device, as_device
 from iron.core.emit import EmitSite, emit_site
-from iron.core.percall import evaluate
+from iron.core.percall import Affine, PerCall
 from iron.core.recording import Recording, Step
 from iron.core.words import Word, words_of
 
-__all__ = ["Packaging", "Plan", "packaging", "plan"]
+__all__ = ["IdleProgram", "Packaging", "Plan", "packaging", "plan"]
+
+
+@dataclasses.dataclass(frozen=True)
+class IdleProgram:
+    """Which of some steps a call idles, prepared once from their bounds.
+
+    A step does no work when one of its handles' bounds (``x[:n]``) is zero
+    rows or fewer this call. Rather than walk every step's handles each call,
+    the program holds each distinct per-call bound once, with the steps it
+    idles, so a call evaluates each bound once (see :meth:`Plan.idle`).
+
+    Attributes:
+        always: Steps with a fixed bound of zero rows or fewer: idle every call.
+        bounds: Each distinct per-call bound, with the steps (those not in
+            ``always``) idle when it is zero or less.
+    """
+
+    always: frozenset[int]
+    bounds: tuple[tuple[Affine, frozenset[int]], ...]
+
+    @classmethod
+    def of(cls, steps: Iterable[Step]) -> IdleProgram:
+        """Prepare the program of ``steps`` (walking their handles once)."""
+        always: set[int] = set()
+        found: dict[object, tuple[Affine, set[int]]] = {}
+        for step in steps:
+            for h in (*step.inputs, *step.outputs):
+                if h is None:
+                    continue
+                for b in h.valid.values():
+                    if isinstance(b, (Affine, PerCall)):
+                        expr = b.affine()
+                        found.setdefault(expr.key(), (expr, set()))[1].add(step.index)
+                    elif int(b) <= 0:
+                        always.add(step.index)
+        bounds = tuple(
+            (expr, frozenset(idled - always))
+            for expr, idled in found.values()
+            if idled - always
+        )
+        return cls(frozenset(always), bounds)
+
+    def __call__(self, values: Mapping[str, int]) -> frozenset[int]:
+        """The steps idle for one call's ``values``.
+
+        Raises:
+            KeyError: A bound reads a value ``values`` does not give.
+        """
+        idle = self.always
+        for expr, steps in self.bounds:
+            if expr.evaluate(values) <= 0:
+                idle = idle | steps
+        return idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,17 +148,10 @@ class Plan:
     def idle(self, steps: Iterable[Step], values: Mapping[str, int]) -> frozenset[int]:
         """The steps that do no work this call: a per-call bound of zero rows.
 
-        A runtime skips them.
+        A runtime skips them. A runtime calling often prepares
+        :meth:`IdleProgram.of` its steps once and calls that instead.
         """
-        idle = set()
-        for step in steps:
-            for h in (*step.inputs, *step.outputs):
-                if h is None:
-                    continue
-                if any(evaluate(b, values) <= 0 for b in h.valid.values()):
-                    idle.add(step.index)
-                    break
-        return frozenset(idle)
+        return IdleProgram.of(steps)(values)
 
     def report(self, name: str | None = None) -> str:
         """Explain every choice of this plan in words."""

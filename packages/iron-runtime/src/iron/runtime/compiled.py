@@ -35,7 +35,7 @@ from iron.core.emit import EmitSite, program_for
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
 from iron.core.percall import check_values
-from iron.core.plan import Plan
+from iron.core.plan import IdleProgram, Plan
 from iron.core.recording import Recording
 from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena
@@ -177,6 +177,15 @@ class CompiledGraph:
         self.images: list[ImageSpec] = build_images(
             plan, recording, check=check, emit=self.emit
         )
+        # which steps of each image a call's values idle, prepared once
+        self._idle = [IdleProgram.of(spec.steps) for spec in self.images]
+        # the run arguments outside the arena: their keys and sizes
+        self._io_keys = [
+            (f"{place.where}:{name}", place.nbytes)
+            for name, place in self.images[0].placement.items()
+            if place.where != "arena"
+        ]
+        self._weight_names = frozenset(h.name for _, h in recording.weights.values())
         #: The Emit program each run is given (``emit_to`` composes it).
         self.program: np.ndarray | None = None
         self.emits_to: CompiledGraph | None = None
@@ -210,10 +219,8 @@ class CompiledGraph:
 
     def _args(self) -> dict[str, BufferObject]:
         args: dict[str, BufferObject] = {"arena": self.arena.buffer()}
-        for name, place in self.images[0].placement.items():
-            if place.where != "arena":
-                key = f"{place.where}:{name}"
-                args[key] = self._io_buffer(key, place.nbytes)
+        for key, nbytes in self._io_keys:
+            args[key] = self._io_buffer(key, nbytes)
         if self.program is not None:
             args["program"] = self._program_buffer(self.program)
         return args
@@ -289,6 +296,8 @@ class CompiledGraph:
     def _upload(
         self, release: Callable[[np.ndarray], None] | None, piece_bytes: int
     ) -> None:
+        if self._weight_names <= self.arena.loaded:
+            return  # every weight is on the device (the arena's record, now)
         for tensor, h in self.recording.weights.values():
             if h.name in self.arena.loaded:
                 continue
@@ -438,13 +447,12 @@ class CompiledGraph:
         pad = self._scratchpad(checked)
         loaded = self.callable
         self._host_steps_after(0, checked)
-        for spec, run in zip(self.images, loaded.runs):
+        for spec, idle, run in zip(self.images, self._idle, loaded.runs):
             run.set_args(args)
             run.bind_feedback(None)
             run.write_scratchpad(pad)
             try:
-                run.start(idle=self.plan.idle(spec.steps, checked))
-                run.wait()
+                run.call(idle(checked))
             except BaseException:
                 Loaded.wait_out(run)
                 raise
@@ -485,7 +493,7 @@ class CompiledGraph:
             Loaded.wait_out(run)
             run.set_args(args)
             run.write_scratchpad(self._scratchpad(checked))
-            run.start(idle=self.plan.idle(self.images[0].steps, checked))
+            run.start(idle=self._idle[0](checked))
 
     def restart(self, run: Run) -> None:
         """Start ``run`` again on the scratchpad its feeder's Emit wrote."""

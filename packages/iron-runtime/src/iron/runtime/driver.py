@@ -95,6 +95,18 @@ class Run(abc.ABC):
             TimeoutError: ``timeout`` seconds passed first.
         """
 
+    def call(self, idle: frozenset[int] = frozenset()) -> None:
+        """Start the run and wait for it: a synchronous call's dispatch.
+
+        A driver may run it in the calling thread when nothing else is in
+        flight on the device (the same order, without a hand-off).
+
+        Raises:
+            RunError: The run failed; the message says where.
+        """
+        self.start(idle)
+        self.wait()
+
     @abc.abstractmethod
     def state(self) -> RunState:
         """The run's state now."""

@@ -12,10 +12,13 @@ models no timing, placement or routing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
+import signal
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -29,7 +32,7 @@ from iron.runtime.driver import (
     RunError,
     RunState,
 )
-from iron.runtime.emu.execute import execute
+from iron.runtime.emu.execute import RunProgram, execute
 from iron.runtime.image import ImageSpec
 
 __all__ = ["EmuBuffer", "EmuDevice", "EmuImage", "EmuRun"]
@@ -124,7 +127,8 @@ class EmuRun(Run):
         # stands between this run and its next start
         self._upstream = None
 
-    def start(self, idle: frozenset[int] = frozenset()) -> None:
+    def _mark_queued(self, idle: frozenset[int]) -> None:
+        """Check the run can start and mark it queued (not yet submitted)."""
         if self._state in (RunState.QUEUED, RunState.RUNNING):
             raise RunError(f"{self.image.spec.name}: this run is already in flight")
         if self.image.released:
@@ -133,7 +137,37 @@ class EmuRun(Run):
         self._error = None
         self._done.clear()
         self._state = RunState.QUEUED
+
+    def start(self, idle: frozenset[int] = frozenset()) -> None:
+        self._mark_queued(idle)
         self.image.device.submit(self)
+
+    def call(self, idle: frozenset[int] = frozenset()) -> None:
+        """Start the run and wait for it: here, when the device is idle.
+
+        With no run queued or running on the device, the run executes in
+        the calling thread, in the order it would have on the worker, and
+        without the worker's two wake-ups. A Ctrl-C landing meanwhile is
+        held until the run has ended, as an interrupted ``wait`` waits out
+        its run; otherwise the run is queued and waited for.
+
+        Raises:
+            RunError: The run failed; the message says where.
+        """
+        device = self.image.device
+        hold = _SigintHold.make()
+        self._mark_queued(idle)
+        if hold is None or not device.begin_here():
+            device.submit(self)
+            self.wait()
+            return
+        try:
+            with hold:
+                self.execute()
+        finally:
+            device.end_here()
+            self._done.set()
+        self.wait()
 
     def wait(self, timeout: float | None = None) -> None:
         if not self._done.wait(timeout):
@@ -178,6 +212,7 @@ class EmuRun(Run):
                 poison=self.image.device.poison,
                 feedback=feedback,
                 widen=arena.widened if arena is not None else None,
+                program=self.image.program,
             )
             if self._feedback is not None and self.image.spec.emit is not None:
                 # its Emit wrote the next run's words afresh
@@ -197,6 +232,8 @@ class EmuImage(LoadedImage):
         self.device = device
         self.spec = spec
         self.released = False
+        #: What each run does besides its kernels, prepared at load.
+        self.program = RunProgram(spec)
 
     def new_run(self) -> EmuRun:
         return EmuRun(self)
@@ -220,6 +257,12 @@ class EmuDevice(DriverDevice):
         self.name = description.name
         self.poison = poison
         self._queue: queue.Queue[EmuRun | None] = queue.Queue()
+        # runs submitted and not yet finished, and whether the device closed
+        self._pending = 0
+        self._closed = False
+        self._count = threading.Lock()
+        # held while a run executes, on the worker or in a caller's thread
+        self._executing = threading.Lock()
         self._worker = threading.Thread(
             target=self._serve, name=f"iron-emu-{self.name}", daemon=True
         )
@@ -232,18 +275,39 @@ class EmuDevice(DriverDevice):
                 return
             done = run._done
             try:
-                run.execute()
+                with self._executing:
+                    run.execute()
             finally:
                 # Drop the run before whoever waits on it wakes: waiting for
                 # the next run must not keep this one (its buffers, its image,
                 # the weights its recording holds) alive after its owner
                 # drops the last reference.
                 del run
+                with self._count:
+                    self._pending -= 1
                 done.set()
 
     def submit(self, run: EmuRun) -> None:
         """Queue ``run`` behind the runs already in flight."""
+        with self._count:
+            self._pending += 1
         self._queue.put(run)
+
+    def begin_here(self) -> bool:
+        """Claim the device for a run in the caller's thread, if it is idle.
+
+        True when no run is queued or executing (and the device is open):
+        the caller runs its run, then calls :meth:`end_here`; a run submitted
+        meanwhile waits for it. False: submit instead.
+        """
+        with self._count:
+            if self._pending or self._closed:
+                return False
+            return self._executing.acquire(blocking=False)
+
+    def end_here(self) -> None:
+        """End the claim :meth:`begin_here` made."""
+        self._executing.release()
 
     def alloc(self, nbytes: int, name: str) -> EmuBuffer:
         return EmuBuffer(nbytes, name)
@@ -252,4 +316,36 @@ class EmuDevice(DriverDevice):
         return EmuImage(self, image)
 
     def close(self) -> None:
+        with self._count:
+            self._closed = True
         self._queue.put(None)
+
+
+class _SigintHold:
+    """Holds a SIGINT (Ctrl-C) that lands while a run executes, then delivers it.
+
+    Only the main thread receives signals: elsewhere there is nothing to hold.
+    """
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.caught = False
+
+    @classmethod
+    def make(cls) -> _SigintHold | contextlib.nullcontext[None] | None:
+        """A hold for this thread, or None where SIGINT's handler is not Python's."""
+        if threading.current_thread() is not threading.main_thread():
+            return contextlib.nullcontext()
+        previous = signal.getsignal(signal.SIGINT)
+        return None if previous is None else cls(previous)
+
+    def _catch(self, signum: int, frame: Any) -> None:
+        self.caught = True
+
+    def __enter__(self) -> None:
+        signal.signal(signal.SIGINT, self._catch)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+        if self.caught:
+            signal.raise_signal(signal.SIGINT)  # its own handler, now the run ended

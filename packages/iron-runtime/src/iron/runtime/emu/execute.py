@@ -27,12 +27,13 @@ from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of, stored
 from iron.core.handle import Handle
 from iron.core.percall import Affine, evaluate
+from iron.core.plan import IdleProgram
 from iron.core.recording import Recording
 from iron.core.tolerance import compare
 from iron.runtime.driver import RunError
 from iron.runtime.image import ImageSpec
 
-__all__ = ["POISON_BYTES", "StepCheckError", "execute"]
+__all__ = ["POISON_BYTES", "RunProgram", "StepCheckError", "execute"]
 
 #: The poison pattern: bf16 and f32 NaNs (0x7FC0 halves), garbage as ints.
 POISON_BYTES = np.frombuffer(bytes.fromhex("c07fc07f"), np.uint8)
@@ -117,6 +118,52 @@ def _zero_rows(step: Any, ev: Any) -> bool:
     return False
 
 
+class RunProgram:
+    """What a run of one image does besides its kernels, prepared once at load.
+
+    Which scratchpad word each step's bounds are read from (a step has zero
+    rows when one of them is zero or less), and which transients become
+    live and die at each step (for poisoning). A run then reads each bound's
+    word once instead of walking every step's handles. A step one of whose
+    bounds no word holds (a planning bug) is judged the slow way when the
+    run reaches it, so its error is raised where it always was.
+    """
+
+    def __init__(self, spec: ImageSpec) -> None:
+        program = IdleProgram.of(spec.steps)
+        unread: set[int] = set()
+        words: dict[int, set[int]] = {}
+        for expr, steps in program.bounds:
+            slot = spec.slot_of_key.get(expr.key())
+            if slot is None:
+                unread |= steps
+            else:
+                words.setdefault(slot, set()).update(steps)
+        #: Steps whose bounds are judged step by step (a bound in no word).
+        self.unread = frozenset(unread)
+        #: Steps with a fixed bound of zero rows: never run.
+        self.always = program.always - self.unread
+        #: Each scratchpad slot read, with the steps idle when it is <= 0.
+        self.words = tuple(
+            (slot, frozenset(steps - self.unread))
+            for slot, steps in sorted(words.items())
+            if steps - self.unread
+        )
+        self.born: dict[int, list[Any]] = {}
+        self.dead: dict[int, list[Any]] = {}
+        for placed in spec.transients:
+            self.born.setdefault(placed.first, []).append(placed)
+            self.dead.setdefault(placed.last, []).append(placed)
+
+    def zero_rows(self, scratchpad: np.ndarray) -> frozenset[int]:
+        """The steps (outside :attr:`unread`) with zero rows for ``scratchpad``."""
+        zero = self.always
+        for slot, steps in self.words:
+            if int(scratchpad[slot]) <= 0:
+                zero = zero | steps
+        return zero
+
+
 def execute(
     spec: ImageSpec,
     memory: Mapping[str, np.ndarray],
@@ -126,28 +173,41 @@ def execute(
     poison: bool = False,
     feedback: np.ndarray | None = None,
     widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
+    program: RunProgram | None = None,
 ) -> None:
     """Run ``spec``'s steps on ``memory`` (device bytes by buffer key).
 
     ``memory`` maps ``"arena"``, ``"input:<name>"`` and ``"output:<name>"`` to
     ``uint8`` arrays. ``feedback`` is the scratchpad the Emit step writes.
+    ``program`` is ``RunProgram(spec)``, prepared once per image by a caller
+    running it often (made here when not given).
 
     Raises:
         RunError: A step failed; the message names the image and the step.
         StepCheckError: With ``check``, a step is outside its tolerance.
     """
+    if program is None:
+        program = RunProgram(spec)
     views = DeviceViews(spec, memory, widen)
     ev = scratchpad_evaluator(spec, scratchpad)
-    born: dict[int, list[Any]] = {}
-    dead: dict[int, list[Any]] = {}
-    for placed in spec.transients:
-        born.setdefault(placed.first, []).append(placed)
-        dead.setdefault(placed.last, []).append(placed)
+    # the steps that do nothing this run: the host's idle ones, and those
+    # the scratchpad's words give zero rows (read once, as the bounds are
+    # the same words for every step)
+    skip = idle | program.zero_rows(scratchpad)
+    unread = program.unread
+    if not poison and not spec.check and not unread:
+        _run_steps(spec, [s for s in spec.steps if s.index not in skip], ev, views)
+        if spec.emit is not None and feedback is not None:
+            _emit(spec, memory, views, scratchpad, feedback)
+        return
+    born, dead = program.born, program.dead
     for step in spec.steps:
         if poison:
             for placed in born.get(step.index, ()):
                 _poison(memory, placed.offset, placed.nbytes)
-        if step.index not in idle and not _zero_rows(step, ev):
+        if step.index not in skip and (
+            step.index not in unread or not _zero_rows(step, ev)
+        ):
             inputs = None
             if spec.check:
                 inputs = [
@@ -170,6 +230,22 @@ def execute(
                 _poison(memory, placed.offset, placed.nbytes)
     if spec.emit is not None and feedback is not None:
         _emit(spec, memory, views, scratchpad, feedback)
+
+
+def _run_steps(spec: ImageSpec, steps: list[Any], ev: Any, views: DeviceViews) -> None:
+    """Run ``steps`` (none idle; no poison, no check): the loop above, lean."""
+    run_step = Recording.run_step
+    step = None
+    try:
+        for step in steps:
+            run_step(step, ev, views)
+    except RunError:
+        raise
+    except Exception as error:  # the device reports where it failed
+        assert step is not None
+        raise RunError(
+            f"{spec.name}: step {step.index} {type(step.op).__name__} failed: {error}"
+        ) from error
 
 
 def _check(
