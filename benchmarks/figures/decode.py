@@ -156,7 +156,7 @@ def profile_decode(decoder: Decoder, position: int, calls: int, limit: int = 8):
         "result writes (access.write)": by_name.get(("access.py", "write"), [0, 0])[1]
         / step,
         "matmul kernel model (model_product)": by_name.get(
-            ("matmul.py", "model_product"), [0, 0]
+            ("_matmul_math.py", "model_product"), [0, 0]
         )[1]
         / step,
     }
