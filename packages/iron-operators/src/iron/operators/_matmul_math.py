@@ -30,8 +30,9 @@ U_BF16 = 2.0**-8
 U_F32 = 2.0**-24
 #: The smallest normal: what flushing a subnormal loses at most.
 FLUSH = 2.0**-126
-#: The most bytes of K-tile products ``model_product`` makes in one call.
-_PARTS_BYTES = 64 << 20
+#: The most bytes of K-tile products ``model_product`` makes in one call: an
+#: L2's worth, so the products are still cached when they are summed.
+_PARTS_BYTES = 1 << 20
 
 AMD_GEMV = Tolerance.relative(
     0.04,
