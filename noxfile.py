@@ -206,7 +206,7 @@ def docs(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Measure the benchmark figures side by side with their peers and write them."""
     _install_all(session, "[serve]")  # figure 8 runs iron-lm serve
-    session.install(*ORACLE_DEPS, "psutil")
+    session.install(*ORACLE_DEPS, "psutil", "threadpoolctl>=3")
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 

@@ -1,8 +1,11 @@
 """Figure 4: emulated Llama decode tokens/s, beside transformers on the CPU.
 
-A Llama of 4 layers at Llama-3.2-1B's widths (128k vocabulary, tied head)
-with seeded random bf16 weights is written once as a sharded checkpoint
-(``save_checkpoint``). IRON loads it with ``Decoder.from_pretrained`` and
+Two models, each with seeded random bf16 weights written once as a sharded
+checkpoint (``save_checkpoint``): a Llama of 4 layers at Llama-3.2-1B's
+widths (128k vocabulary, tied head), and a real small Llama's shape (135M
+parameters: hidden 576, 30 layers, 9/3 heads, MLP 1536, vocabulary 49152,
+tied), where per-step costs weigh more against the smaller matrices. For
+each, IRON loads it with ``Decoder.from_pretrained`` and
 generates greedily on the emulated npu2, the decode step looping on the
 device (``CarriedLoop``). transformers' ``LlamaForCausalLM.from_pretrained``
 loads the same folder in float32 and in bfloat16 and generates greedily with
@@ -12,7 +15,8 @@ Decode tokens/s counts the tokens after the first over the time after the
 first (IRON's ``Stats.decode_tokens_per_s``; for transformers a streamer
 stamps each token). When IRON is slower, its decode step is profiled
 (cProfile in the emulator's worker thread) and the costliest functions are
-listed: they are what holds it back.
+listed: they are what holds it back. The target holds when IRON is at
+least as fast as transformers bfloat16 on both models.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 import warnings
 from typing import Any
 
+from iron.lm.config import LlamaConfig
 from iron.lm.generate import Decoder
 from iron.runtime.emu.device import EmuRun
 
@@ -34,6 +39,7 @@ from .common import (
     Context,
     command,
     describe,
+    have,
     llama_1b,
     missing_peer,
     parameter_count,
@@ -46,23 +52,65 @@ NUMBER = 4
 SHARD_BYTES = 500_000_000
 
 
-def iron_decode(folder: Any, prompt: list[int], new: int) -> dict[str, Any]:
-    """Load, compile and generate with IRON; the tokens and timings."""
+def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager[Any]:
+    """numpy's BLAS limited to ``threads`` (threadpoolctl), or left as it is."""
+    if threads is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(threads, user_api="blas")
+
+
+def iron_decode(folder: Any, prompt: list[int], new: int, reps: int) -> dict[str, Any]:
+    """Load, compile and generate with IRON; the tokens and timings.
+
+    Generated ``reps`` times with numpy's BLAS at its default threads and
+    ``reps`` times at one thread, as the peer runs torch: on a shared
+    machine a BLAS thread waiting on a busy core can make a small GEMV
+    hundreds of times slower (a 1536 x 576 float32 GEMV measured 0.045 ms on
+    one thread, 17.7 ms on two, while other jobs ran). IRON is credited with
+    its better setting, the peer with its own. The results are the same
+    bits at either setting (OpenBLAS splits a GEMV by output rows).
+    """
     start = time.perf_counter()
     decoder = Decoder.from_pretrained(
         folder, device=DEVICE, context=256, rows=16, progress=False
     )
     decoder.compile()
     load_s = time.perf_counter() - start
-    tokens = list(decoder.generate(prompt, max_new_tokens=new, stop=[]))
-    stats = decoder.stats
+    # warm up, as the peer does: the first call widens the weights to float32
+    list(decoder.generate(prompt, max_new_tokens=2, stop=[]))
+    settings: list[int | None] = [None]
+    if have("threadpoolctl"):
+        settings.append(1)
+    runs = []
+    tokens: list[int] = []
+    for threads in [t for t in settings for _ in range(reps)]:
+        with _blas_threads(threads):
+            out = list(decoder.generate(prompt, max_new_tokens=new, stop=[]))
+        if tokens and out != tokens:
+            raise RuntimeError(
+                f"IRON generated {out} with BLAS threads={threads}, {tokens} before: "
+                f"the emulator's result depends on the BLAS threads"
+            )
+        tokens = out
+        stats = decoder.stats
+        runs.append(
+            (stats.first_token_s, stats.decode_tokens_per_s, threads or "default")
+        )
+    best = max(runs, key=lambda r: r[1])
     return {
         "decoder": decoder,
         "tokens": tokens,
         "load_s": load_s,
-        "first_token_s": stats.first_token_s,
-        "decode_tokens_per_s": stats.decode_tokens_per_s,
-        "loop": stats.loop,
+        "first_token_s": best[0],
+        "decode_tokens_per_s": best[1],
+        "threads": best[2],
+        "loop": decoder.stats.loop,
+        "runs": [
+            {"threads": t, "decode_tokens_per_s": d, "first_token_s": f}
+            for f, d, t in runs
+        ],
     }
 
 
@@ -108,7 +156,7 @@ def profile_decode(decoder: Decoder, position: int, calls: int, limit: int = 8):
         "result writes (access.write)": by_name.get(("access.py", "write"), [0, 0])[1]
         / step,
         "matmul kernel model (model_product)": by_name.get(
-            ("matmul.py", "model_product"), [0, 0]
+            ("_matmul_math.py", "model_product"), [0, 0]
         )[1]
         / step,
     }
@@ -205,44 +253,81 @@ def _agree(a: list[int], b: list[int]) -> int:
     return n
 
 
-def run(ctx: Context) -> dict[str, Any]:
-    """Measure figure 4."""
-    quick = ctx.quick
-    if quick:
-        config, name, shard, new = tiny_config(2), "tiny-2", 60_000, 6
-    else:
-        config, name, shard, new = llama_1b(4), "llama1b-widths-4", SHARD_BYTES, 12
+def small_llama() -> LlamaConfig:
+    """A 135M-parameter Llama's shapes (HuggingFaceTB/SmolLM2-135M's widths).
+
+    Hidden 576, 30 layers, 9 query / 3 key-value heads of 64, MLP 1536,
+    vocabulary 49152, tied head (https://huggingface.co/HuggingFaceTB/SmolLM2-135M,
+    config.json); the weights are random, so rope and norm constants only
+    need to be plausible.
+    """
+    return LlamaConfig(
+        hidden_size=576,
+        intermediate_size=1536,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        head_dim=64,
+        num_hidden_layers=30,
+        vocab_size=49152,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+        dtype="bfloat16",
+    )
+
+
+def measure(
+    ctx: Context, config: LlamaConfig, name: str, shard: int, new: int, reps: int
+) -> dict[str, Any]:
+    """IRON and transformers (float32, bfloat16) decoding one checkpoint."""
     folder, made_s = ctx.checkpoint(name, config, shard)
     prompt = [int(t) for t in (1 + (7 * k) % (config.vocab_size - 1) for k in range(8))]
-
-    ours = iron_decode(folder, prompt, new)
+    ours = iron_decode(folder, prompt, new, reps)
     decoder = ours.pop("decoder")
     lacking = missing_peer("torch", "transformers")
     peers: dict[str, dict] = {}
     if lacking is None:
         for dtype in ("float32", "bfloat16"):
-            peers[dtype] = hf_decode(folder, dtype, prompt, new, 1 if quick else 2)
-    ours_tps = ours["decode_tokens_per_s"]
+            peers[dtype] = hf_decode(folder, dtype, prompt, new, reps)
     bf16 = peers.get("bfloat16")
+    ours_tps = ours["decode_tokens_per_s"]
     ratio = ours_tps / bf16["decode_tokens_per_s"] if bf16 else None
-    met = ratio is not None and ratio >= 1
+    return {
+        "config": config,
+        "decoder": decoder,
+        "made_s": made_s,
+        "shard": shard,
+        "prompt": prompt,
+        "new": new,
+        "iron": ours,
+        "transformers": peers,
+        "lacking": lacking,
+        "ratio": ratio,
+        "met": ratio is not None and ratio >= 1,
+    }
 
+
+def describe_run(label: str, m: dict[str, Any]) -> list[str]:
+    """The notes of one model's comparison."""
+    config, ours = m["config"], m["iron"]
     notes = [
-        f"Model: {describe(config)}; {parameter_count(config) / 1e6:.0f} M "
+        f"{label}: {describe(config)}; {parameter_count(config) / 1e6:.0f} M "
         f"parameters, seeded random bf16 weights written as a checkpoint "
-        f"(shards of at most {shard} bytes; drawn and written in {made_s:.1f} s).",
-        f"Prompt of {len(prompt)} tokens, {new} new tokens, greedy. Decode "
-        f"tokens/s = tokens after the first / time after the first.",
-        "The emulated NPU is a functional model run in numpy on this CPU (each "
-        "step's kernel model, operands read through their layouts), not a "
-        "timing model of the device; the peer is a tuned CPU runtime.",
-        f"IRON on emulated {DEVICE} ({ours['loop']} loop): load + compile "
+        f"(shards of at most {m['shard']} bytes; drawn and written in "
+        f"{m['made_s']:.1f} s). Prompt of {len(m['prompt'])} tokens, "
+        f"{m['new']} new tokens, greedy.",
+        f"{label}, IRON on emulated {DEVICE} ({ours['loop']} loop): load + compile "
         f"{ours['load_s']:.1f} s, first token {ours['first_token_s']:.2f} s, "
-        f"{ours_tps:.2f} tokens/s.",
+        f"{ours['decode_tokens_per_s']:.2f} tokens/s (best of {len(ours['runs'])} "
+        f"runs with numpy's BLAS at its default threads and at one: "
+        + ", ".join(
+            f"{r['decode_tokens_per_s']:.1f} ({r['threads']} thr)" for r in ours["runs"]
+        )
+        + ").",
     ]
-    for dtype, p in peers.items():
+    for dtype, p in m["transformers"].items():
         notes.append(
-            f"transformers {dtype} (torch CPU, use_cache=True): load "
+            f"{label}, transformers {dtype} (torch CPU, use_cache=True): load "
             f"{p['load_s']:.1f} s, first token {p['first_token_s']:.2f} s, "
             f"{p['decode_tokens_per_s']:.2f} tokens/s (best of "
             f"{len(p['runs'])} runs with torch's default and one thread: "
@@ -251,93 +336,163 @@ def run(ctx: Context) -> dict[str, Any]:
                 for r in p["runs"]
             )
             + "); greedy tokens agree with "
-            f"IRON's for the first {_agree(ours['tokens'], p['tokens'])} of {new}."
+            f"IRON's for the first {_agree(ours['tokens'], p['tokens'])} of {m['new']}."
         )
-    if lacking:
-        notes.append(lacking)
-    tables = []
-    profile_share: dict[str, float] = {}
-    if not met:
-        rows, profile_share, per_step = profile_decode(
-            decoder, len(prompt) + new, 1 if quick else 2
-        )
-        tables.append(
-            table(
-                "Where an emulated decode step's time goes (cProfile, worker thread)",
-                [
-                    "function",
-                    "calls per step",
-                    "own s per step",
-                    "cumulative s per step",
-                    "share",
-                ],
-                rows,
-            )
-        )
-        reasons = ", ".join(f"{k} {v:.0%}" for k, v in profile_share.items())
-        why = []
-        if profile_share.get("operand reads (access.read)", 0) > 0.3:
-            why.append(
-                "the emulator reads every operand through index arrays "
-                "(iron.core.access.read builds np.arange indices over a whole "
-                "weight, bounds-checks them with min/max and gathers a copy), "
-                "where torch reads weights in place"
-            )
-        if profile_share.get("matmul kernel model (model_product)", 0) > 0.3:
-            why.append(
-                "each GEMV is modelled at the device's precision in numpy, "
-                "where torch makes one BLAS call"
-            )
-        notes.append(
-            (
-                f"Missed: IRON decodes at {ratio:.3f}x transformers bf16. "
-                if ratio is not None
-                else "Not judged: no peer was measured. "
-            )
-            + f"A profiled decode step took {per_step * 1e3:.0f} ms (the timed "
-            f"ones {1e3 / ours_tps if ours_tps else float('nan'):.0f} ms); of the time in the "
-            f"steps' kernel models: {reasons}"
-            + (". What holds it back: " + "; ".join(why) if why else "")
-            + ". These are costs of the emulator's kernel models; no library "
-            "code was changed for this figure."
-        )
-    decoder.graph.release()
-    del decoder
-    table_rows = [
-        ["IRON (emulated npu2)", f"{ours_tps:.2f}", f"{ours['first_token_s']:.2f}"]
-    ]
-    table_rows += [
+    return notes
+
+
+def explain_miss(label: str, m: dict[str, Any], calls: int) -> tuple[dict, str, dict]:
+    """Profile a model IRON decodes slower: its table, a note and the shares."""
+    ours, ratio = m["iron"], m["ratio"]
+    rows, share, per_step = profile_decode(
+        m["decoder"], len(m["prompt"]) + m["new"], calls
+    )
+    profiled = table(
+        f"{label}: where an emulated decode step's time goes (cProfile, worker thread)",
         [
-            f"transformers {d}",
-            f"{p['decode_tokens_per_s']:.2f}",
-            f"{p['first_token_s']:.2f}",
-        ]
-        for d, p in peers.items()
+            "function",
+            "calls per step",
+            "own s per step",
+            "cumulative s per step",
+            "share",
+        ],
+        rows,
+    )
+    reasons = ", ".join(f"{k} {v:.0%}" for k, v in share.items())
+    why = []
+    if share.get("operand reads (access.read)", 0) > 0.3:
+        why.append(
+            "the emulator reads every operand through index arrays "
+            "(iron.core.access.read builds np.arange indices over a whole "
+            "weight, bounds-checks them with min/max and gathers a copy), "
+            "where torch reads weights in place"
+        )
+    if share.get("matmul kernel model (model_product)", 0) > 0.3:
+        why.append(
+            "each GEMV is modelled at the device's precision in numpy: one "
+            "float32 BLAS call over the weight's float32 copy (twice the "
+            "bytes torch's bf16 kernel reads)"
+        )
+    tps = ours["decode_tokens_per_s"]
+    note = (
+        (
+            f"{label} missed: IRON decodes at {ratio:.3f}x transformers bf16. "
+            if ratio is not None
+            else f"{label} not judged: no peer was measured. "
+        )
+        + f"A profiled decode step took {per_step * 1e3:.0f} ms (the timed "
+        f"ones {1e3 / tps if tps else float('nan'):.0f} ms); of the time in the "
+        f"steps' kernel models: {reasons}"
+        + (". What holds it back: " + "; ".join(why) if why else "")
+        + "."
+    )
+    return profiled, note, share
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """Measure figure 4: Llama-3.2-1B's widths (4 layers) and a 135M Llama."""
+    quick = ctx.quick
+    reps = 1 if quick else 2
+    models = []
+    if quick:
+        models.append(("tiny-2", measure(ctx, tiny_config(2), "tiny-2", 60_000, 6, 1)))
+    else:
+        models.append(
+            (
+                "1B widths",
+                measure(ctx, llama_1b(4), "llama1b-widths-4", SHARD_BYTES, 12, reps),
+            )
+        )
+        models.append(
+            ("135M", measure(ctx, small_llama(), "llama-135m", SHARD_BYTES, 16, reps))
+        )
+    label, main = models[0]
+    judged = all(m["ratio"] is not None for _, m in models)
+    met = judged and all(m["met"] for _, m in models)
+
+    notes = [
+        "Decode tokens/s = tokens after the first / time after the first.",
+        "The emulated NPU is a functional model run in numpy on this CPU (each "
+        "step's kernel model, operands read through their layouts), not a "
+        "timing model of the device; the peer is a tuned CPU runtime.",
     ]
+    for name, m in models:
+        notes += describe_run(name, m)
+    if main["lacking"]:
+        notes.append(main["lacking"])
+    if not have("threadpoolctl"):
+        notes.append(
+            "IRON ran at numpy's default BLAS threads only: threadpoolctl is not "
+            "installed (nox -s bench installs it)"
+        )
+    tables: list[dict] = []
+    shares: dict[str, dict[str, float]] = {}
+    for name, m in models:
+        if not m["met"]:
+            profiled, note, shares[name] = explain_miss(name, m, 1 if quick else 2)
+            tables.append(profiled)
+            notes.append(note)
+    for _, m in models:
+        m["decoder"].graph.release()
+        del m["decoder"]
+    table_rows = []
+    for name, m in models:
+        ours = m["iron"]
+        table_rows.append(
+            [
+                name,
+                "IRON (emulated npu2)",
+                f"{ours['decode_tokens_per_s']:.2f}",
+                f"{ours['first_token_s']:.2f}",
+                "-" if m["ratio"] is None else f"{m['ratio']:.3f}",
+            ]
+        )
+        table_rows += [
+            [
+                name,
+                f"transformers {d}",
+                f"{p['decode_tokens_per_s']:.2f}",
+                f"{p['first_token_s']:.2f}",
+                "",
+            ]
+            for d, p in m["transformers"].items()
+        ]
+    bf16 = main["transformers"].get("bfloat16")
     return result(
-        figure="Emulated Llama decode (4 layers at Llama-3.2-1B widths)"
+        figure="Emulated Llama decode (4 layers at Llama-3.2-1B widths; a 135M Llama)"
         if not quick
         else "Emulated Llama decode (quick: tiny 2-layer)",
-        value=ours_tps,
-        target="at least transformers bfloat16's tokens/s on this CPU",
+        value=main["iron"]["decode_tokens_per_s"],
+        target="at least transformers bfloat16's tokens/s on this CPU, for each model",
         met=met,
         peer="transformers LlamaForCausalLM, torch CPU, bfloat16 (float32 in details)",
         peer_value=bf16["decode_tokens_per_s"] if bf16 else None,
         unit="decode tokens/s",
         peer_unit="decode tokens/s",
         command=command(NUMBER, quick),
-        judged=bf16 is not None,
+        judged=judged,
         notes=notes,
         tables=[
-            table("Decode", ["runtime", "tokens/s", "first token s"], table_rows),
+            table(
+                "Decode",
+                ["model", "runtime", "tokens/s", "first token s", "IRON / bf16"],
+                table_rows,
+            ),
             *tables,
         ],
         data={
-            "iron": ours,
-            "transformers": peers,
-            "ratio_to_bf16": ratio,
-            "profile_share": profile_share,
-            "prompt": prompt,
-            "new_tokens": new,
+            "models": {
+                name: {
+                    "config": describe(m["config"]),
+                    "iron": m["iron"],
+                    "transformers": m["transformers"],
+                    "ratio_to_bf16": m["ratio"],
+                    "prompt": m["prompt"],
+                    "new_tokens": m["new"],
+                }
+                for name, m in models
+            },
+            "ratio_to_bf16": main["ratio"],
+            "profile_share": shares,
         },
     )

@@ -454,6 +454,29 @@ def test_a_weight_pushed_again_is_read_anew():
     np.testing.assert_array_equal(version(x), np.full(256, 3, bfloat16))
 
 
+def test_a_float32_copy_is_made_once_per_upload_and_anew_after_a_write():
+    """EmuBuffer.widened keeps one float32 copy until the bytes are sent again."""
+    values = _bf16(64, seed=9)
+    bo = EmuBuffer(4 * values.nbytes, "arena")
+    bo.host()[values.nbytes : 2 * values.nbytes] = values.view(np.uint8)
+    bo.to_device()
+    first = bo.widened(values.nbytes, values.nbytes, (8, 8))
+    assert first.dtype == np.float32
+    np.testing.assert_array_equal(first, values.astype(np.float32).reshape(8, 8))
+    assert bo.widened(values.nbytes, values.nbytes, (8, 8)) is first  # kept
+    # a write elsewhere in the buffer, then one over the weight: each stales it
+    bo.to_device(0, 16)
+    again = bo.widened(values.nbytes, values.nbytes, (8, 8))
+    assert again is not first
+    np.testing.assert_array_equal(again, first)
+    bo.host()[values.nbytes : 2 * values.nbytes] = (-values).view(np.uint8)
+    bo.to_device(values.nbytes, values.nbytes)
+    np.testing.assert_array_equal(
+        bo.widened(values.nbytes, values.nbytes, (8, 8)),
+        -values.astype(np.float32).reshape(8, 8),
+    )
+
+
 class Declared(iron.Graph):
     """``2 x + w[:len(x)]`` with ``w`` a bf16 param bound by load_state_dict."""
 

@@ -14,8 +14,11 @@ and ``error_bound``'s derives their bounds:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from ml_dtypes import bfloat16
+from numpy.lib.stride_tricks import as_strided
 
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
@@ -27,6 +30,9 @@ U_BF16 = 2.0**-8
 U_F32 = 2.0**-24
 #: The smallest normal: what flushing a subnormal loses at most.
 FLUSH = 2.0**-126
+#: The most bytes of K-tile products ``model_product`` makes in one call: an
+#: L2's worth, so the products are still cached when they are summed.
+_PARTS_BYTES = 1 << 20
 
 AMD_GEMV = Tolerance.relative(
     0.04,
@@ -67,12 +73,47 @@ def model_product(
         assert tile_k is not None
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         acc = np.zeros((*lead, a.shape[-2], b.shape[-1]), np.float32)
-        for start in range(0, a.shape[-1], tile_k):
-            part = np.matmul(
-                a[..., start : start + tile_k], b[..., start : start + tile_k, :]
-            )
+        for part in _tile_products(a, b, tile_k):
             acc = (acc + part).astype(bfloat16).astype(np.float32)
         return acc.astype(bfloat16)
+
+
+def _tile_products(a: np.ndarray, b: np.ndarray, tile_k: int) -> Iterator[np.ndarray]:
+    """Each K tile's float32 product ``a[..., tile] @ b[..., tile, :]``, in order.
+
+    The tiles are strided views of ``a`` and ``b`` stacked on a new axis, so
+    one ``np.matmul`` makes a group of them: numpy runs the same BLAS call on
+    each stacked matrix as on that tile alone (the same shape and strides),
+    so every product has the bits of the tile-by-tile call. Groups hold at
+    most ``_PARTS_BYTES`` of products; a last, shorter tile is made alone.
+    """
+    k, rows, cols = a.shape[-1], a.shape[-2], b.shape[-1]
+    whole = k // tile_k
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    per_tile = 4 * rows * cols * int(np.prod(lead, dtype=np.int64))
+    group = max(1, min(whole, _PARTS_BYTES // max(per_tile, 1)))
+    for first in range(0, whole, group):
+        count = min(group, whole - first)
+        start = first * tile_k
+        a_tiles = as_strided(
+            a[..., start:],
+            shape=(*a.shape[:-2], count, rows, tile_k),
+            strides=(*a.strides[:-2], a.strides[-1] * tile_k, *a.strides[-2:]),
+            writeable=False,
+        )
+        b_tiles = as_strided(
+            b[..., start:, :],
+            shape=(*b.shape[:-2], count, tile_k, cols),
+            strides=(*b.strides[:-2], b.strides[-2] * tile_k, *b.strides[-2:]),
+            writeable=False,
+        )
+        # lead dims stay ahead of the tile axis: (..., count, rows, cols)
+        parts = np.matmul(a_tiles, b_tiles)
+        for j in range(count):
+            yield parts[..., j, :, :]
+    if whole * tile_k < k:
+        start = whole * tile_k
+        yield np.matmul(a[..., start:], b[..., start:, :])
 
 
 def error_bound(
