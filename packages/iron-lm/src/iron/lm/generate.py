@@ -593,6 +593,9 @@ class Decoder:
             if token in stop_ids or steps == 1:
                 return
             for k in loop.steps(steps - 1):
+                # Step k + 1 runs already and may have written these logits:
+                # this sees the latest, so a transient overflow of one step
+                # can go unseen (docs/guide/reliability.md says so).
                 _check_finite(self._logits(self.decode), position + k + 1)
                 token = self._record(position, k + 1)
                 self._timed(k + 1, started, first_done)
