@@ -614,3 +614,19 @@ def test_an_enum_param_left_open_round_trips(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"Moded.mode='slow' is not one of"):
         path.write_text(path.read_text().replace('"exact"', '"slow"'))
         Profile.load(path)
+
+
+def test_field_types_are_read_once_per_class(monkeypatch, catalog):
+    """Each entry's type check reads its class's hints from a cache: recording a
+    Llama makes hundreds of steps, and get_type_hints per step doubled its cost."""
+    import typing
+
+    calls = []
+    real = typing.get_type_hints
+    monkeypatch.setattr(
+        typing, "get_type_hints", lambda cls: calls.append(cls) or real(cls)
+    )
+    for _ in range(3):
+        profile = Profile()
+        profile.add(AX, size=2048, tile_size=1024)
+    assert calls.count(AX) <= 1

@@ -586,6 +586,7 @@ def _operator_class(cls: type) -> type[Operator]:
     )
 
 
+@functools.cache  # a class's hints do not change; recording asks per step
 def _hints(cls: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
