@@ -7,6 +7,7 @@ never with a traceback.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -386,6 +387,65 @@ def test_ctrl_c_in_any_phase_exits_130_quietly(phase, monkeypatch, capsys) -> No
     else:
         monkeypatch.setattr(Decoder, "_record", interrupt)
     assert main(["generate", "--max-new-tokens", "3"]) == 130
+    assert "iron-lm: error: interrupted" in capsys.readouterr().err
+
+
+def _swallowing(real):
+    """``real`` after a Ctrl-C that a library swallows (numpy.random's init can)."""
+
+    def swallowing(*args, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        return real(*args, **kwargs)
+
+    return swallowing
+
+
+def test_a_ctrl_c_a_library_swallows_while_loading_still_exits_130(
+    monkeypatch, capsys
+) -> None:
+    from iron.lm.generate import Decoder
+
+    monkeypatch.setattr(Decoder, "compile", _swallowing(Decoder.compile))
+    monkeypatch.setattr(Decoder, "generate", lambda *a, **k: pytest.fail("generated"))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert main(["generate", "--max-new-tokens", "3"]) == 130
+    out, err = capsys.readouterr()
+    assert "iron-lm: error: interrupted" in err and "Traceback" not in err
+    # the command gives SIGINT back as it found it
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_a_library_swallows_mid_stream_stops_the_stream(
+    monkeypatch, capsys
+) -> None:
+    from iron.lm.generate import Decoder
+
+    seen = []
+    record = Decoder._record
+
+    def second_swallows(self, *args, **kwargs):
+        seen.append(1)
+        if len(seen) == 2:
+            return _swallowing(record)(self, *args, **kwargs)
+        return record(self, *args, **kwargs)
+
+    monkeypatch.setattr(Decoder, "_record", second_swallows)
+    assert main(["generate", "--max-new-tokens", "50"]) == 130
+    assert "iron-lm: error: interrupted" in capsys.readouterr().err
+    assert len(seen) < 50
+
+
+def test_chat_exits_130_for_a_ctrl_c_swallowed_while_loading(
+    monkeypatch, capsys
+) -> None:
+    from iron.lm.generate import Decoder
+
+    monkeypatch.setattr(Decoder, "compile", _swallowing(Decoder.compile))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hello\n"))
+    assert main(["chat", "--max-new-tokens", "3"]) == 130
     assert "iron-lm: error: interrupted" in capsys.readouterr().err
 
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Any
 
+from iron.lm._ctrl_c import CTRL_C
 from iron.lm.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -71,12 +72,14 @@ def run(args: argparse.Namespace) -> int:
 def _converse(decoder: Any, args: argparse.Namespace) -> int:
     start = [{"role": "system", "content": args.system}] if args.system else []
     messages = list(start)
+    CTRL_C.check()  # loading may have swallowed a Ctrl-C: exit as asked
     print(HELP, file=sys.stderr)
     while True:
         try:
             print("> ", end="", flush=True)
             line = sys.stdin.readline()
         except KeyboardInterrupt:
+            CTRL_C.handled()
             print(flush=True)
             return EXIT_INTERRUPTED
         if not line:  # end of input
@@ -105,8 +108,10 @@ def _converse(decoder: Any, args: argparse.Namespace) -> int:
             continue
         try:
             for piece in stream:
+                CTRL_C.check()
                 print(piece, end="", flush=True)
         except KeyboardInterrupt:  # stop this reply, keep the conversation
+            CTRL_C.handled()
             stream.close()
         print(flush=True)
         messages.append({"role": "assistant", "content": stream.text})

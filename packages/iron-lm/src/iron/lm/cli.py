@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Sequence
 
 from iron.lm import chat
+from iron.lm._ctrl_c import CTRL_C
 from iron.lm.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -152,6 +153,7 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
         # Compiled before any text is shown: a setting the device refuses
         # is an error, not a prompt echoed and then one.
         decoder.compile()
+        CTRL_C.check()  # loading may have swallowed a Ctrl-C: nothing shown yet
         stream = decoder.generate(
             ids,
             max_new_tokens=args.max_new_tokens,
@@ -168,6 +170,7 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
     tokens = []
     print("" if args.chat else args.prompt, end="", flush=True)
     for token in stream:
+        CTRL_C.check()
         tokens.append(token)
         print(detok.push(token), end="", flush=True)
     print(detok.flush(), flush=True)
@@ -240,8 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run = {"generate": generate, "chat": chat.run, "serve": serve.run}[args.command]
     try:
-        return run(args)
+        with CTRL_C:
+            code = run(args)
+            CTRL_C.check()  # a press some library swallowed after the last check
+            return code
     except KeyboardInterrupt:
+        CTRL_C.handled()
         print(flush=True, file=sys.stderr)
         return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
