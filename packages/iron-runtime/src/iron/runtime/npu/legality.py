@@ -221,8 +221,8 @@ def check_shim_transfer(op: str, dev: Device, t: Transfer) -> None:
 #: * ``distribute_in`` / ``distribute_out``: the input / an output of a
 #:   distribute (several outputs at offsets of the input's element);
 #: * ``resize``: in a one-to-one link whose two FIFOs' elements differ in
-#:   size (the memory tile holds the larger; the smaller side's DMA cuts or
-#:   fills it);
+#:   size (the memory tile holds the larger element; the smaller side moves
+#:   it in pieces of its own size);
 #: * ``asymmetric``: a consumer element type of its own
 #:   (``: !aie.objectfifo<A> -> !aie.objectfifo<B>``);
 #: * ``dims_to_stream``: the producer's ``dimensionsToStream``;

@@ -114,12 +114,10 @@ role in a one-to-one link, a join or a distribute (``link``/``join``/
 | ``qw`` | ``join_out`` | hardware [two_col] |
 | ``q``, ``out`` | none | |
 
-An earlier version gave the resident ``kv`` an asymmetric consumer type,
-``dimensionsToStream [m, 2, T, D]``, ``repeat_count`` and a link all on one
-FIFO; no upstream test gives one FIFO the asymmetric type together with a
-link or with dimensions. Moving the interleave onto ``kv_in``'s write and
-giving ``kv`` its own smaller element type moves the same bytes in the same
-order (the tests decode both ends).
+No upstream test gives one FIFO an asymmetric type together with a link or
+with dimensions, nor a repeat together with dimensions, so the memory tile
+re-lays a span as it writes it (``kv_in``) and the linked ``kv`` only reads
+and repeats; the core receives the same bytes in the same order either way.
 
 The survey: every ``aie.objectfifo`` in v1.4.1's ``test/`` MLIR
 (``objectFifo-stateful-transform``, ``npu-xrt`` and the rest, 908 FIFOs) was
@@ -160,7 +158,10 @@ Sources (Xilinx/mlir-aie at tag v1.4.1, commit 601fc859532f):
 * [cascade] test/npu-xrt/cascade_flows/aie.mlir;
 * [add_one] test/npu-xrt/add_one_objFifo/aie.mlir;
 * [atb] programming_examples/ml/block_datatypes/gemm_asymmetric_tile_buffering/
-  config1/n32_core.py (``A_L3L2``, ``A_L2L1``; run_strix_makefile_chess.lit);
+  config1/n32_core.py (``A_L3L2``, ``A_L2L1``; run_strix_makefile_chess.lit):
+  a shim FIFO of 128 x 512 bf16 elements written through
+  ``dims_from_stream_per_cons`` on its memory tile, ``forward()``-ed (a
+  one-to-one link, offsets ``[0]``) to 32 x 64-element core elements;
 * [whole] programming_examples/basic/matrix_multiplication/whole_array/
   whole_array.py (tests/run_makefile_*_col.lit);
 * [two_col] test/npu-xrt/two_col/aie.mlir;
@@ -181,7 +182,7 @@ here; they could move into the Builder), from the same tests:
 
 * [link_join] ``aie.objectfifo.link [@a, @b] -> [@c]([0, n] [])``:
   test/objectFifo-stateful-transform/bd_chain_on_memtile/join_with_iterations.mlir;
-* [dims_link] ``aie.objectfifo.link [@in] -> [@x]([] [])`` between FIFOs of
+* [resize_link] ``aie.objectfifo.link [@in] -> [@x]([] [])`` between FIFOs of
   different element sizes: [add_one];
 * [dims_from] ``aie.objectfifo @x(%shim, {%mem_tile dimensionsFromStream
   [<size = s, stride = t>, ...]}, 2 : i32)``: [join_nd];
@@ -415,7 +416,7 @@ def build(
             elif f.name.startswith("kv_"):
                 c = int(f.name.rsplit("_", 1)[1])
                 b.line(_fifo_line(f.name, prod, cons, f.depth, kv_t, repeat=repeat))
-                b.line(_link_line([f"kv_in_{c}"], [f.name], []))  # [dims_link]
+                b.line(_link_line([f"kv_in_{c}"], [f.name], []))  # [resize_link]
             else:
                 elem = memref(f.elements, "i32" if f.itemsize == 4 else "bf16")
                 b.line(_fifo_line(f.name, prod, cons, f.depth, elem))
