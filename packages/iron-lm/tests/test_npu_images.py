@@ -23,6 +23,7 @@ from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
 from iron.lm.tiny import random_state_dict
 from iron.runtime.image import build_images
+from iron.runtime.npu import legality
 from iron.runtime.npu.graph import EMIT, graph_design
 
 
@@ -152,3 +153,21 @@ def test_llama_3_2_1b_with_the_shipped_profiles_is_all_legal_designs(dev):
         images = _designs(recording, dev)
         designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
         assert designed == len(recording.steps), label
+        # Issue 15: each object FIFO keeps to a combination of features a
+        # test of mlir-aie v1.4.1 gives one FIFO; attention declares its own
+        # to legality, and emits what it declares.
+        checked = 0
+        for step in (s for im in images for s in im.steps):
+            emitted = legality.emitted_fifo_features(step.design.text)
+            for name, features in emitted.items():
+                assert not features or features in legality.TESTED_FIFO_FEATURES, (
+                    label,
+                    name,
+                    sorted(features),
+                )
+            if "attention_bf16" in step.design.text:
+                declared = {f.name: f.features for f in step.design.layout.fifos}
+                assert declared == emitted, label
+                assert declared["kv_0"] >= {"link_out"}, label
+                checked += 1
+        assert checked == len(attention), label

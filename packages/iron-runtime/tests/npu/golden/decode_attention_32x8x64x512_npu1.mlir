@@ -18,20 +18,20 @@ module {
     %tile_1_2 = aie.tile(1, 2)
     %tile_2_2 = aie.tile(2, 2)
     %tile_3_2 = aie.tile(3, 2)
-    aie.objectfifo @kv_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_0(%mem_tile_0_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_0(%mem_tile_0_1, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_0] -> [@kv_0]([] [])
     aie.objectfifo @out_0(%tile_0_2, {%shim_noc_tile_0_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_1(%shim_noc_tile_1_0, {%mem_tile_1_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_1(%mem_tile_1_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_1(%shim_noc_tile_1_0, {%mem_tile_1_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_1(%mem_tile_1_1, {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_1] -> [@kv_1]([] [])
     aie.objectfifo @out_1(%tile_1_2, {%shim_noc_tile_1_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_2(%shim_noc_tile_2_0, {%mem_tile_2_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_2(%mem_tile_2_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_2(%shim_noc_tile_2_0, {%mem_tile_2_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_2(%mem_tile_2_1, {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_2] -> [@kv_2]([] [])
     aie.objectfifo @out_2(%tile_2_2, {%shim_noc_tile_2_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_3(%shim_noc_tile_3_0, {%mem_tile_3_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_3(%mem_tile_3_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_3(%shim_noc_tile_3_0, {%mem_tile_3_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_3(%mem_tile_3_1, {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_3] -> [@kv_3]([] [])
     aie.objectfifo @out_3(%tile_3_2, {%shim_noc_tile_3_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
     aie.objectfifo @q_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1}, 2 : i32) : !aie.objectfifo<memref<256xi32>>

@@ -30,36 +30,36 @@ module {
     %tile_5_2 = aie.tile(5, 2)
     %tile_6_2 = aie.tile(6, 2)
     %tile_7_2 = aie.tile(7, 2)
-    aie.objectfifo @kv_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_0(%mem_tile_0_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_0(%mem_tile_0_1, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_0] -> [@kv_0]([] [])
     aie.objectfifo @out_0(%tile_0_2, {%shim_noc_tile_0_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_1(%shim_noc_tile_1_0, {%mem_tile_1_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_1(%mem_tile_1_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_1(%shim_noc_tile_1_0, {%mem_tile_1_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_1(%mem_tile_1_1, {%tile_1_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_1] -> [@kv_1]([] [])
     aie.objectfifo @out_1(%tile_1_2, {%shim_noc_tile_1_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_2(%shim_noc_tile_2_0, {%mem_tile_2_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_2(%mem_tile_2_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_2(%shim_noc_tile_2_0, {%mem_tile_2_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_2(%mem_tile_2_1, {%tile_2_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_2] -> [@kv_2]([] [])
     aie.objectfifo @out_2(%tile_2_2, {%shim_noc_tile_2_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_3(%shim_noc_tile_3_0, {%mem_tile_3_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_3(%mem_tile_3_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_3(%shim_noc_tile_3_0, {%mem_tile_3_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_3(%mem_tile_3_1, {%tile_3_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_3] -> [@kv_3]([] [])
     aie.objectfifo @out_3(%tile_3_2, {%shim_noc_tile_3_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_4(%shim_noc_tile_4_0, {%mem_tile_4_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_4(%mem_tile_4_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_4_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_4(%shim_noc_tile_4_0, {%mem_tile_4_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_4(%mem_tile_4_1, {%tile_4_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_4] -> [@kv_4]([] [])
     aie.objectfifo @out_4(%tile_4_2, {%shim_noc_tile_4_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_5(%shim_noc_tile_5_0, {%mem_tile_5_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_5(%mem_tile_5_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_5_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_5(%shim_noc_tile_5_0, {%mem_tile_5_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_5(%mem_tile_5_1, {%tile_5_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_5] -> [@kv_5]([] [])
     aie.objectfifo @out_5(%tile_5_2, {%shim_noc_tile_5_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_6(%shim_noc_tile_6_0, {%mem_tile_6_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_6(%mem_tile_6_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_6_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_6(%shim_noc_tile_6_0, {%mem_tile_6_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_6(%mem_tile_6_1, {%tile_6_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_6] -> [@kv_6]([] [])
     aie.objectfifo @out_6(%tile_6_2, {%shim_noc_tile_6_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
-    aie.objectfifo @kv_in_7(%shim_noc_tile_7_0, {%mem_tile_7_1}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
-    aie.objectfifo @kv_7(%mem_tile_7_1 dimensionsToStream [<size = 8, stride = 4096>, <size = 2, stride = 32768>, <size = 64, stride = 64>, <size = 64, stride = 1>], {%tile_7_2}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>> -> !aie.objectfifo<memref<8192xbf16>>
+    aie.objectfifo @kv_in_7(%shim_noc_tile_7_0, {%mem_tile_7_1 dimensionsFromStream [<size = 2, stride = 4096>, <size = 8, stride = 8192>, <size = 64, stride = 64>, <size = 64, stride = 1>]}, 2 : i32) : !aie.objectfifo<memref<65536xbf16>>
+    aie.objectfifo @kv_7(%mem_tile_7_1, {%tile_7_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
     aie.objectfifo.link [@kv_in_7] -> [@kv_7]([] [])
     aie.objectfifo @out_7(%tile_7_2, {%shim_noc_tile_7_0}, 2 : i32) : !aie.objectfifo<memref<256xbf16>>
     aie.objectfifo @q_in_0(%shim_noc_tile_0_0, {%mem_tile_0_1}, 2 : i32) : !aie.objectfifo<memref<256xi32>>

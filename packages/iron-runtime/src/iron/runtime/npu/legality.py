@@ -19,7 +19,11 @@ that breaks any of:
   (``Layout.waits`` empty: every transfer issued, then the outputs awaited)
   each id once per shim; with waits, an id may be used again once a wait has
   retired its earlier use (:func:`check`'s sequence rules), and each FIFO's
-  outstanding transfers stay within the channel's task queue.
+  outstanding transfers stay within the channel's task queue;
+* each object FIFO's combination of features (links, joins and distributes,
+  ``dimensionsToStream`` / ``dimensionsFromStream``, ``repeat_count``,
+  element types that differ) is one the pinned mlir-aie release's own tests
+  use on one FIFO (:func:`check_fifo_features`, :data:`TESTED_FIFO_FEATURES`).
 
 The shim's limits and address generation (:func:`iron.core.dma.encode` then
 :func:`iron.core.dma.shim_elements`: 4-D counters with wraps and steps in
@@ -37,6 +41,8 @@ iron-core carry the same numbers with the same citations.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections import Counter, defaultdict
 
 from iron.core.device import Device
@@ -50,6 +56,8 @@ from iron.core.dma import shim_elements as shim_elements
 from iron.core.dma import shim_transfer_problems as shim_transfer_problems
 
 __all__ = [
+    "FIFO_FEATURES",
+    "TESTED_FIFO_FEATURES",
     "TILE_LIMITS",
     "Fifo",
     "LegalityError",
@@ -58,7 +66,9 @@ __all__ = [
     "TileLimits",
     "Transfer",
     "check",
+    "check_fifo_features",
     "check_shim_transfer",
+    "emitted_fifo_features",
 ]
 
 
@@ -114,7 +124,11 @@ class Tile:
 
 @dataclasses.dataclass(frozen=True)
 class Fifo:
-    """An object FIFO: ``depth`` elements of ``elements`` items of ``itemsize`` bytes."""
+    """An object FIFO: ``depth`` elements of ``elements`` items of ``itemsize`` bytes.
+
+    ``features`` names the object-FIFO features the design gives it (see
+    :data:`FIFO_FEATURES`); empty, it is a plain FIFO.
+    """
 
     name: str
     producer: Tile
@@ -122,6 +136,7 @@ class Fifo:
     depth: int
     elements: int
     itemsize: int = 2
+    features: frozenset[str] = frozenset()
 
     @property
     def element_bytes(self) -> int:
@@ -193,6 +208,225 @@ def check_shim_transfer(op: str, dev: Device, t: Transfer) -> None:
             f"(offset {t.offset}, sizes {list(t.sizes)}, strides {list(t.strides)}) "
             f"breaks the shim descriptor limits: " + "; ".join(problems)
         )
+
+
+# -- object-FIFO features ---------------------------------------------------------
+
+#: The object-FIFO features :func:`check_fifo_features` counts, by name:
+#:
+#: * ``link_in`` / ``link_out``: the input / the output of a one-to-one
+#:   ``aie.objectfifo.link``;
+#: * ``join_in`` / ``join_out``: an input / the output of a join (several
+#:   inputs at offsets of the output's element);
+#: * ``distribute_in`` / ``distribute_out``: the input / an output of a
+#:   distribute (several outputs at offsets of the input's element);
+#: * ``resize``: in a one-to-one link whose two FIFOs' elements differ in
+#:   size (the memory tile holds the larger element; the smaller side moves
+#:   it in pieces of its own size);
+#: * ``asymmetric``: a consumer element type of its own
+#:   (``: !aie.objectfifo<A> -> !aie.objectfifo<B>``);
+#: * ``dims_to_stream``: the producer's ``dimensionsToStream``;
+#: * ``dims_from_stream``: a consumer's ``dimensionsFromStream``;
+#: * ``repeat``: ``{repeat_count = N}`` with N above 1.
+#:
+#: How many consumers a FIFO has (a broadcast) is not among them.
+FIFO_FEATURES: tuple[str, ...] = (
+    "link_in",
+    "link_out",
+    "join_in",
+    "join_out",
+    "distribute_in",
+    "distribute_out",
+    "resize",
+    "asymmetric",
+    "dims_to_stream",
+    "dims_from_stream",
+    "repeat",
+)
+
+_A = "Xilinx/mlir-aie v1.4.1 "  # https://github.com/Xilinx/mlir-aie/tree/v1.4.1
+_OFT = _A + "test/objectFifo-stateful-transform/"
+_WHOLE = (
+    _A + "programming_examples/basic/matrix_multiplication/whole_array/whole_array.py"
+)
+_ATB = (
+    _A + "programming_examples/ml/block_datatypes/gemm_asymmetric_tile_buffering/"
+    "config1/n32_core.py"
+)
+
+#: Each combination of :data:`FIFO_FEATURES` that a test of the pinned
+#: mlir-aie release (tag v1.4.1, commit 601fc859532f) gives one object FIFO,
+#: with that test: *hardware* where a lit test builds it with aiecc and runs
+#: it on an NPU, *lowering* where only ``aie-opt
+#: --aie-objectFifo-stateful-transform`` (with ``dynamic-objFifos=false``)
+#: checks it. A plain FIFO (no feature) is not listed. The survey behind it is
+#: in :mod:`iron.runtime.npu.designs.attention`'s docstring.
+TESTED_FIFO_FEATURES: dict[frozenset[str], str] = {
+    frozenset({"link_in"}): "hardware: " + _A + "test/npu-xrt/cascade_flows/aie.mlir",
+    frozenset({"link_out"}): "hardware: " + _A + "test/npu-xrt/cascade_flows/aie.mlir",
+    frozenset({"link_in", "resize"}): (
+        "hardware: " + _A + "test/npu-xrt/add_one_objFifo/aie.mlir (16xi32 -> 8xi32)"
+    ),
+    frozenset({"link_out", "resize"}): (
+        "hardware: " + _A + "test/npu-xrt/add_one_objFifo/aie.mlir (16xi32 -> 8xi32)"
+    ),
+    frozenset({"link_in", "resize", "dims_from_stream"}): (
+        "hardware: " + _ATB + " (A_L3L2)"
+    ),
+    frozenset({"link_out", "resize", "dims_to_stream", "dims_from_stream"}): (
+        "hardware: " + _ATB + " (A_L2L1)"
+    ),
+    frozenset({"link_in", "resize", "repeat"}): (
+        "lowering: " + _OFT + "repeat_count/link_repeat_count_test.mlir (@of2)"
+    ),
+    frozenset({"link_out", "resize", "repeat"}): (
+        "lowering: " + _OFT + "repeat_count/link_repeat_count_test.mlir (@of1)"
+    ),
+    frozenset({"link_out", "repeat"}): (
+        "hardware: " + _A + "test/npu-xrt/objectfifo_repeat/simple_repeat/aie2.py"
+    ),
+    frozenset({"link_out", "dims_to_stream"}): "hardware: " + _WHOLE + " (B_L2L1)",
+    frozenset({"join_in"}): "hardware: " + _A + "test/npu-xrt/two_col/aie.mlir",
+    frozenset({"join_out"}): "hardware: " + _A + "test/npu-xrt/two_col/aie.mlir",
+    frozenset({"distribute_in"}): "hardware: " + _A + "test/npu-xrt/two_col/aie.mlir",
+    frozenset({"distribute_out"}): "hardware: " + _A + "test/npu-xrt/two_col/aie.mlir",
+    frozenset({"distribute_out", "dims_to_stream"}): (
+        "hardware: " + _WHOLE + " (A_L2L1, one or two columns)"
+    ),
+    frozenset({"join_out", "dims_to_stream"}): "hardware: " + _WHOLE + " (C_L2L3)",
+    frozenset({"distribute_out", "repeat"}): (
+        "hardware: " + _A + "test/npu-xrt/bd_chain_repeat_on_memtile/aie2.py"
+    ),
+    frozenset({"join_in", "repeat"}): (
+        "lowering: " + _OFT + "repeat_count/link_join_repeat_count_test.mlir"
+    ),
+    frozenset({"join_in", "dims_from_stream"}): (
+        "lowering: " + _OFT + "dma_transformations/nd_dma_fromStream_join.mlir"
+    ),
+    frozenset({"repeat"}): (
+        "hardware: " + _A + "test/npu-xrt/objectfifo_repeat/compute_repeat/aie2.py"
+    ),
+    frozenset({"dims_to_stream"}): (
+        "lowering: " + _OFT + "dma_transformations/nd_dma_multiple_consumers_AIE2.mlir"
+    ),
+    frozenset({"dims_from_stream"}): (
+        "lowering: " + _OFT + "dma_transformations/nd_dma_multiple_consumers_AIE2.mlir"
+    ),
+    frozenset({"dims_to_stream", "dims_from_stream"}): (
+        "lowering: " + _OFT + "dma_transformations/nd_dma_base_AIE2.mlir"
+    ),
+    frozenset({"asymmetric"}): (
+        "lowering: " + _OFT + "asymmetric_element_type/asymmetric_element_type.mlir"
+    ),
+}
+
+
+def check_fifo_features(layout: Layout, dev: Device) -> None:
+    """Each FIFO's features, together, are a combination the release tests.
+
+    A FIFO with no features passes. Otherwise its ``features`` must be
+    names in :data:`FIFO_FEATURES` and, as a set, a key of
+    :data:`TESTED_FIFO_FEATURES`: aiecc's object-FIFO lowering of any other
+    combination is untested upstream, so a design would be the first to try
+    it on a device.
+
+    Raises:
+        LegalityError: Naming the operator, the FIFO's producer tile, the
+            FIFO, its features and the tested combinations nearest to it.
+    """
+    for f in layout.fifos:
+        if not f.features:
+            continue
+        unknown = sorted(f.features - set(FIFO_FEATURES))
+        if unknown:
+            raise _fail(
+                layout,
+                dev,
+                f.producer,
+                f"object FIFO @{f.name} names features {unknown}, which are not "
+                f"object-FIFO features this check knows ({', '.join(FIFO_FEATURES)})",
+            )
+        if f.features in TESTED_FIFO_FEATURES:
+            continue
+        near = sorted(
+            (k for k in TESTED_FIFO_FEATURES if k < f.features),
+            key=lambda k: (-len(k), sorted(k)),
+        )
+        nearest = (
+            "; the largest tested combinations within it: "
+            + ", ".join("{" + ", ".join(sorted(k)) + "}" for k in near[:3])
+            if near
+            else ""
+        )
+        raise _fail(
+            layout,
+            dev,
+            f.producer,
+            f"object FIFO @{f.name} combines {{{', '.join(sorted(f.features))}}}, "
+            f"which no test of mlir-aie v1.4.1 gives one FIFO{nearest}; move a "
+            f"feature onto another FIFO of its link, or into the runtime "
+            f"sequence's walk, so each FIFO keeps to a tested combination "
+            f"(legality.TESTED_FIFO_FEATURES)",
+        )
+
+
+_OBJECTFIFO = re.compile(
+    r"aie\.objectfifo @(?P<name>[\w$.]+)\((?P<ends>.*)\)(?P<attrs> \{[^{}]*\})?"
+    r" : (?P<type>!aie\.objectfifo<[^>]*>>)(?P<cons> -> !aie\.objectfifo<[^>]*>>)?$"
+)
+_LINK = re.compile(r"aie\.objectfifo\.link \[(?P<ins>[^\]]*)\] -> \[(?P<outs>[^\]]*)\]")
+_REPEAT = re.compile(r"repeat_count = (\d+)")
+_ELEMENTS = re.compile(r"memref<(?P<shape>[\dx]+)x[a-z]\w*>")
+
+
+def _elements(type_: str) -> int:
+    shape = _ELEMENTS.search(type_)
+    assert shape is not None, type_
+    return math.prod(int(d) for d in shape["shape"].split("x"))
+
+
+def emitted_fifo_features(text: str) -> dict[str, frozenset[str]]:
+    """The :data:`FIFO_FEATURES` of each object FIFO in a design's MLIR text.
+
+    Reads the one-line ``aie.objectfifo`` and ``aie.objectfifo.link`` forms
+    IRON emits (:mod:`iron.runtime.npu.mlir`), so a test can hold what a
+    design declares in its :class:`Layout` to what it emits.
+    """
+    found: dict[str, set[str]] = {}
+    elements: dict[str, int] = {}
+    links: list[tuple[list[str], list[str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        fifo = _OBJECTFIFO.match(line)
+        if fifo:
+            name, ends = fifo["name"], fifo["ends"]
+            feats = found.setdefault(name, set())
+            elements[name] = _elements(fifo["type"])
+            if "dimensionsToStream" in ends:
+                feats.add("dims_to_stream")
+            if "dimensionsFromStream" in ends:
+                feats.add("dims_from_stream")
+            repeat = _REPEAT.search(fifo["attrs"] or "")
+            if repeat and int(repeat[1]) > 1:
+                feats.add("repeat")
+            if fifo["cons"]:
+                feats.add("asymmetric")
+            continue
+        link = _LINK.match(line)
+        if link:
+            ins = [n.strip().lstrip("@") for n in link["ins"].split(",")]
+            outs = [n.strip().lstrip("@") for n in link["outs"].split(",")]
+            links.append((ins, outs))
+    for ins, outs in links:
+        kind = "join" if len(ins) > 1 else "distribute" if len(outs) > 1 else "link"
+        for n in ins:
+            found[n].add(f"{kind}_in")
+        for n in outs:
+            found[n].add(f"{kind}_out")
+        if kind == "link" and elements[ins[0]] != elements[outs[0]]:
+            found[ins[0]].add("resize")
+            found[outs[0]].add("resize")
+    return {n: frozenset(v) for n, v in found.items()}
 
 
 # -- the whole layout -----------------------------------------------------------
@@ -312,6 +546,7 @@ def check(layout: Layout, dev: Device) -> None:
         LegalityError: The first limit broken, naming operator, tile and limit.
     """
     limits = TILE_LIMITS[dev.arch]
+    check_fifo_features(layout, dev)
     stack = limits.stack_bytes if layout.stack_bytes is None else layout.stack_bytes
     rows = 2 + dev.core_rows
     tiles = set(layout.cores)

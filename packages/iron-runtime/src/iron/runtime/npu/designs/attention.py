@@ -30,17 +30,22 @@ So K and V share one shim channel, per column ``c``:
   ``[K_blk | V_blk]`` of ``2 m T D`` bf16, a *span* of ``m`` chunks of K
   (positions ``g m T .. g m T + m T - 1`` of one kv head) and the matching
   span of V, depth 2 when two fit the memory tile, else 1;
-* ``kv_<c>`` (memory tile -> core, linked to ``kv_in_<c>``): the core
-  receives ``[K_t | V_t]`` elements of ``2 T D`` bf16, depth 2. With ``m = 1``
-  the memory tile forwards its elements as they are; with ``m > 1`` it reads
-  each one chunk by chunk with ``dimensionsToStream [m, 2, T, D]`` (strides
-  ``[T D, m T D, D, 1]``; an asymmetric producer/consumer element type);
+* ``kv_<c>`` (memory tile -> core, linked one to one to ``kv_in_<c>``): the
+  core receives ``[K_t | V_t]`` elements of ``2 T D`` bf16, depth 2, its own
+  element type. With ``m = 1`` the memory tile forwards its elements as they
+  are; with ``m > 1`` the memory tile writes each arriving ``kv_in`` element
+  interleaved, ``[K_0 | V_0 | K_1 | V_1 | ...]``, through
+  ``dimensionsFromStream [2, m, T, D]`` (strides ``[T D, 2 T D, D, 1]``) on
+  ``kv_in_<c>``'s consumer, and ``kv_<c>`` reads it in order, ``2 T D`` bf16
+  an element (a link whose sides' elements differ in size: ``m`` core
+  elements a memory-tile element);
 * ``out_<c>`` (core -> shim): ``Q g D`` bf16 results per query tile, depth 2.
 
 The span. Each query tile streams its kv head's whole cache, so with ``R / Q
 > 1`` query tiles the cache passes ``R / Q`` times. When a memory-tile element
 holds a whole head (``m = C``, *resident*), the memory tile repeats it
-(``repeat_count = R / Q``) and the shim sends each head once; otherwise the
+(``repeat_count = R / Q`` on ``kv_<c>``) and the shim sends each head once;
+otherwise the
 shim sends each head's spans once per query tile. The span is the first
 candidate that passes legality (memory-tile bytes and descriptor fields,
 shim buffer descriptors) in the order of preference :mod:`.attention_schedule`
@@ -88,20 +93,100 @@ for paired causal tiles) and the words (the iteration dimension repeats them
 once per query element), from host buffers or from the arena at the planned
 offsets, then waits on every ``out``.
 
+Object-FIFO features. aiecc lowers each object FIFO by its features, and
+mlir-aie v1.4.1 tests some combinations of them on one FIFO and not others,
+so every FIFO here keeps to a combination an upstream test uses, and
+:func:`iron.runtime.npu.legality.check_fifo_features` refuses any other by
+name. The features (:data:`~iron.runtime.npu.legality.FIFO_FEATURES`): the
+role in a one-to-one link, a join or a distribute (``link``/``join``/
+``distribute``, ``_in``/``_out``), link sides whose elements differ in size
+(``resize``), a consumer element type of its own (``asymmetric``),
+``dims_to_stream``, ``dims_from_stream`` and ``repeat``. This design's:
+
+| FIFO | features | tested by (v1.4.1) |
+| --- | --- | --- |
+| ``kv_in``, m = 1 | ``link_in`` | hardware [cascade] |
+| ``kv``, m = 1 | ``link_out`` | hardware [cascade] |
+| ``kv_in``, m > 1 | ``link_in``, ``resize``, ``dims_from_stream`` | hardware [atb] |
+| ``kv``, m > 1 | ``link_out``, ``resize`` | hardware [add_one] |
+| ``kv``, resident, R / Q > 1 | ``link_out``, ``resize``, ``repeat`` | lowering [link_rep] |
+| ``q_in``, ``words`` | ``join_in`` | hardware [two_col] |
+| ``qw`` | ``join_out`` | hardware [two_col] |
+| ``q``, ``out`` | none | |
+
+No upstream test gives one FIFO an asymmetric type together with a link or
+with dimensions, nor a repeat together with dimensions, so the memory tile
+re-lays a span as it writes it (``kv_in``) and the linked ``kv`` only reads
+and repeats; the core receives the same bytes in the same order either way.
+
+The survey: every ``aie.objectfifo`` in v1.4.1's ``test/`` MLIR
+(``objectFifo-stateful-transform``, ``npu-xrt`` and the rest, 908 FIFOs) was
+read for its features, and the IRON Python of ``test/npu-xrt`` and
+``programming_examples`` (no attention, flash-attention or MHA example exists
+at v1.4.1) for those that link, repeat, re-lay or re-type. *Hardware*: a lit
+test builds it with aiecc (its default ``--dynamic-objFifos``) and runs it on
+an NPU; *lowering*: only ``aie-opt --aie-objectFifo-stateful-transform=
+"dynamic-objFifos=false"`` checks it. Combinations on one FIFO:
+
+| features on one FIFO | test | kind |
+| --- | --- | --- |
+| ``link_in``; ``link_out`` | [cascade] | hardware |
+| ``link_in`` + ``resize``; ``link_out`` + ``resize`` | [add_one] | hardware (16 to 8 i32) |
+| ``link_in`` + ``resize`` + ``dims_from_stream`` | [atb] | hardware (npu2) |
+| ``link_out`` + ``resize`` + ``dims_to_stream`` + ``dims_from_stream`` | [atb] | hardware (npu2, 8 consumers) |
+| ``link_out`` + ``dims_to_stream`` | [whole] | hardware (``B_L2L1``) |
+| ``distribute_out`` + ``dims_to_stream`` | [whole] | hardware (``A_L2L1``) |
+| ``join_out`` + ``dims_to_stream`` | [whole] | hardware (``C_L2L3``) |
+| ``join_in``; ``join_out``; ``distribute_in``; ``distribute_out`` (offsets) | [two_col] | hardware |
+| ``distribute_out`` + ``repeat`` | [chain] | hardware |
+| ``link_out`` + ``repeat`` (to a shim) | [simple] | hardware |
+| ``repeat`` (core to shim) | [compute] | hardware |
+| ``link_in`` + ``resize`` + ``repeat``; ``link_out`` + ``resize`` + ``repeat`` | [link_rep] | lowering |
+| ``join_in`` + ``repeat`` | [join_rep] | lowering |
+| ``join_in`` + ``dims_from_stream`` | [join_nd] | lowering |
+| ``dims_to_stream`` + ``dims_from_stream`` | [nd_base] | lowering |
+| ``asymmetric`` | [asym] | lowering |
+| ``asymmetric`` + ``repeat``, with initial values, no link | [mobile] | hardware (npu2, ``dynamic-objFifos`` off) |
+| ``asymmetric`` with a link or dimensions; ``repeat`` with dimensions; a join's output broadcast to cores | none | |
+
+The last row is untested upstream. Broadcast is not one of the features the
+check counts: ``qw_<p>`` with paired columns is a join whose output two
+cores consume, which no upstream test does (joins there go to a shim).
+
+Sources (Xilinx/mlir-aie at tag v1.4.1, commit 601fc859532f):
+
+* [cascade] test/npu-xrt/cascade_flows/aie.mlir;
+* [add_one] test/npu-xrt/add_one_objFifo/aie.mlir;
+* [atb] programming_examples/ml/block_datatypes/gemm_asymmetric_tile_buffering/
+  config1/n32_core.py (``A_L3L2``, ``A_L2L1``; run_strix_makefile_chess.lit):
+  a shim FIFO of 128 x 512 bf16 elements written through
+  ``dims_from_stream_per_cons`` on its memory tile, ``forward()``-ed (a
+  one-to-one link, offsets ``[0]``) to 32 x 64-element core elements;
+* [whole] programming_examples/basic/matrix_multiplication/whole_array/
+  whole_array.py (tests/run_makefile_*_col.lit);
+* [two_col] test/npu-xrt/two_col/aie.mlir;
+* [chain] test/npu-xrt/bd_chain_repeat_on_memtile/aie2.py;
+* [simple], [compute] test/npu-xrt/objectfifo_repeat/simple_repeat/aie2.py,
+  .../compute_repeat/aie2.py;
+* [link_rep], [join_rep] test/objectFifo-stateful-transform/repeat_count/
+  link_repeat_count_test.mlir, link_join_repeat_count_test.mlir;
+* [join_nd], [nd_base] test/objectFifo-stateful-transform/
+  dma_transformations/nd_dma_fromStream_join.mlir, nd_dma_base_AIE2.mlir;
+* [asym] test/objectFifo-stateful-transform/asymmetric_element_type/
+  asymmetric_element_type.mlir;
+* [mobile] programming_examples/ml/mobilenet/bottleneck/post_l1.py
+  (run_e2e.lit; its Makefile passes ``--dynamic-objFifos=false``).
+
 mlir-aie syntax beyond :mod:`iron.runtime.npu.mlir` (emitted by local helpers
-here; they could move into the Builder), from the pinned era's tests in
-Xilinx/mlir-aie:
+here; they could move into the Builder), from the same tests:
 
 * [link_join] ``aie.objectfifo.link [@a, @b] -> [@c]([0, n] [])``:
   test/objectFifo-stateful-transform/bd_chain_on_memtile/join_with_iterations.mlir;
-* [dims_link] ``aie.objectfifo @x(%mem_tile dimensionsToStream [<size = s,
-  stride = t>, ...], {%tile}, 2 : i32)`` and ``aie.objectfifo.link [@in] ->
-  [@x]([] [])``: the memtile tests of the same era (e.g. a ``memA``/``memX``
-  link from a shim FIFO);
-* [repeat] ``{repeat_count = N : i32}`` after the FIFO's operands:
-  test/objectFifo-stateful-transform/bd_chain_on_memtile/bd_chain_with_repeat_count.mlir;
-* [asym] ``: !aie.objectfifo<memref<big>> -> !aie.objectfifo<memref<small>>``:
-  test/objectFifo-stateful-transform/asymmetric_element_type/asymmetric_element_type.mlir.
+* [resize_link] ``aie.objectfifo.link [@in] -> [@x]([] [])`` between FIFOs of
+  different element sizes: [add_one];
+* [dims_from] ``aie.objectfifo @x(%shim, {%mem_tile dimensionsFromStream
+  [<size = s, stride = t>, ...]}, 2 : i32)``: [join_nd];
+* [repeat] ``{repeat_count = N : i32}`` after the FIFO's operands: [link_rep].
 """
 
 from __future__ import annotations
@@ -128,6 +213,7 @@ from iron.runtime.npu.designs.attention_schedule import (
     check_memtile_dims,
     fix_hint,
     kv_dims,
+    kv_repeat,
     layout_of,
     memtile_bytes,
     memtile_dim_problems,
@@ -219,6 +305,11 @@ def layout(
     return fallback[0], fallback[1]
 
 
+def _dims(dims: tuple[tuple[int, int], ...]) -> str:
+    """``[<size = s, stride = t>, ...]``, a ``bd_dim_layout`` array [dims_from]."""
+    return "[" + ", ".join(f"<size = {s}, stride = {t}>" for s, t in dims) + "]"
+
+
 def _fifo_line(
     name: str,
     prod: str,
@@ -226,26 +317,18 @@ def _fifo_line(
     depth: int,
     elem: str,
     *,
-    dims: tuple[tuple[int, int], ...] = (),
+    dims_from: tuple[tuple[int, int], ...] = (),
     repeat: int = 1,
-    cons_elem: str | None = None,
 ) -> str:
-    """An ``aie.objectfifo`` with dims [dims_link], repeat [repeat] and an
-    asymmetric consumer element [asym]."""
-    to_stream = ""
-    if dims:
-        to_stream = (
-            " dimensionsToStream ["
-            + ", ".join(f"<size = {s}, stride = {t}>" for s, t in dims)
-            + "]"
-        )
+    """An ``aie.objectfifo``, its consumers writing through ``dims_from``
+    [dims_from] and the producer repeating each element ``repeat`` times
+    [repeat]."""
+    from_stream = f" dimensionsFromStream {_dims(dims_from)}" if dims_from else ""
+    consumers = ", ".join(c + from_stream for c in cons)
     attrs = f" {{repeat_count = {repeat} : i32}}" if repeat > 1 else ""
-    ty = objectfifo_type(elem)
-    if cons_elem:
-        ty += " -> " + objectfifo_type(cons_elem)
     return (
-        f"aie.objectfifo @{name}({prod}{to_stream}, {{{', '.join(cons)}}}, "
-        f"{depth} : i32){attrs} : {ty}"
+        f"aie.objectfifo @{name}({prod}, {{{consumers}}}, {depth} : i32){attrs} : "
+        f"{objectfifo_type(elem)}"
     )
 
 
@@ -297,6 +380,7 @@ def build(
 
     n, T, L = p.columns, p.kv_tile, p.max_len
     kv_t, big_t = memref(2 * T * D), memref(2 * p.block)
+    dims, repeat = kv_dims(p), kv_repeat(p)
     qel = p.q_elems
     q_t = memref(p.group * qel // 2 + p.count, "i32") if p.count else memref(qel)
     out_t = memref(qel)
@@ -328,22 +412,11 @@ def build(
             prod = tile_of(f.producer)
             cons = [tile_of(t) for t in f.consumers]
             if f.name.startswith("kv_in_"):
-                b.line(_fifo_line(f.name, prod, cons, f.depth, big_t))
+                b.line(_fifo_line(f.name, prod, cons, f.depth, big_t, dims_from=dims))
             elif f.name.startswith("kv_"):
                 c = int(f.name.rsplit("_", 1)[1])
-                b.line(
-                    _fifo_line(
-                        f.name,
-                        prod,
-                        cons,
-                        f.depth,
-                        big_t,
-                        dims=kv_dims(p),
-                        repeat=p.q_tiles if p.resident else 1,
-                        cons_elem=kv_t if p.span > 1 else None,
-                    )
-                )
-                b.line(_link_line([f"kv_in_{c}"], [f.name], []))
+                b.line(_fifo_line(f.name, prod, cons, f.depth, kv_t, repeat=repeat))
+                b.line(_link_line([f"kv_in_{c}"], [f.name], []))  # [resize_link]
             else:
                 elem = memref(f.elements, "i32" if f.itemsize == 4 else "bf16")
                 b.line(_fifo_line(f.name, prod, cons, f.depth, elem))

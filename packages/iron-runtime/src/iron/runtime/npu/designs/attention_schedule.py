@@ -3,7 +3,7 @@
 This module owns the :class:`AttentionSchedule` (the design's sizes, in the
 notation of :mod:`.attention`, and the span chosen), what decides the span
 (the candidates in order of preference, whether one shim descriptor can
-alternate ``k_cache`` and ``v_cache``, their pairing, the memory tile's read
+alternate ``k_cache`` and ``v_cache``, their pairing, the memory tile's write
 of a span chunk by chunk and its descriptor checks, the shim walks of K and
 V), and where a schedule puts things: its object FIFOs and the shim each
 input stream leaves from, the walks of the query tiles and results, every
@@ -32,9 +32,10 @@ legality (memory-tile bytes and descriptor fields, shim buffer descriptors):
   the error naming the fix (place both caches in the arena, ``v_cache`` after
   ``k_cache`` within the step, or a shorter ``max_len``).
 
-With ``m > 1`` the memory tile reads each ``[K_blk | V_blk]`` element chunk
-by chunk (``dimensionsToStream [m, 2, T, D]``); a read whose sizes or steps
-are past the memory tile's 10-bit wrap or 17-bit step (in 32-bit words) is
+With ``m > 1`` the memory tile writes each arriving ``[K_blk | V_blk]``
+element chunk by chunk, interleaved (``dimensionsFromStream [2, m, T, D]`` on
+``kv_in``), and ``kv`` reads it in order; a write whose sizes or steps are
+past the memory tile's 10-bit wrap or 17-bit step (in 32-bit words) is
 refused, naming the fix.
 """
 
@@ -66,6 +67,8 @@ __all__ = [
     "check_memtile_dims",
     "fix_hint",
     "kv_dims",
+    "kv_features",
+    "kv_repeat",
     "layout_of",
     "memtile_bytes",
     "memtile_dim_problems",
@@ -247,18 +250,46 @@ def candidates(base: dict, dist: int | None) -> list[AttentionSchedule]:
 
 
 def kv_dims(p: AttentionSchedule) -> tuple[tuple[int, int], ...]:
-    """``dimensionsToStream`` of ``kv_<c>``: ``[K_t | V_t]`` for each chunk of a span.
+    """``dimensionsFromStream`` of ``kv_in_<c>`` on its memory tile, or none.
 
-    Empty when a span is one chunk (the element is already ``[K_t | V_t]``).
+    The shim sends a span as ``[K_blk | V_blk]`` (K's ``m`` chunks, then V's);
+    the memory tile writes it interleaved, ``[K_0 | V_0 | K_1 | V_1 | ...]``
+    (sizes ``[2, m, T, D]``, strides ``[T D, 2 T D, D, 1]``), so the linked
+    ``kv_<c>`` reads it in order, ``[K_t | V_t]`` an element. Empty when a
+    span is one chunk (the element arrives as ``[K_t | V_t]``).
     """
     D, T = p.head_dim, p.kv_tile
     if p.span == 1:
         return ()
-    return ((p.span, T * D), (2, p.block), (T, D), (D, 1))
+    return ((2, T * D), (p.span, 2 * T * D), (T, D), (D, 1))
+
+
+def kv_features(p: AttentionSchedule) -> tuple[frozenset[str], frozenset[str]]:
+    """The object-FIFO features of ``kv_in_<c>`` and of ``kv_<c>``.
+
+    ``kv_in_<c>`` is the input of a one-to-one link and ``kv_<c>`` its output
+    (:data:`~iron.runtime.npu.legality.FIFO_FEATURES`); with spans of several
+    chunks their elements differ in size (``resize``), ``kv_in_<c>`` is
+    written through :func:`kv_dims` and, when a resident head is read once a
+    query tile, ``kv_<c>`` repeats it (``repeat``). Each is a combination
+    mlir-aie v1.4.1 tests (:data:`~iron.runtime.npu.legality.TESTED_FIFO_FEATURES`).
+    """
+    kv_in, kv = {"link_in"}, {"link_out"}
+    if p.span > 1:
+        kv_in |= {"resize", "dims_from_stream"}
+        kv |= {"resize"}
+    if kv_repeat(p) > 1:
+        kv.add("repeat")
+    return frozenset(kv_in), frozenset(kv)
+
+
+def kv_repeat(p: AttentionSchedule) -> int:
+    """How many times the memory tile sends each ``kv_in`` element to the core."""
+    return p.q_tiles if p.resident else 1
 
 
 def memtile_dim_problems(p: AttentionSchedule, dev: Device) -> list[str]:
-    """How the memory tile's read of a span breaks its descriptor fields."""
+    """How the memory tile's write of a span breaks its descriptor fields."""
     words = lambda n: n * ITEM // dev.dma_granule_bytes  # noqa: E731
     dims = kv_dims(p)
     problems = []
@@ -274,7 +305,7 @@ def memtile_dim_problems(p: AttentionSchedule, dev: Device) -> list[str]:
 
 
 def check_memtile_dims(op: str, p: AttentionSchedule, dev: Device) -> None:
-    """The memory tile's read of ``[K_blk | V_blk]`` within its descriptor fields.
+    """The memory tile's write of ``[K_blk | V_blk]`` within its descriptor fields.
 
     Raises:
         legality.LegalityError: A size or step is past the memory tile's
@@ -283,8 +314,8 @@ def check_memtile_dims(op: str, p: AttentionSchedule, dev: Device) -> None:
     problems = memtile_dim_problems(p, dev)
     if problems:
         raise legality.LegalityError(
-            f"{op} on {dev}: {legality.Tile(0, MEM_ROW)}: the read of @kv_0 "
-            f"(dimensionsToStream {[list(d) for d in kv_dims(p)]}) breaks the "
+            f"{op} on {dev}: {legality.Tile(0, MEM_ROW)}: the write of @kv_in_0 "
+            f"(dimensionsFromStream {[list(d) for d in kv_dims(p)]}) breaks the "
             f"memory tile's descriptor limits: " + "; ".join(problems) + "; use a "
             "smaller max_len or head_dim"
         )
@@ -398,13 +429,21 @@ def _fifos(p: AttentionSchedule, dev: Device) -> list[legality.Fifo]:
     shim_of = _shim_of(p, dev)
     D, T = p.head_dim, p.kv_tile
     fifos = []
+    kv_in_features, kv_features_ = kv_features(p)
     for c in range(p.columns):
         core, mem = legality.Tile(c, CORE_ROW), legality.Tile(c, MEM_ROW)
         fifos += [
             legality.Fifo(
-                f"kv_in_{c}", legality.Tile(c, 0), (mem,), p.kv_depth, 2 * p.block
+                f"kv_in_{c}",
+                legality.Tile(c, 0),
+                (mem,),
+                p.kv_depth,
+                2 * p.block,
+                features=kv_in_features,
             ),
-            legality.Fifo(f"kv_{c}", mem, (core,), p.depth, 2 * T * D),
+            legality.Fifo(
+                f"kv_{c}", mem, (core,), p.depth, 2 * T * D, features=kv_features_
+            ),
         ]
         if not p.count:
             fifos.append(
@@ -422,13 +461,28 @@ def _fifos(p: AttentionSchedule, dev: Device) -> list[legality.Fifo]:
             cores = tuple(legality.Tile(q * G + k, CORE_ROW) for k in range(G))
             shim = legality.Tile(shim_of[f"q_in_{q}"], 0)
             wshim = legality.Tile(shim_of[f"words_{q}"], 0)
+            join_in = frozenset({"join_in"})
             fifos += [
                 legality.Fifo(
-                    f"q_in_{q}", shim, (mem,), p.depth, G * p.q_elems // 2, 4
+                    f"q_in_{q}",
+                    shim,
+                    (mem,),
+                    p.depth,
+                    G * p.q_elems // 2,
+                    4,
+                    features=join_in,
                 ),
-                words_fifo(q, wshim, mem, p.count),
+                dataclasses.replace(
+                    words_fifo(q, wshim, mem, p.count), features=join_in
+                ),
                 legality.Fifo(
-                    f"qw_{q}", mem, cores, p.depth, G * p.q_elems // 2 + p.count, 4
+                    f"qw_{q}",
+                    mem,
+                    cores,
+                    p.depth,
+                    G * p.q_elems // 2 + p.count,
+                    4,
+                    features=frozenset({"join_out"}),
                 ),
             ]
     return fifos
