@@ -193,6 +193,7 @@ template <unsigned N> struct mask {
     return m;
   }
   bool test(unsigned i) const { return (bits >> i) & 1u; }
+  mask operator&(const mask &o) const { return from_uint32(bits & o.bits); }
 };
 
 // An accfloat accumulator: fp32 lanes. from_vector of bf16 lanes is exact

@@ -164,11 +164,12 @@ struct AieBackend {
 // fp32 lanes of an accfloat accumulator). Its adds and subtracts are the
 // accumulator's own. A product of two such values splits each into three
 // bf16 pieces, a = a0 + a1 + a2 exactly (a0 = bf16(a), a1 = bf16(a - a0),
-// a2 = a - a0 - a1, each remainder exact in the accumulator), and sums the
-// six largest piece products, each exact in accfloat (the three dropped are
-// under 2**-26 relative). A compare rounds the fp32 difference to bf16 and
-// compares that with 0, which keeps its sign: Peano's own lt(v16float,
-// v16float) does the same (Xilinx/llvm-aie
+// a2 = a - a0 - a1, each remainder exact in the accumulator; |a1| <= 2**-8
+// |a|, |a2| <= 2**-16 |a|), and sums the six largest piece products, each
+// exact in accfloat (the three dropped are together under 2**-23 relative:
+// the product is within about two fp32 ulps). A compare rounds the fp32
+// difference to bf16 and compares that with 0, which keeps its sign: Peano's
+// own lt(v16float, v16float) does the same (Xilinx/llvm-aie
 // clang/lib/Headers/aiev2/aiev2_vadd.h). No fp32-vector multiply, compare,
 // conversion or estimate is used.
 struct Aie2Backend {
@@ -209,15 +210,17 @@ struct Aie2Backend {
     acc = aie::mac(acc, a1, b0);
     acc = aie::mac(acc, a0, b0);
     // Where a0 * b0 is infinite or NaN (an infinite or NaN operand) the
-    // remainders are NaN; the product is then a0 * b0's class, as IEEE's.
+    // remainders are NaN, and where it is zero (a zero operand) the sum of
+    // zeros loses the product's sign: the product is then a0 * b0, as IEEE's.
     const F lead = aie::mul(a0, b0);
-    return select(finite(lead), acc, lead);
+    return select(finite_nonzero(lead), acc, lead);
   }
 
-  // Lanes whose value is finite (not an infinity, not a NaN).
-  static M finite(F a) {
+  // Lanes whose value is finite and not zero.
+  static M finite_nonzero(F a) {
     const vbf16 inf = aie::broadcast<bfloat16, kLanes>(bf16_from_bits(0x7f80));
-    return aie::lt(aie::abs(a.to_vector<bfloat16>()), inf);
+    const vbf16 mag = aie::abs(a.to_vector<bfloat16>());
+    return aie::lt(bf16_zero(), mag) & aie::lt(mag, inf);
   }
 
   static M less(F a, F b) {
