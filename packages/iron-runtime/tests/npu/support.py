@@ -11,7 +11,11 @@ This module owns:
   package is not installed;
 - the host C++ harnesses: ``CXX`` (g++ or clang++, or None) and
   :func:`compile_host`, which builds a harness against the kernel sources,
-  skipping where there is no compiler;
+  skipping where there is no compiler; :func:`empty_aie_api`, the include
+  directory whose ``aie_api/aie.hpp`` is empty (the harnesses include
+  ``host_aie_api.h``, a scalar model of aie_api, instead), and
+  ``AIE2_FLAGS``, which build a harness as Peano builds for aie2 against the
+  model's AIE2 form (no fp32-vector operations);
 - :func:`shim_moved`, the element indices a shim transfer moves, decoded with
   ``legality.encode`` / ``shim_elements``.
 """
@@ -35,6 +39,10 @@ HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
 UPDATE = os.environ.get("IRON_UPDATE_GOLDEN", "") not in ("", "0")
 CXX = shutil.which("g++") or shutil.which("clang++")
+
+#: A host build of the kernels for aie2: Peano's __AIE_ARCH__ for aie2 (which
+#: selects iron::Aie2Backend), and host_aie_api.h's AIE2 form of the model.
+AIE2_FLAGS = ("-DIRON_HOST_AIE2", "-D__AIE_ARCH__=20")
 
 
 def check_golden(case: str, dev: str, text: str, *, subject: str = "") -> None:
@@ -98,6 +106,20 @@ def compile_host(
         check=True,
     )
     return exe
+
+
+def empty_aie_api(directory: Path) -> Path:
+    """``directory`` with an empty ``aie_api/aie.hpp`` in it, for a host build.
+
+    The kernels include ``<aie_api/aie.hpp>``; a host harness includes the
+    model ``host_aie_api.h`` ahead of them and this empty header stands in.
+    """
+    (Path(directory) / "aie_api").mkdir(parents=True, exist_ok=True)
+    (Path(directory) / "aie_api" / "aie.hpp").write_text(
+        "// host build: the harness includes host_aie_api.h, the aie_api model\n",
+        encoding="utf-8",
+    )
+    return Path(directory)
 
 
 def shim_moved(t: legality.Transfer, dev: str | None = None) -> np.ndarray:

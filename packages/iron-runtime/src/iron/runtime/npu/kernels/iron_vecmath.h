@@ -16,9 +16,15 @@
 //   recip_approx(F) -> F      1/d to at least 8 bits (refined here)
 //   less(F, F) -> M           select(M, F if_true, F if_false) -> F
 //
-// kernels/iron_aie_backend.h maps them onto aie_api for the cores;
+// iron_kernel.h maps them onto aie_api for the cores twice: AieBackend on
+// fp32 vectors (AIE2P), Aie2Backend on AIE2's own arithmetic (F is then an
+// accfloat accumulator, mul a sum of exact bf16-piece products, less a bf16
+// compare of the fp32 difference, nearest/to_f/pow2/select on int32 lanes,
+// recip_approx a magic constant and two Newton steps: see there).
 // tests/npu/host_vecmath.cc maps them onto scalar floats, so the algorithms
-// (and their error against numpy) are checked without the AIE toolchain.
+// (and their error against numpy) are checked without the AIE toolchain;
+// tests/npu/host_kernels.cc and host_rows.cc run the kernels themselves with
+// either backend against a scalar model of aie_api.
 //
 // Error budget: exp by 2**(t log2 e) with |f| <= 1/2 and a degree-6 Taylor
 // polynomial of 2**f (remainder < 1.3e-7), the scaling split in two so every

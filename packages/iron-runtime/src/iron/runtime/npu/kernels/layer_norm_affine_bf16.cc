@@ -14,17 +14,19 @@
 
 namespace {
 
+using B = iron::Backend;
+
 // 1/sqrt(d) as iron::rsqrt, for any normal d > 0. iron::rsqrt forms
 // d * (r * r); for d above 2**100, r * r is below 2**-100 and an fp32
-// multiply emulated from three bf16 pieces (AIE2) loses the pieces under
-// 2**-126 when subnormals flush, leaving about 16 correct bits, which a bias
-// cancelling the scaled row exposes (tests/npu/test_row_kernels.py). An
-// exact power-of-four scaling keeps every intermediate in range.
-inline iron::vf32 rsqrt_any(float d) {
-  using B = iron::AieBackend;
+// multiply from three bf16 pieces (AIE2's: aie_api's emulation, or
+// iron::Aie2Backend's) loses the pieces under 2**-126 when subnormals flush,
+// leaving about 16 correct bits, which a bias cancelling the scaled row
+// exposes (tests/npu/test_row_kernels.py). An exact power-of-four scaling
+// keeps every intermediate in range.
+inline B::F rsqrt_any(float d) {
   if (d > 0x1p100f)
-    return B::mul(iron::rsqrt(d * 0x1p-64f), B::splat(0x1p-32f));
-  return iron::rsqrt(d);
+    return B::mul(iron::rsqrt<B>(d * 0x1p-64f), B::splat(0x1p-32f));
+  return iron::rsqrt<B>(d);
 }
 
 } // namespace
@@ -33,31 +35,30 @@ extern "C" void layer_norm_affine_bf16(bfloat16 *__restrict x,
                                        bfloat16 *__restrict params,
                                        bfloat16 *__restrict out, int32_t n,
                                        int32_t cols, int32_t eps) {
-  using B = iron::AieBackend;
   iron::round_nearest_even();
   const float e = iron::f32_from_bits(eps);
   const float count = static_cast<float>(cols);
   const bfloat16 *weight = params;
   const bfloat16 *bias = params + cols;
   for (int32_t r = 0; r < n; r += cols) {
-    iron::vf32 acc = B::splat(0.0f);
+    B::F acc = B::splat(0.0f);
     for (int32_t i = 0; i < cols; i += iron::kLanes)
-      acc = B::add(acc, iron::widen(aie::load_v<iron::kLanes>(x + r + i)));
-    const iron::vf32 mean = B::splat(iron::lane_sum(acc) / count);
-    iron::vf32 sq = B::splat(0.0f);
+      acc = B::add(acc, B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)));
+    const B::F mean = B::splat(B::lane_sum(acc) / count);
+    B::F sq = B::splat(0.0f);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 d =
-          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      const B::F d =
+          B::sub(B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)), mean);
       sq = B::add(sq, B::mul(d, d));
     }
-    const iron::vf32 scale = rsqrt_any(iron::lane_sum(sq) / count + e);
+    const B::F scale = rsqrt_any(B::lane_sum(sq) / count + e);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 d =
-          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
-      const iron::vf32 w = iron::widen(aie::load_v<iron::kLanes>(weight + i));
-      const iron::vf32 b = iron::widen(aie::load_v<iron::kLanes>(bias + i));
+      const B::F d =
+          B::sub(B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      const B::F w = B::from_bf16(aie::load_v<iron::kLanes>(weight + i));
+      const B::F b = B::from_bf16(aie::load_v<iron::kLanes>(bias + i));
       aie::store_v(out + r + i,
-                   iron::narrow(B::add(B::mul(B::mul(d, scale), w), b)));
+                   B::to_bf16(B::add(B::mul(B::mul(d, scale), w), b)));
     }
   }
 }

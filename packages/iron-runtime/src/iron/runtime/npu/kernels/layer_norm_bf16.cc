@@ -14,26 +14,28 @@
 
 extern "C" void layer_norm_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
                                 int32_t n, int32_t cols, int32_t eps) {
-  using B = iron::AieBackend;
+  using B = iron::Backend;
   iron::round_nearest_even();
   const float e = iron::f32_from_bits(eps);
   const float count = static_cast<float>(cols);
   for (int32_t r = 0; r < n; r += cols) {
-    iron::vf32 acc = B::splat(0.0f);
+    B::F acc = B::splat(0.0f);
     for (int32_t i = 0; i < cols; i += iron::kLanes)
-      acc = B::add(acc, iron::widen(aie::load_v<iron::kLanes>(x + r + i)));
-    const iron::vf32 mean = B::splat(iron::lane_sum(acc) / count);
-    iron::vf32 sq = B::splat(0.0f);
+      acc = B::add(acc, B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)));
+    const B::F mean = B::splat(B::lane_sum(acc) / count);
+    // The deviations and their squares stay in fp32 lanes (accumulators on
+    // AIE2); nothing between here and the output rounds to bf16.
+    B::F sq = B::splat(0.0f);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 d =
-          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      const B::F d =
+          B::sub(B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)), mean);
       sq = B::add(sq, B::mul(d, d));
     }
-    const iron::vf32 scale = iron::rsqrt(iron::lane_sum(sq) / count + e);
+    const B::F scale = iron::rsqrt<B>(B::lane_sum(sq) / count + e);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 d =
-          B::sub(iron::widen(aie::load_v<iron::kLanes>(x + r + i)), mean);
-      aie::store_v(out + r + i, iron::narrow(B::mul(d, scale)));
+      const B::F d =
+          B::sub(B::from_bf16(aie::load_v<iron::kLanes>(x + r + i)), mean);
+      aie::store_v(out + r + i, B::to_bf16(B::mul(d, scale)));
     }
   }
 }

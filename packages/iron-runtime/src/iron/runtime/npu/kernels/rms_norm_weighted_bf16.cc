@@ -16,23 +16,23 @@ extern "C" void rms_norm_weighted_bf16(bfloat16 *__restrict x,
                                        bfloat16 *__restrict weight,
                                        bfloat16 *__restrict out, int32_t n,
                                        int32_t cols, int32_t eps) {
-  using B = iron::AieBackend;
+  using B = iron::Backend;
   iron::round_nearest_even();
   const float e = iron::f32_from_bits(eps);
   for (int32_t r = 0; r < n; r += cols) {
-    iron::vf32 acc = B::splat(0.0f);
+    B::F acc = B::splat(0.0f);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
-      acc = B::add(acc, B::mul(v, v));
+      const iron::vbf16 v = aie::load_v<iron::kLanes>(x + r + i);
+      acc = B::mac_bf16(acc, v, v);
     }
-    const float mean = iron::lane_sum(acc) / static_cast<float>(cols);
-    const iron::vf32 scale = iron::rsqrt(mean + e);
+    const float mean = B::lane_sum(acc) / static_cast<float>(cols);
+    const B::F scale = iron::rsqrt<B>(mean + e);
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
+      const B::F v = B::from_bf16(aie::load_v<iron::kLanes>(x + r + i));
       // The normalized row rounds to bf16 first (the first kernel's output).
-      const iron::vf32 normed = iron::widen(iron::narrow(B::mul(v, scale)));
-      const iron::vf32 w = iron::widen(aie::load_v<iron::kLanes>(weight + i));
-      aie::store_v(out + r + i, iron::narrow(B::mul(normed, w)));
+      const B::F normed = B::from_bf16(B::to_bf16(B::mul(v, scale)));
+      const B::F w = B::from_bf16(aie::load_v<iron::kLanes>(weight + i));
+      aie::store_v(out + r + i, B::to_bf16(B::mul(normed, w)));
     }
   }
 }

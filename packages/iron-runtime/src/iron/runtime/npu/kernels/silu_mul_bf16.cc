@@ -15,7 +15,7 @@
 extern "C" void silu_mul_bf16(bfloat16 *__restrict gate,
                               bfloat16 *__restrict up,
                               bfloat16 *__restrict out, int32_t n) {
-  iron::map2(gate, up, out, n, [](iron::vf32 g, iron::vf32 u) {
-    return iron::silu_mul<iron::AieBackend>(g, u);
+  iron::map2(gate, up, out, n, [](iron::Lanes g, iron::Lanes u) {
+    return iron::silu_mul<iron::Backend>(g, u);
   });
 }

@@ -16,14 +16,16 @@
 
 namespace {
 
+using B = iron::Backend;
+
 // The lanes of the vector at column i that lie before `length`.
-inline iron::AieBackend::M valid_lanes(int32_t i, int32_t length) {
+inline B::M valid_lanes(int32_t i, int32_t length) {
   const int32_t left = length - i;
   if (left >= iron::kLanes)
-    return iron::AieBackend::M::from_uint32(0xffffu);
+    return B::M::from_uint32(0xffffu);
   if (left <= 0)
-    return iron::AieBackend::M::from_uint32(0u);
-  return iron::AieBackend::M::from_uint32((1u << left) - 1u);
+    return B::M::from_uint32(0u);
+  return B::M::from_uint32((1u << left) - 1u);
 }
 
 } // namespace
@@ -31,39 +33,41 @@ inline iron::AieBackend::M valid_lanes(int32_t i, int32_t length) {
 extern "C" void softmax_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
                              float *__restrict scratch, int32_t n, int32_t cols,
                              int32_t length) {
-  using B = iron::AieBackend;
   iron::round_nearest_even();
   // The clamp of Softmax.reference: a per-call length arrives unclamped.
   const int32_t len = length < 0 ? 0 : (length > cols ? cols : length);
-  const iron::vf32 lowest = B::splat(-std::numeric_limits<float>::infinity());
-  const iron::vf32 zero = B::splat(0.0f);
+  // The row's max is one of its bf16 values: found exactly in bf16 lanes
+  // (aie::max and reduce_max, as upstream's aie_kernels/aie2/reduce_max.cc).
+  const iron::vbf16 lowest =
+      aie::broadcast<bfloat16, iron::kLanes>(iron::bf16_from_bits(0xff80));
+  const B::F zero = B::splat(0.0f);
   for (int32_t r = 0; r < n; r += cols) {
     if (len == 0) {
       for (int32_t i = 0; i < cols; i += iron::kLanes)
-        aie::store_v(out + r + i, iron::narrow(zero));
+        aie::store_v(out + r + i, B::to_bf16(zero));
       continue;
     }
-    iron::vf32 m = lowest;
+    iron::vbf16 m = lowest;
     for (int32_t i = 0; i < len; i += iron::kLanes) {
-      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
-      m = B::maxf(m, B::select(valid_lanes(i, len), v, lowest));
+      const iron::vbf16 v = aie::load_v<iron::kLanes>(x + r + i);
+      m = aie::max(m, aie::select(lowest, v, valid_lanes(i, len)));
     }
-    const iron::vf32 top = B::splat(aie::reduce_max(m));
-    iron::vf32 acc = zero;
+    const B::F top = B::splat(static_cast<float>(aie::reduce_max(m)));
+    B::F acc = zero;
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 v = iron::widen(aie::load_v<iron::kLanes>(x + r + i));
-      const iron::vf32 ex = iron::mexp<B>(B::sub(v, top), B::splat(1.0f));
-      const iron::vf32 kept = B::select(valid_lanes(i, len), ex, zero);
-      aie::store_v(scratch + i, kept);
+      const B::F v = B::from_bf16(aie::load_v<iron::kLanes>(x + r + i));
+      const B::F ex = iron::mexp<B>(B::sub(v, top), B::splat(1.0f));
+      const B::F kept = B::select(valid_lanes(i, len), ex, zero);
+      B::store_f32(scratch + i, kept);
       acc = B::add(acc, kept);
     }
-    const iron::vf32 inv = iron::recip_row(iron::lane_sum(acc));
+    const B::F inv = iron::recip_row<B>(B::lane_sum(acc));
     // Past the length the output is exactly 0 even when the sum is 0 (a row
     // of -inf): inv is then NaN, and 0 * NaN would leak into those columns.
     for (int32_t i = 0; i < cols; i += iron::kLanes) {
-      const iron::vf32 q = B::mul(aie::load_v<iron::kLanes>(scratch + i), inv);
+      const B::F q = B::mul(B::load_f32(scratch + i), inv);
       aie::store_v(out + r + i,
-                   iron::narrow(B::select(valid_lanes(i, len), q, zero)));
+                   B::to_bf16(B::select(valid_lanes(i, len), q, zero)));
     }
   }
 }

@@ -14,7 +14,7 @@
 
 extern "C" void tanh_bf16(bfloat16 *__restrict x, bfloat16 *__restrict out,
                           int32_t n) {
-  iron::map1(x, out, n, [](iron::vf32 v) {
-    return iron::tanh<iron::AieBackend>(v);
+  iron::map1(x, out, n, [](iron::Lanes v) {
+    return iron::tanh<iron::Backend>(v);
   });
 }
