@@ -11,12 +11,13 @@ import sys
 from iron.runtime.npu import bringup
 
 #: mlir-aie v1.4.1's own Peano flags (programming_examples/makefile-common
-#: PEANOWRAP2_FLAGS: WARNING_FLAGS, NO_ADF_FLAGS, -DNDEBUG).
+#: PEANOWRAP2_FLAGS: WARNING_FLAGS, NO_ADF_FLAGS, -DNDEBUG), then IRON's own
+#: -fstack-usage (the frames the build holds to each kernel's contract).
 PINNED = (
     "-O2 -std=c++20 --target={arch}-none-unknown-elf -Wno-parentheses "
     "-Wno-attributes -Wno-macro-redefined -Wno-empty-body "
     "-Wno-missing-template-arg-list-after-template-kw -D__AIE_API_AIE_ADF_HPP__ "
-    "-DNDEBUG -I $MLIR_AIE_INCLUDE_DIR"
+    "-DNDEBUG -fstack-usage -I $MLIR_AIE_INCLUDE_DIR"
 )
 
 
