@@ -364,7 +364,9 @@ def test_a_kernel_over_its_declared_stack_is_refused_by_name(tmp_path):
 def test_a_dynamic_frame_is_refused_whatever_its_size(tmp_path):
     su = tmp_path / "emit.su"
     su.write_text("/k/emit.cc:iron_emit\t8\tdynamic\n", encoding="utf-8")
-    with pytest.raises(build.StackError, match=r"kernel emit .*dynamic frame.*iron_emit"):
+    with pytest.raises(
+        build.StackError, match=r"kernel emit .*dynamic frame.*iron_emit"
+    ):
         build.check_stack("emit", su)
 
 

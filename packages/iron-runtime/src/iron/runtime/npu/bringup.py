@@ -537,7 +537,7 @@ def _commands(designs: Sequence[Any], dev: Device, tc: Any) -> list[str]:
     its ``.su`` file (:func:`iron.runtime.npu.build.check_stack`) and the
     ``stack_size`` the design's cores state.
     """
-    from iron.runtime.npu import build, kernels
+    from iron.runtime.npu import build, kernels, legality
 
     lines, seen = [], set()
     for d in designs:
@@ -552,10 +552,13 @@ def _commands(designs: Sequence[Any], dev: Device, tc: Any) -> list[str]:
             )
             lines.append(f"(cd {work}) " + " ".join(argv))
             declared = kernels.contract(symbol).stack_bytes
+            # A full ELF of several steps has no one layout: each step's cores
+            # state their own kernel's figure.
+            stack = d.layout.stack_bytes or legality.core_stack(dev, (symbol,))
             lines.append(
                 f"# then {work / f'{symbol}.su'}: every frame static, their sum at "
                 f"most {declared} bytes (the stack: line of {symbol}.cc); the "
-                f"design's aie.core stack_size is {d.layout.stack_bytes}"
+                f"design's aie.core stack_size is {stack}"
             )
         argv = build.aiecc_command(tc, dev, work / "design.mlir", work / "aiecc.prj")
         lines.append(f"(cd {work}) " + " ".join(argv))

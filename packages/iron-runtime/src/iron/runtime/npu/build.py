@@ -225,19 +225,13 @@ def stack_usage(path: Path) -> list[Frame]:
             continue
         fields = line.split("\t")
         head = _SU_WHERE.match(fields[0]) if len(fields) == 3 else None
-        if (
-            head is None
-            or not fields[1].isdigit()
-            or fields[2] not in _SU_QUALIFIERS
-        ):
+        if head is None or not fields[1].isdigit() or fields[2] not in _SU_QUALIFIERS:
             raise ValueError(
                 f"{path}:{number}: {line!r} is not a stack-usage line "
                 f"(<file>:<line>:<function>, a tab, the frame's bytes, a tab, "
                 f"static or dynamic)"
             )
-        frames.append(
-            Frame(head["where"], head["function"], int(fields[1]), fields[2])
-        )
+        frames.append(Frame(head["where"], head["function"], int(fields[1]), fields[2]))
     return frames
 
 
