@@ -84,10 +84,11 @@ class TileLimits:
     ``getNum*ShimMuxConnections`` (channels), ``getNumLocks`` (16 per compute or
     shim tile, 64 per memory tile, largest value 63), and the default core
     stack of 0x400 bytes (``getDefaultCoreStackSize``), which IRON never
-    leaves implicit: it is the least :func:`core_stack` states. ``task_queue`` is a DMA channel's task-queue depth
-    (4 tasks per channel on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD
-    IRON's ``dma.py``, https://github.com/amd/IRON);
-    only sequences with waits are held to it (see :func:`check`).
+    leaves implicit: it is the least :func:`core_stack` states.
+    ``task_queue`` is a DMA channel's task-queue depth (4 tasks per channel
+    on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD IRON's ``dma.py``,
+    https://github.com/amd/IRON); only sequences with waits are held to it
+    (see :func:`check`).
     """
 
     channels: dict[str, tuple[int, int]]  # kind -> (MM2S, S2MM)
