@@ -11,12 +11,13 @@ import sys
 from iron.runtime.npu import bringup
 
 #: mlir-aie v1.4.1's own Peano flags (programming_examples/makefile-common
-#: PEANOWRAP2_FLAGS: WARNING_FLAGS, NO_ADF_FLAGS, -DNDEBUG).
+#: PEANOWRAP2_FLAGS: WARNING_FLAGS, NO_ADF_FLAGS, -DNDEBUG), then IRON's own
+#: -fstack-usage (the frames the build holds to each kernel's contract).
 PINNED = (
     "-O2 -std=c++20 --target={arch}-none-unknown-elf -Wno-parentheses "
     "-Wno-attributes -Wno-macro-redefined -Wno-empty-body "
     "-Wno-missing-template-arg-list-after-template-kw -D__AIE_API_AIE_ADF_HPP__ "
-    "-DNDEBUG -I $MLIR_AIE_INCLUDE_DIR"
+    "-DNDEBUG -fstack-usage -I $MLIR_AIE_INCLUDE_DIR"
 )
 
 
@@ -118,3 +119,28 @@ def test_the_module_runs_as_a_script(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "-D__AIE_API_AIE_ADF_HPP__" in done.stdout
+
+
+def test_the_dry_run_shows_each_kernels_stack_check_and_its_cores_stack(
+    tmp_path, monkeypatch
+):
+    """Issue 15 (core stack): every Peano line carries -fstack-usage and is
+    followed by what the build checks of its .su file against the kernel's
+    contract, and the stack_size the design's cores state."""
+    from iron.runtime.npu import kernels
+
+    code, text, _ = _dry(tmp_path, monkeypatch, "--device", "npu2")
+    assert code == 0
+    lines = text.splitlines()
+    peano = [i for i, line in enumerate(lines) if "clang++ -O2" in line]
+    assert peano
+    for i in peano:
+        assert " -fstack-usage " in lines[i]
+        symbol = re.search(r"/(\w+)\.o$", lines[i]).group(1)
+        declared = kernels.contract(symbol).stack_bytes
+        assert re.fullmatch(
+            rf"  # then \S+/{symbol}\.su: every frame static, their sum at most "
+            rf"{declared} bytes \(the stack: line of {symbol}\.cc\); the design's "
+            rf"aie\.core stack_size is \d+",
+            lines[i + 1],
+        ), lines[i + 1]

@@ -28,17 +28,32 @@ def tc(tmp_path) -> build.Toolchain:
 
 
 class FakeRunner:
-    """Records commands; writes the outputs the command names."""
+    """Records commands; writes the outputs the command names.
 
-    def __init__(self) -> None:
+    For a Peano line with ``-fstack-usage`` it writes the ``.su`` file clang
+    would (next to the object, one ``static`` frame of ``frame`` bytes per
+    entry in ``frames``, clang's ``<file>:<function>`` form without debug
+    information), or ``su`` verbatim when given.
+    """
+
+    def __init__(self, frame: int = 64, su: str | None = None) -> None:
         self.commands: list[tuple[list[str], Path]] = []
         self.lock = threading.Lock()
+        self.frame = frame
+        self.su = su
 
     def __call__(self, argv, cwd: Path) -> None:
         with self.lock:
             self.commands.append((list(argv), cwd))
         if "-o" in argv:
-            Path(argv[argv.index("-o") + 1]).write_bytes(b"obj")
+            obj = Path(argv[argv.index("-o") + 1])
+            obj.write_bytes(b"obj")
+            if "-fstack-usage" in argv:
+                src = argv[argv.index("-c") + 1]
+                text = self.su
+                if text is None:
+                    text = f"{src}:{obj.stem}\t{self.frame}\tstatic\n"
+                obj.with_suffix(".su").write_text(text, encoding="utf-8")
         for a in argv:
             for flag in ("--xclbin-name=", "--npu-insts-name=", "--full-elf-name="):
                 if a.startswith(flag):
@@ -62,6 +77,7 @@ def test_peano_command_is_the_pinned_flags(tc, tmp_path):
         "-Wno-missing-template-arg-list-after-template-kw",
         "-D__AIE_API_AIE_ADF_HPP__",
         "-DNDEBUG",
+        "-fstack-usage",
         "-I",
         "/opt/mlir_aie/include",
         "-I",
@@ -168,7 +184,9 @@ def test_npu2_builds_a_full_elf(tc, tmp_path):
 def test_a_build_that_writes_nothing_fails_and_leaves_no_entry(tc, tmp_path):
     def lazy(argv, cwd):
         if "-o" in argv:
-            Path(argv[argv.index("-o") + 1]).write_bytes(b"obj")
+            obj = Path(argv[argv.index("-o") + 1])
+            obj.write_bytes(b"obj")
+            obj.with_suffix(".su").write_text("relu.cc:relu_bf16\t8\tstatic\n")
 
     with pytest.raises(build.BuildError, match="did not write final.xclbin, insts.bin"):
         build.build(
@@ -267,3 +285,105 @@ def test_an_unsupported_tool_version_is_named_before_building(tmp_path, caplog):
             env=env, which=lambda n: None, version=lambda a: lines[a[0]]
         )
     assert "unsupported" not in caplog.text
+
+
+# -- the stack check (-fstack-usage) ----------------------------------------------
+
+#: A .su file as clang writes it for an AIE object (AsmPrinter::emitStackUsage:
+#: ``<file>:<line>:<function>`` with debug information, else
+#: ``<module>:<function>``; mangled C++ names; static or dynamic).
+CLANG_SU = (
+    "/k/rms_norm_bf16.cc:15:rms_norm_bf16\t224\tstatic\n"
+    "/k/rms_norm_bf16.cc:_ZN4iron5rsqrtEf\t96\tstatic\n"
+)
+
+
+def test_stack_usage_reads_clangs_and_gccs_formats(tmp_path):
+    su = tmp_path / "k.su"
+    su.write_text(
+        CLANG_SU
+        + "/k/x.cc:12:5:iron::vf32 iron::rsqrt(float)\t784\tstatic\n"
+        + "/k/x.cc:31:17:void f(int)\t1392\tdynamic,bounded\n"
+        + "C:/k/y.cc:g\t16\tdynamic\n",
+        encoding="utf-8",
+    )
+    frames = build.stack_usage(su)
+    assert [(f.where, f.function, f.bytes, f.dynamic) for f in frames] == [
+        ("/k/rms_norm_bf16.cc:15", "rms_norm_bf16", 224, False),
+        ("/k/rms_norm_bf16.cc", "_ZN4iron5rsqrtEf", 96, False),
+        ("/k/x.cc:12:5", "iron::vf32 iron::rsqrt(float)", 784, False),
+        ("/k/x.cc:31:17", "void f(int)", 1392, True),
+        ("C:/k/y.cc", "g", 16, True),
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "f\t12\tstatic",  # no location
+        "/k/a.cc:f\t12",  # no qualifier
+        "/k/a.cc:f\ttwelve\tstatic",
+        "/k/a.cc:f\t12\tstatic\textra",
+        "/k/a.cc:f\t12\tunknown",
+    ],
+)
+def test_stack_usage_refuses_a_line_out_of_format(tmp_path, line):
+    su = tmp_path / "k.su"
+    su.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"k\.su:1: .* is not a stack-usage line"):
+        build.stack_usage(su)
+
+
+def test_a_kernel_within_its_declared_stack_passes(tmp_path):
+    su = tmp_path / "rms_norm_bf16.su"
+    su.write_text(CLANG_SU, encoding="utf-8")
+    assert kernels.contract("rms_norm_bf16").stack_bytes >= 320
+    assert build.check_stack("rms_norm_bf16", su) == 224 + 96
+
+
+def test_a_kernel_over_its_declared_stack_is_refused_by_name(tmp_path):
+    """Issue 15 (core stack): the frames Peano measures are held to the
+    contract's figure, the sum over the object (no kernel recurses)."""
+    declared = kernels.contract("rms_norm_bf16").stack_bytes
+    su = tmp_path / "rms_norm_bf16.su"
+    su.write_text(
+        f"/k/rms_norm_bf16.cc:rms_norm_bf16\t{declared - 64}\tstatic\n"
+        "/k/rms_norm_bf16.cc:_ZN4iron5rsqrtEf\t96\tstatic\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(build.StackError) as info:
+        build.check_stack("rms_norm_bf16", su)
+    text = str(info.value)
+    assert f"kernel rms_norm_bf16: Peano measures {declared + 32} bytes" in text
+    assert f"its contract declares {declared}" in text
+    assert "raise the figure on the 'stack:' line of" in text
+    assert f"rms_norm_bf16.cc to at least {declared + 32} bytes" in text
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_a_dynamic_frame_is_refused_whatever_its_size(tmp_path):
+    su = tmp_path / "emit.su"
+    su.write_text("/k/emit.cc:iron_emit\t8\tdynamic\n", encoding="utf-8")
+    with pytest.raises(
+        build.StackError, match=r"kernel emit .*dynamic frame.*iron_emit"
+    ):
+        build.check_stack("emit", su)
+
+
+def test_no_su_file_is_a_build_error_naming_the_flag(tmp_path):
+    with pytest.raises(build.BuildError, match=r"no stack-usage file .*-fstack-usage"):
+        build.check_stack("emit", tmp_path / "emit.su")
+
+
+def test_the_build_checks_each_kernels_frames_after_compiling(tc, tmp_path):
+    """Through build(): Peano's line carries -fstack-usage, and a kernel whose
+    .su exceeds its contract stops the build before aiecc, leaving no entry."""
+    design = build_design(AXPY(size=2048, scalar_factor=2.0), NPU1)
+    declared = kernels.contract("axpy_bf16").stack_bytes
+    over = FakeRunner(frame=declared + 4)
+    with pytest.raises(build.StackError, match=f"kernel axpy_bf16: .*{declared + 4}"):
+        build.build(design, tc, runner=over, cache=tmp_path)
+    assert len(over.commands) == 1 and "-fstack-usage" in over.commands[0][0]
+    assert list((tmp_path / "npu").iterdir()) == []
+    fine = FakeRunner(frame=declared)
+    assert build.build(design, tc, runner=fine, cache=tmp_path).xclbin.is_file()

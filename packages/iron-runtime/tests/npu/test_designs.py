@@ -346,9 +346,13 @@ def test_every_tiled_design_makes_its_fifos_as_deep_as_the_operator_says(
 
 
 def test_an_elementwise_kernel_is_the_one_the_operator_declares(monkeypatch):
-    monkeypatch.setattr(ReLU, "kernel", "relu2_bf16")
+    monkeypatch.setattr(ReLU, "kernel", "silu_bf16")  # same signature, shipped
     d = build_design(ReLU(size=4096), "npu1")
-    assert d.kernels == ("relu2_bf16",) and "@relu2_bf16(" in d.text
+    assert d.kernels == ("silu_bf16",) and "@silu_bf16(" in d.text
+    # A kernel that does not ship has no contract to size the core's stack.
+    monkeypatch.setattr(ReLU, "kernel", "relu2_bf16")
+    with pytest.raises(KeyError, match="no IRON kernel 'relu2_bf16' ships"):
+        build_design(ReLU(size=4096), "npu1")
     assert elementwise.kernel_of(LeakyReLU(size=16, alpha=0.5)) == (
         "leaky_relu_bf16",
         (0x3F00,),

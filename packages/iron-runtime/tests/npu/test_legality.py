@@ -20,12 +20,15 @@ from iron.core.device import NPU1, NPU2
 from iron.core.dma import linear_walk, shim_descriptor_fits
 from iron.core.tap import TensorAccessPattern
 from iron.runtime.npu.legality import (
+    STACK_ALIGN,
+    TILE_LIMITS,
     Fifo,
     Layout,
     LegalityError,
     Tile,
     Transfer,
     check,
+    core_stack,
     encode,
     shim_elements,
     shim_transfer_problems,
@@ -161,7 +164,7 @@ def test_a_sub_word_innermost_stride_is_refused_by_both_checks():
 # -- layouts ---------------------------------------------------------------------
 
 
-def _layout(depth=2, elements=1024, cores=1, extra=(), transfers=None, stack=None):
+def _layout(depth=2, elements=1024, cores=1, extra=(), transfers=None, stack=1024):
     shim, core = Tile(0, 0), Tile(0, 2)
     fifos = (
         Fifo("in", shim, (core,), depth, elements),
@@ -191,6 +194,47 @@ def test_stack_counts():
     check(_layout(elements=16000 // 2, stack=0), NPU1)
     with pytest.raises(LegalityError, match="8192-byte stack"):
         check(_layout(elements=16000 // 2, stack=8192), NPU1)
+
+
+def test_a_layout_with_cores_states_their_stack():
+    """The toolchain's 0x400 default is never assumed (issue 15, core stack)."""
+    with pytest.raises(LegalityError, match="states no core stack.*core_stack"):
+        check(_layout(stack=None), NPU2)
+    check(Layout("Copy", (), (), ()), NPU2)  # no core, no stack
+
+
+def test_core_stack_is_the_largest_kernel_plus_the_core_body_aligned(monkeypatch):
+    from iron.runtime.npu import kernels
+
+    declared = {"a": 900, "b": 1000, "c": 100}
+
+    class Fake:
+        def __init__(self, n):
+            self.stack_bytes = n
+
+    monkeypatch.setattr(kernels, "contract", lambda s: Fake(declared[s]))
+    # 1000 + 128 = 1128, up to a multiple of 32: 1152.
+    assert core_stack(NPU2, ["a", "b", "c"]) == 1152 == 36 * STACK_ALIGN
+    assert core_stack(NPU1, ["a"]) == 1056  # 900 + 128 = 1028 -> 1056
+    # Never below the toolchain's default, which upstream's kernels run with.
+    assert core_stack(NPU2, ["c"]) == TILE_LIMITS["aie2p"].stack_bytes == 0x400
+    with pytest.raises(ValueError, match="needs the kernels the core links"):
+        core_stack(NPU2, [])
+
+
+def test_a_core_over_its_memory_with_its_stated_stack_is_refused_naming_it():
+    """Data that fits alone, refused once the stack the kernels' contracts
+    give (stated on aie.core as stack_size) is counted, the message naming it."""
+    stack = core_stack(NPU2, ["gemm"])
+    data = NPU2.core_memory_bytes - stack + 32  # 32 bytes too many
+    elements = data // 2 // 2 // 2  # two FIFOs, depth 2, bf16
+    check(_layout(elements=elements, transfers=(), stack=0), NPU2)
+    with pytest.raises(
+        LegalityError,
+        match=rf"need {data + stack} bytes with its {stack}-byte stack \(the aie\.core's "
+        rf"stack_size, from its kernels' contracts\); it has 65536",
+    ):
+        check(_layout(elements=elements, transfers=(), stack=stack), NPU2)
 
 
 def test_channels_per_tile():
@@ -252,7 +296,9 @@ def _t(fifo, bd, token=False, shim=None):
 
 def _waited(transfers, waits, extra=()):
     lay = _layout(transfers=transfers, extra=extra)
-    return Layout(lay.operator, lay.cores, lay.fifos, lay.transfers, waits=waits)
+    return Layout(
+        lay.operator, lay.cores, lay.fifos, lay.transfers, lay.stack_bytes, waits=waits
+    )
 
 
 def test_a_reused_id_needs_a_wait_in_between():

@@ -57,7 +57,7 @@ def test_a_small_design_prints_the_pinned_syntax():
         shim, core = b.tile(0, 0, "shim_noc_tile"), b.tile(0, 2)
         b.objectfifo("in", shim, [core], 2, "memref<64xbf16>")
         b.func_decl("k", ["memref<64xbf16>", "i32"], "k.o")
-        with b.core(core):
+        with b.core(core, stack_size=1536):
             buf = b.acquire("in", "Consume", "memref<64xbf16>", "x")
             b.call("k", [buf, b.constant(64, "i32")], ["memref<64xbf16>", "i32"])
             b.release("in", "Consume")
@@ -85,6 +85,9 @@ def test_a_small_design_prints_the_pinned_syntax():
         in text
     )
     assert "%core_0_2 = aie.core(%tile_0_2) {" in text
+    # The attribute dictionary follows the body: AIEOps.td's CoreOp assembly
+    # format at v1.4.1, as test/dialect/AIE/bad_stack_size.mlir writes it.
+    assert "      aie.end\n    } {stack_size = 1536 : i32}\n" in text
     assert (
         "%x = aie.objectfifo.subview.access %x_view[0] : !aie.objectfifosubview<memref<64xbf16>> -> memref<64xbf16>"
         in text
@@ -95,6 +98,13 @@ def test_a_small_design_prints_the_pinned_syntax():
     )
     assert "aiex.npu.dma_wait {symbol = @in}" in text
     assert text.count("{") == text.count("}")
+
+
+@pytest.mark.parametrize("bad", [None, 0, -1, 1024.0, True])
+def test_a_core_states_a_positive_stack(bad):
+    b = Builder()
+    with pytest.raises(ValueError, match=r"aie\.core stack_size=.* on %tile_0_2"):
+        b.core("%tile_0_2", stack_size=bad)
 
 
 def test_errors_name_the_mistake():

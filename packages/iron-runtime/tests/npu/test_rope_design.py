@@ -195,7 +195,7 @@ def _parse_block(lines: list[str], at: int) -> tuple[list, int]:
     while at < len(lines):
         line = lines[at].strip()
         at += 1
-        if line == "}":
+        if re.fullmatch(r"\}(?: \{stack_size = \d+ : i32\})?", line):
             return body, at
         m = re.fullmatch(r"scf\.for (%\w+) = (%\w+) to (%\w+) step (%\w+) \{", line)
         if m:

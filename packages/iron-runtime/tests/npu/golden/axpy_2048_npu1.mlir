@@ -43,7 +43,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -65,7 +65,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -87,7 +87,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -109,7 +109,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%x_buf: memref<2048xbf16>, %y_buf: memref<2048xbf16>, %out_buf: memref<2048xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<2048xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_0} : memref<2048xbf16>

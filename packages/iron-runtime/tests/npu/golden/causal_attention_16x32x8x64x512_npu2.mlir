@@ -139,7 +139,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -177,7 +177,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -215,7 +215,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -253,7 +253,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_4_2 = aie.core(%tile_4_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -291,7 +291,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_5_2 = aie.core(%tile_5_2) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -329,7 +329,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_6_2 = aie.core(%tile_6_2) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -367,7 +367,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_7_2 = aie.core(%tile_7_2) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -405,7 +405,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%q_buf: memref<32768xbf16>, %k_cache_buf: memref<262144xbf16>, %v_cache_buf: memref<262144xbf16>, %out_buf: memref<32768xbf16>, %words_buf: memref<1xi32>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 4, 4, 256][0, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%k_cache_buf[0, 0, 0, 0][1, 1, 32, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0} : memref<262144xbf16>

@@ -89,7 +89,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -126,7 +126,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -162,7 +162,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -199,7 +199,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%arena: memref<2129920xbf16>, %q_buf: memref<2048xbf16>, %out_buf: memref<2048xbf16>, %words_buf: memref<1xi32>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<2048xbf16>
       aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0} : memref<2129920xbf16>

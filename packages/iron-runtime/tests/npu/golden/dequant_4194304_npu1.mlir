@@ -43,7 +43,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -65,7 +65,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -87,7 +87,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -109,7 +109,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%packed_buf: memref<2097152xi8>, %scales_buf: memref<131072xbf16>, %out_buf: memref<4194304xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 2, 512, 1024][0, 524288, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<4194304xbf16>
       aiex.npu.dma_memcpy_nd(%packed_buf[0, 0, 0, 0][1, 1, 256, 2048][0, 0, 2048, 1]) {id = 1 : i64, metadata = @packed_0} : memref<2097152xi8>

@@ -115,7 +115,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -144,7 +144,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -173,7 +173,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -202,7 +202,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_4_2 = aie.core(%tile_4_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -231,7 +231,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_5_2 = aie.core(%tile_5_2) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -260,7 +260,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_6_2 = aie.core(%tile_6_2) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -289,7 +289,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_7_2 = aie.core(%tile_7_2) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -318,7 +318,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%a_buf: memref<32768xbf16>, %b_buf: memref<4194304xbf16>, %out_buf: memref<32768xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 4, 16, 64][0, 512, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%a_buf[0, 0, 0, 0][4, 16, 16, 128][0, 128, 2048, 1]) {id = 1 : i64, metadata = @a_0} : memref<32768xbf16>

@@ -75,7 +75,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -104,7 +104,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -133,7 +133,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -162,7 +162,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%a_buf: memref<32768xbf16>, %b_buf: memref<262668288xbf16>, %out_buf: memref<2052096xbf16>) {
       aiex.npu.dma_memcpy_nd(%a_buf[0, 0, 0, 0][64, 16, 16, 128][0, 128, 2048, 1]) {id = 0 : i64, metadata = @a_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%a_buf[0, 0, 0, 0][62, 16, 16, 128][0, 128, 2048, 1]) {id = 1 : i64, metadata = @a_0} : memref<32768xbf16>

@@ -76,7 +76,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_0_3 = aie.core(%tile_0_3) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -103,7 +103,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_0_4 = aie.core(%tile_0_4) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -130,7 +130,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_0_5 = aie.core(%tile_0_5) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -157,7 +157,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -184,7 +184,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_3 = aie.core(%tile_1_3) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -211,7 +211,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_4 = aie.core(%tile_1_4) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -238,7 +238,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_5 = aie.core(%tile_1_5) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -265,7 +265,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%a_buf: memref<131072xbf16>, %b_buf: memref<262144xbf16>, %out_buf: memref<131072xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 8, 256, 32][0, 64, 512, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<131072xbf16>
       aiex.npu.dma_memcpy_nd(%a_buf[0, 0, 0, 0][8, 8, 128, 64][0, 64, 512, 1]) {id = 1 : i64, metadata = @a_0} : memref<131072xbf16>

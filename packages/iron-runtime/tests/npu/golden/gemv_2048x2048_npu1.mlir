@@ -54,7 +54,7 @@ module {
         aie.objectfifo.release @x_0(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -81,7 +81,7 @@ module {
         aie.objectfifo.release @x_1(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -108,7 +108,7 @@ module {
         aie.objectfifo.release @x_2(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -135,7 +135,7 @@ module {
         aie.objectfifo.release @x_3(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%w_buf: memref<4194304xbf16>, %x_buf: memref<2048xbf16>, %out_buf: memref<2048xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<2048xbf16>
       aiex.npu.dma_memcpy_nd(%w_buf[0, 0, 0, 0][1, 2, 512, 1024][0, 524288, 1024, 1]) {id = 1 : i64, metadata = @w_0} : memref<4194304xbf16>

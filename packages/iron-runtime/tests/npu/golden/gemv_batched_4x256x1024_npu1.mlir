@@ -57,7 +57,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -87,7 +87,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -117,7 +117,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -147,7 +147,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%w_buf: memref<1048576xbf16>, %x_buf: memref<4096xbf16>, %out_buf: memref<1024xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][4, 1, 1, 64][256, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<1024xbf16>
       aiex.npu.dma_memcpy_nd(%w_buf[0, 0, 0, 0][4, 1, 64, 1024][262144, 0, 1024, 1]) {id = 1 : i64, metadata = @w_0} : memref<1048576xbf16>

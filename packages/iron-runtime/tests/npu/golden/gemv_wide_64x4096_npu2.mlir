@@ -78,7 +78,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -105,7 +105,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -132,7 +132,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -159,7 +159,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_4_2 = aie.core(%tile_4_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -186,7 +186,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_5_2 = aie.core(%tile_5_2) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -213,7 +213,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_6_2 = aie.core(%tile_6_2) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -240,7 +240,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_7_2 = aie.core(%tile_7_2) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -267,7 +267,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%w_buf: memref<262144xbf16>, %x_buf: memref<4096xbf16>, %out_buf: memref<64xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 8][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<64xbf16>
       aiex.npu.dma_memcpy_nd(%w_buf[0, 0, 0, 0][2, 4, 2, 1024][2048, 4096, 1024, 1]) {id = 1 : i64, metadata = @w_0} : memref<262144xbf16>

@@ -64,7 +64,7 @@ module {
         aie.objectfifo.release @weight_0(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -87,7 +87,7 @@ module {
         aie.objectfifo.release @weight_1(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -110,7 +110,7 @@ module {
         aie.objectfifo.release @weight_2(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -133,7 +133,7 @@ module {
         aie.objectfifo.release @weight_3(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_4_2 = aie.core(%tile_4_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -156,7 +156,7 @@ module {
         aie.objectfifo.release @weight_4(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_5_2 = aie.core(%tile_5_2) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -179,7 +179,7 @@ module {
         aie.objectfifo.release @weight_5(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_6_2 = aie.core(%tile_6_2) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -202,7 +202,7 @@ module {
         aie.objectfifo.release @weight_6(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_7_2 = aie.core(%tile_7_2) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -225,7 +225,7 @@ module {
         aie.objectfifo.release @weight_7(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%x_buf: memref<32768xbf16>, %weight_buf: memref<1024xbf16>, %out_buf: memref<32768xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 4, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 4, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_0} : memref<32768xbf16>

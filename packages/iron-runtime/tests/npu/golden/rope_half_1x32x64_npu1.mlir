@@ -42,7 +42,7 @@ module {
         aie.objectfifo.release @table_0(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -63,7 +63,7 @@ module {
         aie.objectfifo.release @table_1(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -84,7 +84,7 @@ module {
         aie.objectfifo.release @table_2(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -105,7 +105,7 @@ module {
         aie.objectfifo.release @table_3(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%x_buf: memref<2048xbf16>, %table_buf: memref<64xbf16>, %out_buf: memref<2048xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<2048xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 1, 512][0, 0, 0, 1]) {id = 1 : i64, metadata = @x_0} : memref<2048xbf16>

@@ -37,7 +37,7 @@ module {
         aie.objectfifo.release @words_0(Consume, 1)
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%logits_buf: memref<128256xbf16>, %token_buf: memref<1xi32>, %words_buf: memref<1xi32>) {
       aiex.npu.dma_memcpy_nd(%token_buf[0, 0, 0, 0][1, 1, 1, 1][0, 0, 0, 1]) {id = 0 : i64, issue_token = true, metadata = @token_0} : memref<1xi32>
       aiex.npu.dma_memcpy_nd(%logits_buf[0, 0, 0, 0][1, 1, 64, 2004][0, 0, 2004, 1]) {id = 1 : i64, metadata = @logits_0} : memref<128256xbf16>

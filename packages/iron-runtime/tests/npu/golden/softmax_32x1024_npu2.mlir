@@ -60,7 +60,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_1_2 = aie.core(%tile_1_2) {
       %c0_1 = arith.constant 0 : index
       %c1_1 = arith.constant 1 : index
@@ -79,7 +79,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_2_2 = aie.core(%tile_2_2) {
       %c0_2 = arith.constant 0 : index
       %c1_2 = arith.constant 1 : index
@@ -98,7 +98,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_3_2 = aie.core(%tile_3_2) {
       %c0_3 = arith.constant 0 : index
       %c1_3 = arith.constant 1 : index
@@ -117,7 +117,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_4_2 = aie.core(%tile_4_2) {
       %c0_4 = arith.constant 0 : index
       %c1_4 = arith.constant 1 : index
@@ -136,7 +136,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_5_2 = aie.core(%tile_5_2) {
       %c0_5 = arith.constant 0 : index
       %c1_5 = arith.constant 1 : index
@@ -155,7 +155,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_6_2 = aie.core(%tile_6_2) {
       %c0_6 = arith.constant 0 : index
       %c1_6 = arith.constant 1 : index
@@ -174,7 +174,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     %core_7_2 = aie.core(%tile_7_2) {
       %c0_7 = arith.constant 0 : index
       %c1_7 = arith.constant 1 : index
@@ -193,7 +193,7 @@ module {
         }
       }
       aie.end
-    }
+    } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%x_buf: memref<32768xbf16>, %out_buf: memref<32768xbf16>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 1, 4, 1024][0, 0, 1024, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 1, 4, 1024][0, 0, 1024, 1]) {id = 1 : i64, metadata = @x_0} : memref<32768xbf16>

@@ -531,8 +531,13 @@ def _dry_toolchain(env: dict[str, str]) -> Any:
 
 
 def _commands(designs: Sequence[Any], dev: Device, tc: Any) -> list[str]:
-    """Every Peano and aiecc line building ``designs`` (each design once)."""
-    from iron.runtime.npu import build, kernels
+    """Every Peano and aiecc line building ``designs`` (each design once).
+
+    After each Peano line, a ``#`` line says what the build then checks of
+    its ``.su`` file (:func:`iron.runtime.npu.build.check_stack`) and the
+    ``stack_size`` the design's cores state.
+    """
+    from iron.runtime.npu import build, kernels, legality
 
     lines, seen = [], set()
     for d in designs:
@@ -546,6 +551,15 @@ def _commands(designs: Sequence[Any], dev: Device, tc: Any) -> list[str]:
                 tc, dev, kernels.source(symbol), work / f"{symbol}.o"
             )
             lines.append(f"(cd {work}) " + " ".join(argv))
+            declared = kernels.contract(symbol).stack_bytes
+            # A full ELF of several steps has no one layout: each step's cores
+            # state their own kernel's figure.
+            stack = d.layout.stack_bytes or legality.core_stack(dev, (symbol,))
+            lines.append(
+                f"# then {work / f'{symbol}.su'}: every frame static, their sum at "
+                f"most {declared} bytes (the stack: line of {symbol}.cc); the "
+                f"design's aie.core stack_size is {stack}"
+            )
         argv = build.aiecc_command(tc, dev, work / "design.mlir", work / "aiecc.prj")
         lines.append(f"(cd {work}) " + " ".join(argv))
     return lines
@@ -636,7 +650,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
                     out(f"  $ {tc.clang} --version")
                 designs = rung.designs(dev) if rung.designs else []
                 for line in _commands(designs, dev, tc):
-                    out(f"  $ {line}")
+                    out(f"  {line}" if line.startswith("#") else f"  $ {line}")
                 continue
             start = time.perf_counter()
             with _captured() as log:

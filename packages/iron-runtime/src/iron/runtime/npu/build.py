@@ -24,6 +24,11 @@ Flags (the pinned release, :data:`~iron.runtime.npu.mlir.MLIR_AIE_RELEASE`):
   ``<adf.h>``, which Peano lacks) when ``__AIENGINE__`` is defined, and
   Peano defines it (``Xilinx/llvm-aie`` ``clang/lib/Basic/Targets/AIE.cpp``);
   mlir-aie commit ``210e8db`` added the guard define for this reason.
+  Then IRON's own ``-fstack-usage``: clang writes each function's frame to
+  ``<object>.su`` (:func:`stack_usage` reads it), and the build refuses a
+  kernel whose frames exceed the stack its contract declares
+  (:func:`check_stack`), the figure its core's ``stack_size`` is made of
+  (:func:`iron.runtime.npu.legality.core_stack`).
 * aiecc, ``"get"`` spelling (aiecc from 2026-07-21, PR #3364, so v1.4.x):
   ``--get-xclbin --xclbin-name=F --get-npu-insts --npu-insts-name=F`` or
   ``--get-full-elf --full-elf-name=F``, ``--peano=DIR``, ``--tmpdir=DIR``
@@ -42,6 +47,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,7 +66,9 @@ __all__ = [
     "SUPPORTED",
     "BuildError",
     "Built",
+    "Frame",
     "Runner",
+    "StackError",
     "ToolMissingError",
     "Toolchain",
     "aiecc_command",
@@ -68,8 +76,10 @@ __all__ = [
     "build_all",
     "cache_dir",
     "cache_key",
+    "check_stack",
     "find_toolchain",
     "peano_command",
+    "stack_usage",
     "supported_problems",
 ]
 
@@ -94,6 +104,9 @@ _WARNINGS = (
 #: mlir-aie v1.4.1 ``makefile-common`` ``NO_ADF_FLAGS``: keeps the stock
 #: aie_api from including ``<adf.h>`` under Peano (module docstring).
 _NO_ADF = ("-D__AIE_API_AIE_ADF_HPP__",)
+#: IRON's own: each function's frame in ``<object>.su`` (clang's driver names
+#: the file after ``-o`` with the extension ``.su``), for :func:`check_stack`.
+_STACK_USAGE = ("-fstack-usage",)
 _XCLBIN, _INSTS, _ELF = "final.xclbin", "insts.bin", "aie.elf"
 
 
@@ -148,6 +161,132 @@ class ToolMissingError(RuntimeError):
 
 class BuildError(RuntimeError):
     """A build command failed; the message names the command and its output."""
+
+
+class StackError(BuildError):
+    """A kernel's measured frames exceed the stack its contract declares.
+
+    The message names the kernel, the measured and declared bytes, and the
+    fix (raise the ``stack:`` figure in its contract block).
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One line of a ``.su`` stack-usage file: a function's own frame.
+
+    Attributes:
+        where: The location the compiler wrote (``file:line`` with debug
+            information, ``file:line:col`` from GCC, else the module name).
+        function: The function's name as written (clang: the symbol, mangled
+            for C++; GCC: the declaration).
+        bytes: The frame's bytes.
+        qualifier: ``static``, or ``dynamic`` (a variable-sized frame; GCC
+            also writes ``dynamic,bounded``).
+    """
+
+    where: str
+    function: str
+    bytes: int
+    qualifier: str
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the frame's size is not known at compile time."""
+        return "dynamic" in self.qualifier.split(",")
+
+
+# ``where`` then ``:function``: a drive letter, the path up to the first
+# ':', then optional ':line' and ':col' (all digits); the rest is the name
+# (GCC's C++ names hold '::').
+_SU_WHERE = re.compile(
+    r"^(?P<where>(?:[A-Za-z]:)?[^:]*(?::\d+)?(?::\d+)?):(?P<function>.+)$"
+)
+_SU_QUALIFIERS = ("static", "dynamic", "dynamic,bounded")
+
+
+def stack_usage(path: Path) -> list[Frame]:
+    """Read a ``.su`` stack-usage file, one :class:`Frame` a line.
+
+    The format is clang's (``AsmPrinter::emitStackUsage`` in
+    llvm/lib/CodeGen/AsmPrinter/AsmPrinter.cpp, which Peano's llvm-aie
+    inherits): ``<file>:<line>:<function>`` (or ``<module>:<function>``
+    without debug information), a tab, the frame's bytes, a tab, then
+    ``static`` or ``dynamic``. GCC's (``<file>:<line>:<col>:<function>``,
+    qualifiers ``static``, ``dynamic``, ``dynamic,bounded``) reads the same.
+
+    Raises:
+        ValueError: A line is not in that format; the message names the file,
+            the line number and the line.
+    """
+    frames = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        head = _SU_WHERE.match(fields[0]) if len(fields) == 3 else None
+        if head is None or not fields[1].isdigit() or fields[2] not in _SU_QUALIFIERS:
+            raise ValueError(
+                f"{path}:{number}: {line!r} is not a stack-usage line "
+                f"(<file>:<line>:<function>, a tab, the frame's bytes, a tab, "
+                f"static or dynamic)"
+            )
+        frames.append(Frame(head["where"], head["function"], int(fields[1]), fields[2]))
+    return frames
+
+
+def check_stack(symbol: str, su: Path) -> int:
+    """Hold kernel ``symbol``'s measured frames to its contract's stack.
+
+    The measured figure is the sum of every frame in the object's ``.su``
+    file: no IRON kernel recurses, so that bounds the deepest chain of calls
+    from any entry point (``.su`` files carry no call graph, so a tighter
+    figure would be a guess). A ``dynamic`` frame (its size known only at
+    run time) is refused outright.
+
+    Returns:
+        The measured bytes (at most the declared).
+
+    Raises:
+        StackError: A frame is dynamic, or the measured bytes exceed the
+            declared (:attr:`iron.runtime.npu.kernels.KernelContract.stack_bytes`);
+            the message names the kernel, both figures and the fix.
+        BuildError: The compiler wrote no ``.su`` file (a compiler without
+            ``-fstack-usage``), or one not in the format.
+    """
+    c = kernels.contract(symbol)
+    if not su.is_file():
+        raise BuildError(
+            f"Peano wrote no stack-usage file {su} for kernel {symbol}: IRON checks "
+            f"each kernel's frames against its contract's stack ({c.stack_bytes} "
+            f"bytes) and needs a clang that supports -fstack-usage (the supported "
+            f"Peano, {SUPPORTED['peano']}, does)"
+        )
+    try:
+        frames = stack_usage(su)
+    except ValueError as e:
+        raise BuildError(f"kernel {symbol}: {e}") from e
+    dynamic = [f.function for f in frames if f.dynamic]
+    if dynamic:
+        raise StackError(
+            f"kernel {symbol} ({c.path.name}): Peano reports a dynamic frame "
+            f"(sized at run time) in {', '.join(dynamic)}; a core's stack is fixed "
+            f"(stack_size on aie.core), so no declared figure can be checked: "
+            f"give every local array a compile-time size"
+        )
+    measured = sum(f.bytes for f in frames)
+    if measured > c.stack_bytes:
+        largest = sorted(frames, key=lambda f: -f.bytes)[:3]
+        parts = ", ".join(f"{f.function} {f.bytes}" for f in largest)
+        raise StackError(
+            f"kernel {symbol}: Peano measures {measured} bytes of frames "
+            f"(-fstack-usage, {su.name}: {parts}) but its contract declares "
+            f"{c.stack_bytes}; the core's stack_size is made of that figure, so "
+            f"the frames would overwrite the core's buffers: raise the figure on "
+            f"the 'stack:' line of {c.path} to at least {measured} bytes (and say "
+            f"it was measured)"
+        )
+    return measured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,6 +445,7 @@ def peano_command(tc: Toolchain, dev: Device, source: Path, output: Path) -> lis
         *_WARNINGS,
         *_NO_ADF,
         "-DNDEBUG",
+        *_STACK_USAGE,
         "-I",
         str(tc.aie_include),
         "-I",
@@ -429,6 +569,7 @@ def build(
                 peano_command(tc, dev, kernels.source(symbol), work / f"{symbol}.o"),
                 work,
             )
+            check_stack(symbol, work / f"{symbol}.su")
         (work / "design.mlir").write_text(design.text, encoding="utf-8")
         runner(aiecc_command(tc, dev, work / "design.mlir", work / "aiecc.prj"), work)
         made = _built(design, key, work)

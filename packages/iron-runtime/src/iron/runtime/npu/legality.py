@@ -7,7 +7,11 @@ transfers its runtime sequence makes. :func:`check` refuses, with a
 that breaks any of:
 
 * each compute tile's buffers (every FIFO element it holds, times depth) plus
-  its stack fit its data memory; each memory tile's fit its 512 KiB;
+  its stack fit its data memory; each memory tile's fit its 512 KiB. A
+  layout with cores states their stack (``Layout.stack_bytes``, from
+  :func:`core_stack`: the kernels' contracts), the very figure its design
+  sets as ``stack_size`` on every ``aie.core``; the toolchain's default is
+  never assumed;
 * DMA channels per tile and direction (compute 2 + 2, memory 6 + 6, shim
   2 + 2), buffer descriptors (a FIFO end holds one per element) and locks
   (two per FIFO end) within the tile's counts, FIFO depths within a lock's
@@ -44,6 +48,7 @@ import dataclasses
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 
 from iron.core.device import Device
 
@@ -54,10 +59,13 @@ from iron.core.dma import ShimDescriptor as ShimDescriptor
 from iron.core.dma import encode as encode
 from iron.core.dma import shim_elements as shim_elements
 from iron.core.dma import shim_transfer_problems as shim_transfer_problems
+from iron.runtime.npu import kernels as npu_kernels
 
 __all__ = [
     "FIFO_FEATURES",
     "TESTED_FIFO_FEATURES",
+    "CORE_BODY_STACK_BYTES",
+    "STACK_ALIGN",
     "TILE_LIMITS",
     "Fifo",
     "LegalityError",
@@ -69,6 +77,7 @@ __all__ = [
     "check_fifo_features",
     "check_shim_transfer",
     "emitted_fifo_features",
+    "core_stack",
 ]
 
 
@@ -84,10 +93,12 @@ class TileLimits:
     ``getNum*SwitchboxConnections`` for the DMA bundle and
     ``getNum*ShimMuxConnections`` (channels), ``getNumLocks`` (16 per compute or
     shim tile, 64 per memory tile, largest value 63), and the default core
-    stack of 0x400 bytes. ``task_queue`` is a DMA channel's task-queue depth
-    (4 tasks per channel on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD
-    IRON's ``dma.py``, https://github.com/amd/IRON);
-    only sequences with waits are held to it (see :func:`check`).
+    stack of 0x400 bytes (``getDefaultCoreStackSize``), which IRON never
+    leaves implicit: it is the least :func:`core_stack` states.
+    ``task_queue`` is a DMA channel's task-queue depth (4 tasks per channel
+    on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD IRON's ``dma.py``,
+    https://github.com/amd/IRON); only sequences with waits are held to it
+    (see :func:`check`).
     """
 
     channels: dict[str, tuple[int, int]]  # kind -> (MM2S, S2MM)
@@ -176,6 +187,11 @@ class Layout:
     row, say), as ``(tile, bytes)`` pairs; they count against the tile's
     data memory.
 
+    ``stack_bytes`` is each core's stack (:func:`core_stack`), the
+    ``stack_size`` its design sets on every ``aie.core``; a layout with cores
+    must state it (:func:`check` refuses None rather than assume the
+    toolchain's default).
+
     ``waits`` are the runtime sequence's ``dma_wait`` points as ``(position,
     fifo)``: after the first ``position`` transfers, wait for the oldest
     token of ``fifo`` not yet awaited. Empty (the default), the sequence
@@ -191,6 +207,52 @@ class Layout:
     stack_bytes: int | None = None
     buffers: tuple[tuple[Tile, int], ...] = ()
     waits: tuple[tuple[int, str], ...] = ()
+
+
+#: Stack bytes a core needs besides its kernels' frames, reserved in every
+#: core's ``stack_size``: the frame of the core function aiecc generates from
+#: the design's ``aie.core`` body (its callee-saved registers: lr, r16-r23, p6
+#: and p7 on AIE2, 44 bytes, ``CSR_AIE2`` in Xilinx/llvm-aie
+#: ``llvm/lib/Target/AIE/aie2/AIE2CallingConv.td``; outgoing arguments past the
+#: six pointer and eight integer registers, 4 bytes each: attention's chunk
+#: call passes two) and of the C runtime's start-up code that calls it
+#: (``_main_init`` in crt1.o). An estimate, rounded up with room to spare:
+#: aiecc compiles that code, so no build here measures it.
+CORE_BODY_STACK_BYTES = 128
+
+#: The AIE stack's alignment in bytes (Xilinx/llvm-aie
+#: ``llvm/lib/Target/AIE/AIEBaseFrameLowering.h``: ``StackAlignment`` 32):
+#: frames are whole multiples of it, so a core's stack is too.
+STACK_ALIGN = 32
+
+
+def core_stack(dev: Device, kernels: Iterable[str]) -> int:
+    """The stack bytes a core of ``dev`` linking ``kernels`` reserves.
+
+    The largest stack a kernel's contract declares
+    (:attr:`iron.runtime.npu.kernels.KernelContract.stack_bytes`, held to
+    Peano's measured frames at every build) plus
+    :data:`CORE_BODY_STACK_BYTES`, rounded up to :data:`STACK_ALIGN`, and
+    never below the toolchain's default (``TileLimits.stack_bytes``, the
+    0x400 upstream's own aie_api kernels run with: the core body's share is
+    an estimate). Designs put it on every ``aie.core`` as ``stack_size`` and
+    in their layout as ``stack_bytes``, so legality counts what the core
+    reserves.
+
+    Raises:
+        ValueError: ``kernels`` is empty (a core runs at least one kernel).
+        KeyError: A kernel does not ship.
+    """
+    symbols = tuple(kernels)
+    if not symbols:
+        raise ValueError(
+            "core_stack needs the kernels the core links; a core that calls none "
+            "has nothing to size its stack from"
+        )
+    need = max(npu_kernels.contract(s).stack_bytes for s in symbols)
+    need += CORE_BODY_STACK_BYTES
+    need = -(-need // STACK_ALIGN) * STACK_ALIGN
+    return max(need, TILE_LIMITS[dev.arch].stack_bytes)
 
 
 def check_shim_transfer(op: str, dev: Device, t: Transfer) -> None:
@@ -547,7 +609,16 @@ def check(layout: Layout, dev: Device) -> None:
     """
     limits = TILE_LIMITS[dev.arch]
     check_fifo_features(layout, dev)
-    stack = limits.stack_bytes if layout.stack_bytes is None else layout.stack_bytes
+    stack = layout.stack_bytes or 0
+    if layout.cores and layout.stack_bytes is None:
+        raise _fail(
+            layout,
+            dev,
+            layout.cores[0],
+            "the layout states no core stack; give Layout.stack_bytes = "
+            "core_stack(dev, <the kernels the core links>), the stack_size its "
+            "aie.core sets (the toolchain's 0x400 default is never assumed)",
+        )
     rows = 2 + dev.core_rows
     tiles = set(layout.cores)
     for f in layout.fifos:
@@ -621,7 +692,12 @@ def check(layout: Layout, dev: Device) -> None:
             )
         size = {"core": dev.core_memory_bytes, "mem": dev.mem_tile_bytes}.get(tile.kind)
         if size is not None and mem[tile] > size:
-            extra = f" with its {stack}-byte stack" if tile.kind == "core" else ""
+            extra = (
+                f" with its {stack}-byte stack (the aie.core's stack_size, from "
+                f"its kernels' contracts)"
+                if tile.kind == "core" and tile in layout.cores
+                else ""
+            )
             raise _fail(
                 layout,
                 dev,

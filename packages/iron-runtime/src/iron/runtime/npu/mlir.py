@@ -33,6 +33,14 @@ Sources, by label (paths inside Xilinx/mlir-aie):
     [rtp_buffer]  aie.buffer next to object FIFOs and a core on an npu device,
         e.g. ``%rtp = aie.buffer(%tile_0_2) {sym_name = "rtp"} : memref<16xi32>``
         (the runtime-parameter tests of the same era).
+    [stack_size]  include/aie/Dialect/AIE/IR/AIEOps.td ``AIE_CoreOp`` at tag
+        v1.4.1: ``OptionalAttr<ConfinedAttr<AIEI32Attr, [IntMinValue<1>]>>:
+        $stack_size``, assembly format ``(`` $tile ``)`` regions attr-dict, so
+        the attribute follows the body; test/dialect/AIE/bad_stack_size.mlir
+        (v1.4.1): ``%core = aie.core(%t) { aie.end } {stack_size = 65536 :
+        i32}``. Absent, aiecc reserves ``getDefaultCoreStackSize()`` (0x400)
+        and the linker puts the buffers right above it, so a deeper frame
+        overwrites them silently (the op's own documentation).
 """
 
 from __future__ import annotations
@@ -279,10 +287,33 @@ class Builder:
         self.line(f"{ssa} = aie.buffer({tile}) {attrs} : {type_}")
         return ssa
 
-    def core(self, tile: str) -> contextlib.AbstractContextManager[None]:
-        """``%core_C_R = aie.core(%tile_C_R) { ... aie.end }``; call :meth:`end`."""
+    def core(
+        self, tile: str, *, stack_size: int | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """``%core_C_R = aie.core(%tile_C_R) { ... aie.end } {stack_size = N : i32}``.
+
+        Call :meth:`end` inside. ``stack_size`` is the core's stack in bytes
+        (:func:`iron.runtime.npu.legality.core_stack`), always stated: the
+        toolchain's default is never relied on [stack_size].
+
+        Raises:
+            ValueError: ``stack_size`` is None (a layout that states no stack)
+                or not a positive int.
+        """
+        if isinstance(stack_size, bool) or not isinstance(stack_size, int):
+            raise ValueError(
+                f"aie.core stack_size={stack_size!r} on {tile}: give the stack "
+                f"bytes as an int (legality.core_stack of the core's kernels, the "
+                f"layout's stack_bytes); the toolchain's default is never assumed"
+            )
+        if stack_size < 1:
+            raise ValueError(
+                f"aie.core stack_size={stack_size} on {tile}: the stack must be at "
+                f"least one byte (mlir-aie v1.4.1 AIEOps.td: IntMinValue<1>)"
+            )
         name = self.fresh("core" + tile.removeprefix("%tile"))
-        return self.region(f"{name} = aie.core({tile})")
+        trailer = " " + attr_dict({"stack_size": f"{stack_size} : i32"})
+        return self.region(f"{name} = aie.core({tile})", trailer)
 
     def end(self) -> None:
         """``aie.end``, the terminator of a core body [npu_xclbin]."""

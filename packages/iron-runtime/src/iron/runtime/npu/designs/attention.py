@@ -438,7 +438,7 @@ def build(
             for c in range(n)
         }
         for c in range(n):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=lay.stack_bytes):
                 _core_body(b, p, c, bufs[c], (q_t, kv_t, out_t, sc_t, acc_t, st_t))
                 b.end()
         runtime_sequence(b, args, lay.transfers, ["out"], n)

@@ -623,6 +623,8 @@ def layout_of(
         cores,
         tuple(fifos),
         tuple(transfers),
+        # Its cores link the attention kernels (attention.KERNEL_SOURCE).
+        legality.core_stack(dev, ("attention_bf16",)),
         buffers=tuple((t, scratch) for t in cores),
     )
 

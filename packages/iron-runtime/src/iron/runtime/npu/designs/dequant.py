@@ -139,7 +139,13 @@ def layout(
                     bd_id=bd,
                 )
             )
-    return legality.Layout(repr(op), tuple(cores), tuple(fifos), tuple(transfers))
+    return legality.Layout(
+        repr(op),
+        tuple(cores),
+        tuple(fifos),
+        tuple(transfers),
+        legality.core_stack(dev, (SYMBOL,)),
+    )
 
 
 def build(
@@ -182,7 +188,7 @@ def build(
         core_v = [b.tile(c, _CORE_ROW) for c in range(cols)]
         column_fifos(b, lay.fifos, shim_v, core_v, elem)
         for c in range(cols):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=lay.stack_bytes):
                 c0, c1 = b.constant(0, "index"), b.constant(1, "index")
                 forever = b.constant(INDEX_MAX, "index")
                 count = b.constant(tiles, "index")

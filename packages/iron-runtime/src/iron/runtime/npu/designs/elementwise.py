@@ -152,7 +152,13 @@ def build(
                     bd_id=bd,
                 )
             )
-    layout = legality.Layout(repr(op), tuple(cores), tuple(fifos), tuple(transfers))
+    layout = legality.Layout(
+        repr(op),
+        tuple(cores),
+        tuple(fifos),
+        tuple(transfers),
+        legality.core_stack(dev, (symbol,)),
+    )
     legality.check(layout, dev)
 
     elem = memref(tile)
@@ -173,7 +179,17 @@ def build(
             b.objectfifo(f.name, prod, [cons], f.depth, elem)
         for c in range(cols):
             _core(
-                b, core_v[c], c, ins, outs, symbol, tile, tiles, scalars, kernel_types
+                b,
+                core_v[c],
+                layout.stack_bytes,
+                c,
+                ins,
+                outs,
+                symbol,
+                tile,
+                tiles,
+                scalars,
+                kernel_types,
             )
         runtime_sequence(b, args, transfers, outs, cols)
     return assemble(b, op, dev, args, (symbol,), layout)
@@ -182,6 +198,7 @@ def build(
 def _core(
     b: Builder,
     tile: str,
+    stack: int | None,
     col: int,
     ins: list[str],
     outs: list[str],
@@ -193,7 +210,7 @@ def _core(
 ) -> None:
     """One column's core: forever, per tile, acquire, call the kernel, release."""
     elem = memref(tile_size)
-    with b.core(tile):
+    with b.core(tile, stack_size=stack):
         c0, c1 = b.constant(0, "index"), b.constant(1, "index")
         forever = b.constant(INDEX_MAX, "index")
         count = b.constant(tiles, "index")

@@ -144,6 +144,7 @@ def build(
         (_CORE,),
         fifos,
         tuple(transfers),
+        legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=((_CORE, REGISTERS * _WORD),),
     )
     legality.check(layout, dev)
@@ -163,7 +164,7 @@ def build(
         b.objectfifo("emit_slots", shim, [core], 1, slots_t)
         b.objectfifo("emit_next", core, [shim], 1, next_t)
         regs = b.buffer(core, "emit_regs", regs_t)
-        with b.core(core):
+        with b.core(core, stack_size=layout.stack_bytes):
             c0, c1 = b.constant(0, "index"), b.constant(1, "index")
             forever = b.constant(INDEX_MAX, "index")
             n_prog, n_regs = (

@@ -204,6 +204,7 @@ def layout(
         cores,
         tuple(fifos),
         tuple(transfers),
+        legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=tuple((t, tm * tn * _F32) for t in cores),
         waits=waits,
     )
@@ -354,6 +355,7 @@ def build(
                 _core(
                     b,
                     core_v[c][r],
+                    lay.stack_bytes,
                     accs[c, r],
                     c,
                     r,
@@ -368,6 +370,7 @@ def build(
 def _core(
     b: Builder,
     tile: str,
+    stack: int | None,
     acc: str,
     c: int,
     r: int,
@@ -378,7 +381,7 @@ def _core(
     """Core ``(c, 2 + r)``: per output tile, zero, accumulate every K tile, store."""
     a_t, b_t, c_t, acc_t = types
     a_fifo, b_fifo, c_fifo = f"a_row{r}", f"b_col{c}", f"c_{c}_{r}"
-    with b.core(tile):
+    with b.core(tile, stack_size=stack):
         c0, c1 = b.constant(0, "index"), b.constant(1, "index")
         forever = b.constant(INDEX_MAX, "index")
         n_tiles = b.constant(p.tiles, "index")

@@ -434,6 +434,7 @@ def layout(
         cores,
         tuple(_fifos(op)),
         tuple(transfers),
+        legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=tuple((t, op.tile_m * _F32) for t in cores),
         waits=tuple(waits),
     )
@@ -562,7 +563,7 @@ def build(
         column_fifos(b, lay.fifos, shim_v, core_v, elem)
         accs = [b.buffer(core_v[c], f"acc_{c}", acc_t) for c in range(cols)]
         for c in range(cols):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=lay.stack_bytes):
                 _core(b, op, c, accs[c], (zero, acc_sym, store), (w_t, x_t, out_t))
                 b.end()
         runtime_sequence(b, args, lay.transfers, ["out"], cols, points=lay.waits)

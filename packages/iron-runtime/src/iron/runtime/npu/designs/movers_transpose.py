@@ -174,7 +174,13 @@ def build_transpose(
         ]
         per_col.append((outs, ins))
     transfers = tuple(t for outs, ins in per_col for t in outs + ins)
-    layout = legality.Layout(repr(op), tuple(cores), tuple(fifos), transfers)
+    layout = legality.Layout(
+        repr(op),
+        tuple(cores),
+        tuple(fifos),
+        transfers,
+        legality.core_stack(dev, (KERNEL,)),
+    )
     legality.check(layout, dev)
 
     items: list = []
@@ -204,7 +210,7 @@ def build_transpose(
             b.objectfifo(f"x_{c}", shim_v[c], [core_v[c]], _DEPTH, blk_in)
             b.objectfifo(f"out_{c}", core_v[c], [shim_v[c]], _DEPTH, blk_out)
         for c in range(ncol):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=layout.stack_bytes):
                 c0, c1 = b.constant(0, "index"), b.constant(1, "index")
                 forever = b.constant(INDEX_MAX, "index")
                 count = b.constant(counts[c], "index")

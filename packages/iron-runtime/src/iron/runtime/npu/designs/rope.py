@@ -167,7 +167,13 @@ def layout(
                     f"{port}_{c}", shim[c], arg, base + start, sizes, strides, _ITEM, bd
                 )
             )
-    return legality.Layout(repr(op), tuple(cores), tuple(fifos), tuple(transfers))
+    return legality.Layout(
+        repr(op),
+        tuple(cores),
+        tuple(fifos),
+        tuple(transfers),
+        legality.core_stack(dev, (KERNEL,)),
+    )
 
 
 def build(
@@ -215,7 +221,7 @@ def build(
             )
             b.objectfifo(f.name, prod, [cons], f.depth, memref(f.elements))
         for c in range(ncol):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=lay.stack_bytes):
                 _core_body(b, op, c, kernel_types)
                 b.end()
         runtime_sequence(b, args, lay.transfers, ["out"], ncol)

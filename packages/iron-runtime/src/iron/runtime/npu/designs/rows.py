@@ -242,6 +242,7 @@ def build(
         tuple(cores),
         tuple(fifos),
         tuple(transfers),
+        legality.core_stack(dev, (symbol,)),
         buffers=tuple((t, scratch * _F32) for t in cores) if scratch else (),
     )
     legality.check(layout, dev)
@@ -281,7 +282,7 @@ def build(
             for c in range(ncol)
         ]
         for c in range(ncol):
-            with b.core(core_v[c]):
+            with b.core(core_v[c], stack_size=layout.stack_bytes):
                 _core_body(
                     b,
                     c,

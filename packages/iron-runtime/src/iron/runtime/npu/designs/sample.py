@@ -202,6 +202,7 @@ def layout(
         (core,),
         tuple(fifos),
         tuple(transfers),
+        legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=((core, list_words(k) * _WORD),),
     )
 
@@ -270,7 +271,7 @@ def build(
                 elem_t = elem[port]
             b.objectfifo(f.name, prod, [cons], f.depth, elem_t)
         topk = b.buffer(core_v, f"topk_{_COL}", list_t)
-        with b.core(core_v):
+        with b.core(core_v, stack_size=lay.stack_bytes):
             c0, c1 = b.constant(0, "index"), b.constant(1, "index")
             forever = b.constant(INDEX_MAX, "index")
             chunks = b.constant(op.vocab // tile, "index")

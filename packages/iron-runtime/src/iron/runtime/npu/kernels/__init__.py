@@ -2,8 +2,9 @@
 
 Each ``<symbol>.cc`` here starts with its contract in one place, a comment
 block of ``//   key: value`` lines (symbol, operator, arguments, tile, what it
-computes, the rounding its operator's reference models), which
-:func:`contract` reads, so Python never restates it. ``iron_kernel.h`` holds
+computes, the rounding its operator's reference models, the stack its entry
+points need and how that figure was found), which :func:`contract` reads, so
+Python never restates it. ``iron_kernel.h`` holds
 what every kernel shares (the C signature convention, bf16 scalar bits,
 round-to-nearest-even, the aie_api fp32 backend) and ``iron_vecmath.h`` the
 fp32 activation algorithms, written over a vector backend so that the host
@@ -29,9 +30,10 @@ KERNEL_DIR = Path(__file__).resolve().parent
 #: The headers every kernel includes (they take part in the build cache key).
 HEADERS = ("iron_kernel.h", "iron_vecmath.h")
 
-_FIELD = re.compile(
-    r"^//\s{3}(symbol|operator|arguments|tile|computes|rounding): (.*)$"
-)
+_FIELDS = ("symbol", "operator", "arguments", "tile", "computes", "rounding", "stack")
+_FIELD = re.compile(r"^//\s{3}(" + "|".join(_FIELDS) + r"): (.*)$")
+#: The figure a ``stack`` field starts with: ``<bytes> bytes``.
+_STACK = re.compile(r"(\d+) bytes\b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,8 @@ class KernelContract:
         tile: What it requires of ``n``.
         computes: What it computes.
         rounding: The rounding its operator's reference models.
+        stack: The stack its deepest call from a core needs, in bytes, then
+            how that figure was found (``<bytes> bytes; <basis>``).
         path: The source file.
     """
 
@@ -54,7 +58,27 @@ class KernelContract:
     tile: str
     computes: str
     rounding: str
+    stack: str
     path: Path
+
+    @property
+    def stack_bytes(self) -> int:
+        """The stack bytes the ``stack`` field declares (its leading figure).
+
+        What a core linking this kernel reserves for it
+        (:func:`iron.runtime.npu.legality.core_stack`), and what the build
+        holds Peano's measured frames to (:mod:`iron.runtime.npu.build`).
+
+        Raises:
+            ValueError: The field does not start with ``<bytes> bytes``.
+        """
+        m = _STACK.match(self.stack)
+        if m is None:
+            raise ValueError(
+                f"{self.path}: its contract's stack field {self.stack!r} does not "
+                f"start with '<bytes> bytes'"
+            )
+        return int(m.group(1))
 
     def _groups(self) -> list[tuple[list[str], str]]:
         """``arguments`` as ``(names, type)`` groups, in order."""
@@ -111,13 +135,16 @@ def contract(symbol: str) -> KernelContract:
         m = _FIELD.match(line)
         if m:
             fields[m.group(1)] = m.group(2).strip()
-    missing = [
-        k
-        for k in ("symbol", "operator", "arguments", "tile", "computes", "rounding")
-        if k not in fields
-    ]
+    missing = [k for k in _FIELDS if k not in fields]
     if missing:
         raise ValueError(f"{path}: its contract block lacks {', '.join(missing)}")
+    stack = _STACK.match(fields["stack"])
+    if stack is None or int(stack.group(1)) <= 0:
+        raise ValueError(
+            f"{path}: its contract's stack field {fields['stack']!r} does not start "
+            f"with a positive '<bytes> bytes' figure; state the bytes its deepest "
+            f"call needs, then how that figure was found"
+        )
     if fields["symbol"] != symbol:
         raise ValueError(
             f"{path}: its contract names symbol {fields['symbol']!r}, not {symbol!r}"

@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of 64 (whole groups of 32, two groups' bf16 scales a 4-byte word); designs pass tile_size
 //   computes: out[i] = int4(packed, i) * scales[i / 32], int4(packed, 2j) = low nibble of packed[j], int4(packed, 2j + 1) = its high nibble, 0x8..0xF being -8..-1
 //   rounding: the int4 value (exact as a bf16) times the bf16 scale is a bf16 x bf16 product, exact in the fp32 accumulator; one rounding to bf16 (nearest even): Dequant.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 // A nibble becomes its bf16 value through a 16-entry table of bit patterns
 // (integer work only, no int -> float conversion on the scalar unit); a group

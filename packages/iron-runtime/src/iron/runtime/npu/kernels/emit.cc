@@ -7,6 +7,7 @@
 //   tile: one call per run; a program longer than capacity, with more registers than max_regs, or without the MAGIC/VERSION header writes nothing
 //   computes: runs the program's instructions in order (LOAD, CONST, ADD, SUB, ADDI, MULI, SHR, MAXI, MINI, STORE_WORD, STORE_CARRY) and stores the next scratchpad
 //   rounding: exact: int32 arithmetic that wraps, as iron.core.emit.run(program, slots, check=False) (compose proves no register leaves int32 for slots in range)
+//   stack: 160 bytes; twice the host frames plus 64, rounded up to 32: the host build of this same scalar code (tests/npu/host_emit.cc, g++ -O2 -fstack-usage) measures 48 bytes over every function of this file (tests/npu/test_stack.py recomputes it); the 64 and the doubling cover AIE2's callee-saved registers (lr, r16-r23, p6, p7: 44 bytes), its 32-byte frame alignment and the compiler-rt calls of emulated float; every Peano build measures it
 //
 // Plain scalar C++ (no aie_api): the same file compiles for the host, where
 // tests/npu/test_emit_kernel.py runs it against the reference interpreter.

@@ -7,6 +7,7 @@
 //   tile: (r, s, t) = (4, 8, 4) on AIE2 (npu1), (4, 8, 8) on AIE2P (npu2); tile_m a multiple of 2r, tile_k of s, tile_n of 2t (the 2 x 2 mmul expansion); blocks row-major inside, row blocks outer; designs pass the resolved tiles
 //   computes: acc += a @ b per K tile (acc zeroed per output tile by gemm_f32_zero); out = acc
 //   rounding: HIGHEST (gemm_bf16_acc, _bt): bf16 products exact in fp32, fp32 sums across every K tile, one rounding to bf16 (nearest even) at gemm_bf16_store; HIGH (gemm_bf16_acc_round, _bt): the fp32 partial sum is rounded to bf16 (nearest even) after every K tile: GEMM.reference (iron.operators.matmul.model_product)
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 // The mmul geometry is a fact carried over from mlir-aie's own bf16 matmul
 // kernels (programming_examples/basic/matrix_multiplication builds them from

@@ -7,6 +7,7 @@
 //   tile: tile_k a positive multiple of 16 (the vector width the bf16 loop uses; bfp16 blocks of 8 divide it); tile_m >= 1 (the bfp16 path takes rows 8 at a time, padding the last group with zero rows); designs pass the resolved tile_m and tile_k
 //   computes: acc[r] += sum_k w[r, k] * x[k] per K tile (zeroed per row tile); out[r] = acc[r]
 //   rounding: HIGHEST (gemv_bf16_acc): bf16 products exact in fp32, fp32 sums, one rounding to bf16 (nearest even) at gemv_bf16_store; HIGH (gemv_bf16_acc_round): the fp32 partial sum is rounded to bf16 (nearest even) after every K tile; MEDIUM (gemv_bfp16_acc_round): w and x converted to bfp16ebs8 blocks of 8 along K (shared exponent the block's largest, mantissas rounded to nearest even under conv_even, iron.operators.bfp16.quantize), products summed in fp32 accumulators, then rounded as HIGH: GEMV.reference (iron.operators.matmul.model_product)
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 // The design keeps acc in a core-local fp32 buffer between K tiles, so a row
 // tile's sum is carried in fp32 across kernel calls; only the store (HIGHEST)

@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
 //   computes: out[r, :] = (x[r, :] - mean) * rsqrt(var + eps) * weight + bias for each of the n / cols rows
 //   rounding: as layer_norm_bf16 (the rsqrt's argument scaled by an exact power of four above 2**100, so its Newton steps stay fp32-accurate under an emulated fp32 multiply), then times the weight and plus the bias in fp32, one rounding to bf16 (nearest even): LayerNorm.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
 //   computes: out[r, :] = (x[r, :] - mean) * rsqrt(var + eps) for each of the n / cols rows, var the mean of squared deviations
 //   rounding: three fp32 passes (fp32 sum / cols; fp32 sum of squared fp32 deviations / cols; deviation times the fp32 rsqrt of var + eps), one rounding to bf16 (nearest even): LayerNorm.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols
 //   computes: out[r, :] = bf16(x[r, :] * rsqrt(sum(x[r, :]**2) / cols + eps)) * weight for each of the n / cols rows
 //   rounding: as rms_norm_bf16, the normalized value rounded to bf16 (nearest even), then times the weight in fp32 (exact) and rounded again to bf16 (nearest even): two roundings, as RMSNorm.reference (AMD IRON's two-kernel weighted rms_norm)
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 //===----------------------------------------------------------------------===//
 

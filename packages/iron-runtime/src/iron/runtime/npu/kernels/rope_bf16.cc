@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of head_dim, head_dim a positive multiple of 32 (each half of the table row whole 16-lane vectors); designs pass heads_per_tile * head_dim and the operator's head_dim
 //   computes: each of the n / head_dim head rows of x (all of one position) rotated by the one table row, c its first half and s its second: 'half' out = [x1 c - x2 s, x2 c + x1 s] with x1, x2 the head row's halves; 'interleaved' out[2i] = x[2i] c[i] - x[2i+1] s[i], out[2i+1] = x[2i+1] c[i] + x[2i] s[i]
 //   rounding: each bf16 product exact in the fp32 accumulator (mul), the second product subtracted or added with one fp32 rounding (msc / mac), one rounding to bf16 (nearest even): RoPE.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 // The table row is the same for every head row of the call: the design
 // acquires it once per position and passes it to every call for that

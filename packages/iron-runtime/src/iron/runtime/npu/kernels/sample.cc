@@ -7,6 +7,7 @@
 //   tile: n any positive count (designs pass tile_size: even, at most 4096); 1 <= k <= 256 (the operator's top_k, or 1 for greedy; a per-call top_k, at most the list the design allocates); list holds count, next index, k keys, k indices
 //   computes: the running top-k (value, index) list of the logits streamed so far, ranked largest first, ties by lower index, NaN as -inf; then the token: greedy the first ranked index, else draw()'s pick from the float32 weights exp2_f32((z_j - z_0) * LOG2E), z_j = l_j * inv, cut to the nucleus of mass top_p (sample_pick: 1), and the uniform (hash32(seed) >> 8) * 2**-24; sample_pick_call divides inv = 1 / T itself (IEEE single division, as draw())
 //   rounding: exact (an integer token): the ranking compares integer keys of the logits' bits; the draw does draw()'s float32 operations in its order, each one IEEE single rounded to nearest even, never fused (fp contraction off): Sample.reference (iron.operators.sample.draw)
+//   stack: 448 bytes; twice the host frames plus 64, rounded up to 32: the host build of this same scalar code (tests/npu/host_sample.cc, g++ -O2 -fstack-usage) measures 184 bytes over every function of this file (tests/npu/test_stack.py recomputes it); the 64 and the doubling cover AIE2's callee-saved registers (lr, r16-r23, p6, p7: 44 bytes), its 32-byte frame alignment and the compiler-rt calls of emulated float; every Peano build measures it
 //
 // The ranking is integer-only: a logit's fp32 bits (a bf16 logit's bits
 // shifted up 16, exact) map to an int32 key whose order is the float order,

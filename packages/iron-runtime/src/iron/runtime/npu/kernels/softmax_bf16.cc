@@ -7,6 +7,7 @@
 //   tile: n a positive multiple of cols, cols a positive multiple of 16 (the vector width); designs pass rows_per_tile * cols, and as length a compile-time constant or the per-call scratchpad word unclamped
 //   computes: out[r, :length] = exp(x - max) / sum(exp(x - max)) over the row's first length columns, out[r, length:] = 0, for each of the n / cols rows
 //   rounding: exact max, fp32 exp of x - max (iron_vecmath.h mexp, within 2**-10 relative) kept in the fp32 scratch row, fp32 sum of those, each times the fp32 reciprocal of the sum (estimate and two Newton steps), one rounding to bf16 (nearest even): Softmax.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 //===----------------------------------------------------------------------===//
 

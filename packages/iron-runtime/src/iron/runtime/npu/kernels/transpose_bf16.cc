@@ -7,6 +7,7 @@
 //   tile: rows and cols positive multiples of 8 (8x8 sub-blocks); designs pass tile_rows, tile_cols
 //   computes: out[c * rows + r] = x[r * cols + c] (x row-major rows x cols, out row-major cols x rows)
 //   rounding: none, exact: moves bf16 bit patterns (NaN payloads and -0 kept): Transpose.reference
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
 //
 // The block is swapped 8x8 at a time: eight 8-element rows of x (16 bytes
 // each, 16-byte aligned since cols is a multiple of 8) make one 64-element
