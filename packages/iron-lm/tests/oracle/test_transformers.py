@@ -24,6 +24,13 @@ reference's next-token logits at that position. The criteria (in float64):
   greedy generation up to the first step whose reference margin is at most
   ``MARGIN``; and the device loop and the host loop give the same tokens.
 
+A long context (``test_long_context``): a grouped-query model with weights of
+a larger scale (``initializer_range`` 0.1) over ``LONG`` positions, through
+the prompt version alone and through the decode version after a short
+prompt, judged per block of ``BLOCK`` positions: each block's mean KL is at
+most 1.5 times the peer's over the same block, or at most ``BLOCK_ABS_KL``
+(issue 17 reported IRON's KL growing with position there).
+
 torch and transformers are installed only in this test's nox session
 (``nox -s oracle``); the library never imports them.
 """
@@ -148,6 +155,28 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The long-context check: positions, the block each is judged by, the bound.
+LONG = 512
+BLOCK = 64
+BLOCK_ABS_KL = 0.002
+#: Of the decode pass, the first this many positions go through the prompt.
+LONG_PROMPT = 24
+LONG_CONFIG: dict[str, Any] = dict(
+    _COMMON,
+    initializer_range=0.1,
+    max_position_embeddings=LONG + ROWS,
+    hidden_size=128,
+    intermediate_size=384,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    num_hidden_layers=2,
+    vocab_size=384,
+    tie_word_embeddings=False,
+    rope_parameters=_DEFAULT_ROPE,
+)
+
+
 @dataclass
 class Case:
     """One configuration: its checkpoint, the three models, the measurements."""
@@ -171,7 +200,7 @@ def _save_random_llama(directory: Path, fields: dict[str, Any], seed: int) -> No
     transformers' initializer draws the matrices; the RMSNorm weights (ones at
     initialization) are drawn too, so a norm weight applied wrongly shows.
     """
-    config = transformers.LlamaConfig(**_COMMON, **fields)
+    config = transformers.LlamaConfig(**{**_COMMON, **fields})
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config)
     generator = torch.Generator().manual_seed(seed + 1)
@@ -415,3 +444,66 @@ def test_greedy(case: Case, oracle_figures) -> None:
         f"{case.name}: only {checked_total} greedy steps precede a near-tie; "
         f"the comparison checks too little"
     )
+
+
+# -- a long context ------------------------------------------------------------------------
+
+
+def _block_means(values: np.ndarray) -> np.ndarray:
+    return values.reshape(-1, BLOCK).mean(axis=1)
+
+
+def test_long_context(tmp_path_factory, oracle_figures) -> None:
+    """Over LONG positions, each BLOCK's mean KL within 1.5x the peer's (or 0.002).
+
+    Both versions: the prompt version over every position (chunk after
+    chunk, each attending to all the earlier ones in the cache), and the
+    decode version from ``LONG_PROMPT`` on.
+    """
+    started = time.perf_counter()
+    seed = 1100
+    directory = tmp_path_factory.mktemp("long")
+    _save_random_llama(directory, LONG_CONFIG, seed)
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, LONG_CONFIG["vocab_size"], LONG).astype(np.int32)
+    reference = _hf_logits(_hf(directory, torch.float32), ids)
+    peer = _hf_logits(_hf(directory, torch.bfloat16), ids)
+    decoder = Decoder.from_pretrained(
+        directory, device="npu2", context=LONG + ROWS, rows=ROWS, progress=False
+    )
+    prompt = np.asarray(decoder.logits(ids), np.float64)
+    decode = np.zeros_like(prompt)
+    decode[:LONG_PROMPT] = decoder.logits(ids[:LONG_PROMPT])
+    for p in range(LONG_PROMPT, LONG):
+        logits, _ = decoder.decode(token=int(ids[p]), position=p, n=1, seed=0)
+        decode[p] = np.asarray(logits, np.float64)
+    peer_blocks = _block_means(kl(reference, peer))
+    bound = np.maximum(KL_RATIO * peer_blocks, BLOCK_ABS_KL)
+    figures = oracle_figures.setdefault("long", {})
+    failures = []
+    for version, ours in (("prompt", prompt), ("decode", decode)):
+        assert np.isfinite(ours).all()
+        blocks = _block_means(kl(reference, ours))
+        figures[f"{version}_block_kl"] = blocks.tolist()
+        for i in np.flatnonzero(blocks > bound):
+            failures.append(
+                f"{version} version, positions {i * BLOCK}..{(i + 1) * BLOCK - 1}: "
+                f"mean KL {blocks[i]:.3g} over {bound[i]:.3g} = max({KL_RATIO} x "
+                f"the bf16 peer's {peer_blocks[i]:.3g}, {BLOCK_ABS_KL})"
+            )
+    figures.update(
+        positions=LONG,
+        block=BLOCK,
+        peer_block_kl=peer_blocks.tolist(),
+        seconds=time.perf_counter() - started,
+    )
+    print(
+        "\nlong: block KL prompt "
+        + " ".join(f"{v:.1e}" for v in figures["prompt_block_kl"])
+        + "; decode "
+        + " ".join(f"{v:.1e}" for v in figures["decode_block_kl"])
+        + "; peer "
+        + " ".join(f"{v:.1e}" for v in peer_blocks)
+        + f"; {figures['seconds']:.1f} s"
+    )
+    assert not failures, "\n".join(failures)
