@@ -88,7 +88,9 @@ def test_odd_sizes_run_and_equal_the_reference(odd_checkpoints, name, device) ->
             np.testing.assert_array_equal(bits(out_d), bits(out_r))
             assert dict(carry_d) == dict(carry_r)
         for _ in range(3):
-            values = dict(token=int(carry_d["token"]), position=int(carry_d["position"]))
+            values = dict(
+                token=int(carry_d["token"]), position=int(carry_d["position"])
+            )
             out_d, carry_d = decoder.decode(n=1, seed=7, **values)
             out_r, carry_r = graph.reference(n=1, seed=7, **values)
             assert out_d.shape == (vocab,)
@@ -157,7 +159,10 @@ def test_rows_the_device_refused_now_run(checkpoints, rows, caplog) -> None:
     tokens as the default chunks."""
     with caplog.at_level(logging.INFO, logger="iron.lm"):
         decoder = Decoder.from_pretrained(
-            checkpoints("tied"), device="npu2", context=CONTEXT, rows=rows,
+            checkpoints("tied"),
+            device="npu2",
+            context=CONTEXT,
+            rows=rows,
             progress=False,
         )
     assert decoder.graph.rows == chunk_rows(rows, CONTEXT)

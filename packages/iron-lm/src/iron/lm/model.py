@@ -34,9 +34,10 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
-from iron.lm.applications.llama import PROFILES
 from iron.core.device import DEVICES
+from iron.lm.applications.llama import PROFILES
 from iron.lm.config import LlamaConfig
+from iron.lm.options import ROW_MULTIPLE
 from iron.operators.activations import SiLUMul
 from iron.operators.attention import CausalAttention, DecodeAttention
 from iron.operators.binary import ElementwiseAdd
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAD_MULTIPLE",
-    "ROW_MULTIPLE",
     "Attention",
     "Layer",
     "Linear",
@@ -64,9 +64,6 @@ __all__ = [
     "padded_size",
 ]
 
-#: Prompt chunks come in multiples of this many rows: twice the 4 rows of the
-#: bf16 matrix unit (mmul) on both devices, as GEMM requires.
-ROW_MULTIPLE = 8
 #: An MLP width or a vocabulary the devices' tiles do not divide is padded
 #: inside the graph to a multiple of this (zero weights; see padded_size).
 PAD_MULTIPLE = 64
@@ -243,7 +240,9 @@ class Llama(iron.Graph):
             context or config.max_position_embeddings, config.max_position_embeddings
         )
         if rows < 1:
-            raise ValueError(f"a prompt chunk of rows={rows} must hold 1 or more tokens")
+            raise ValueError(
+                f"a prompt chunk of rows={rows} must hold 1 or more tokens"
+            )
         self.config = config
         self.context = context
         self.rows = chunk_rows(rows, context)
@@ -611,7 +610,7 @@ class Llama(iron.Graph):
 def chunk_rows(rows: int, context: int) -> int:
     """The rows of a prompt chunk asked for as ``rows``, as every device runs it.
 
-    A multiple of :data:`ROW_MULTIPLE` (the GEMMs' rows), at most the rows
+    A multiple of ``ROW_MULTIPLE`` (8, the GEMMs' rows: iron.lm.options), at most the rows
     the embedding gather takes in one call (one shim buffer descriptor per
     row, ``Device.shim_bds``, the least of the known devices') and at most
     ``context``: ``rows`` rounded down to that (at least one multiple). A
@@ -619,7 +618,7 @@ def chunk_rows(rows: int, context: int) -> int:
     prompt's speed; it changes no result.
 
     Raises:
-        ValueError: ``context`` holds fewer than :data:`ROW_MULTIPLE`
+        ValueError: ``context`` holds fewer than ``ROW_MULTIPLE``
             positions (named).
     """
     gather = min(d.shim_bds for d in DEVICES.values())
