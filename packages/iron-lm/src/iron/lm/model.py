@@ -610,10 +610,10 @@ class Llama(iron.Graph):
 def chunk_rows(rows: int, context: int) -> int:
     """The rows of a prompt chunk asked for as ``rows``, as every device runs it.
 
-    A multiple of ``ROW_MULTIPLE`` (8, the GEMMs' rows: iron.lm.options), at most the rows
-    the embedding gather takes in one call (one shim buffer descriptor per
-    row, ``Device.shim_bds``, the least of the known devices') and at most
-    ``context``: ``rows`` rounded down to that (at least one multiple). A
+    A multiple of ``ROW_MULTIPLE`` (8, the GEMMs' rows; iron.lm.options),
+    at most the rows the embedding gather takes in one call (one shim buffer
+    descriptor per row, ``Device.shim_bds``, the least of the known
+    devices') and at most ``context``: ``rows`` rounded down to that (at least one multiple). A
     prompt longer than a chunk runs in several, so ``rows`` only tunes the
     prompt's speed; it changes no result.
 
