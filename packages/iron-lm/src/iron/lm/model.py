@@ -466,7 +466,7 @@ class Llama(iron.Graph):
 
         A padded vocabulary's extra logits are 0 (zero weights), which a draw
         could pick. Before sampling, the aligned tail of the sampled logits
-        from the last multiple of :data:`_FLOOR_ALIGN` on gets ``floor``
+        from the last multiple of ``_FLOOR_ALIGN`` (16) on gets ``floor``
         added: 0 for the vocabulary's own logits (unchanged) and bf16's
         lowest finite value for the padded ones, which no draw then picks.
         The logits returned are the vocabulary's own.
