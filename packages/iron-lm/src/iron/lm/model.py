@@ -34,8 +34,10 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
+from iron.core.device import DEVICES
 from iron.lm.applications.llama import PROFILES
 from iron.lm.config import LlamaConfig
+from iron.lm.options import ROW_MULTIPLE
 from iron.operators.activations import SiLUMul
 from iron.operators.attention import CausalAttention, DecodeAttention
 from iron.operators.binary import ElementwiseAdd
@@ -49,7 +51,25 @@ if TYPE_CHECKING:
     from iron.lm.checkpoint import Checkpoint
     from iron.lm.gguf import GGUFCheckpoint
 
-__all__ = ["Attention", "Layer", "Linear", "Llama", "Mlp", "Model", "Norm"]
+__all__ = [
+    "PAD_MULTIPLE",
+    "Attention",
+    "Layer",
+    "Linear",
+    "Llama",
+    "Mlp",
+    "Model",
+    "Norm",
+    "chunk_rows",
+    "padded_size",
+]
+
+#: An MLP width or a vocabulary the devices' tiles do not divide is padded
+#: inside the graph to a multiple of this (zero weights; see padded_size).
+PAD_MULTIPLE = 64
+#: The padded logits are floored over an aligned tail: elementwise steps take
+#: whole 16-element tiles.
+_FLOOR_ALIGN = 16
 
 #: ``top_p=1`` (keep every candidate) as the per-call code Sample reads.
 _TOP_P_ONE = top_p_code(1.0)
@@ -120,11 +140,12 @@ class Mlp:
 
     @classmethod
     def declare(cls, c: LlamaConfig) -> Mlp:
-        """Weights to bind."""
+        """Weights to bind, at the padded MLP width (:func:`padded_size`)."""
+        width = padded_size(c.intermediate_size)
         return cls(
-            Linear.declare(c.intermediate_size, c.hidden_size),
-            Linear.declare(c.intermediate_size, c.hidden_size),
-            Linear.declare(c.hidden_size, c.intermediate_size),
+            Linear.declare(width, c.hidden_size),
+            Linear.declare(width, c.hidden_size),
+            Linear.declare(c.hidden_size, width),
         )
 
 
@@ -160,7 +181,7 @@ class Model:
     def declare(cls, c: LlamaConfig, context: int) -> Model:
         """Weights to bind, and caches of ``context`` positions."""
         return cls(
-            Norm(iron.param(c.vocab_size, c.hidden_size)),
+            Norm(iron.param(padded_size(c.vocab_size), c.hidden_size)),
             [Layer.declare(c, context) for _ in range(c.num_hidden_layers)],
             Norm(iron.param(c.hidden_size)),
         )
@@ -176,7 +197,10 @@ class Llama(iron.Graph):
         config: The model's configuration.
         context: Positions the caches hold (at most the model's
             ``max_position_embeddings``).
-        rows: Tokens in one prompt chunk (the prompt version's input length).
+        rows: Tokens in one prompt chunk (the prompt version's input length),
+            a tuning knob: :func:`chunk_rows` turns it into the nearest chunk
+            every device runs (``graph.rows``), and longer prompts run in
+            several chunks.
         temperature: Sampling temperature; 0 is greedy. This and ``top_k``
             and ``top_p`` are the defaults of each call: the graph reads them
             per call (``body``'s ``temperature``, ``top_k`` and ``top_p``,
@@ -215,13 +239,13 @@ class Llama(iron.Graph):
         context = min(
             context or config.max_position_embeddings, config.max_position_embeddings
         )
-        if rows < 1 or rows > context:
+        if rows < 1:
             raise ValueError(
-                f"a prompt chunk of rows={rows} must hold 1..{context} tokens"
+                f"a prompt chunk of rows={rows} must hold 1 or more tokens"
             )
         self.config = config
         self.context = context
-        self.rows = rows
+        self.rows = chunk_rows(rows, context)
         _check_sampling(temperature, top_k, top_p, config.vocab_size)
         self._settings = (temperature, top_k, top_p)  # sampling()'s defaults
         self._defaults = self.sampling()
@@ -231,12 +255,15 @@ class Llama(iron.Graph):
         self.top_p = float(top_p) if temperature else 1.0
         self.model = Model.declare(config, context)
         if not config.tie_word_embeddings:
-            self.lm_head = Linear.declare(config.vocab_size, config.hidden_size)
+            self.lm_head = Linear.declare(
+                padded_size(config.vocab_size), config.hidden_size
+            )
         scaling = config.rope_scaling.to_dict() if config.rope_scaling else None
         self.rope = iron.param(
             rope_table(context, config.head_dim, config.rope_theta, scaling)
         )
         self.generated = iron.state((context + 1, 1), np.int32)
+        self._declare_padded_logits()
         self.profile = profile
 
     @classmethod
@@ -372,9 +399,21 @@ class Llama(iron.Graph):
         if checkpoint is not None:
             checkpoint.verify()
 
+    def load_state_dict(self, tree: Any, *, path: str = "") -> None:
+        """Bind the weights (see ``iron.Graph.load_state_dict``), padded.
+
+        An MLP width or a vocabulary that is not a multiple of
+        :data:`PAD_MULTIPLE` is held padded with zeros (:func:`padded_size`):
+        the embedding's and the LM head's rows, the gate and up projections'
+        rows and the down projection's columns are copied into zeroed bf16
+        arrays of the padded shape; every other tensor binds as it is.
+        """
+        super().load_state_dict(_padded_tree(self.config, tree, path), path=path)
+
     @property
     def head(self) -> np.ndarray:
-        """The LM head's (vocab, hidden) weight: the embedding when tied."""
+        """The LM head's (vocab, hidden) weight: the embedding when tied
+        (padded to :func:`padded_size` rows)."""
         if self.config.tie_word_embeddings:
             return self.model.embed_tokens.weight
         return self.lm_head.weight
@@ -410,13 +449,68 @@ class Llama(iron.Graph):
         for layer in self.model.layers:
             x = self.prompt_layer(layer, x, cos_sin, position, rows)
         h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
-        logits = GEMM.step(h, self.head, b_transposed=True)  # (rows, vocab)
-        last = logits[n - 1]
+        logits = self._head_logits(h)  # (rows, padded vocab)
+        last = self._sampled(logits[n - 1], copy=True)
         token = Sample.step(last, seed=seed + position + n, **draw)
         Copy.step(token, out=self.generated[position + n])
+        if padded_size(c.vocab_size) != c.vocab_size:
+            logits = logits[:n, : c.vocab_size]  # the state's rows, n valid
         return logits, iron.carry(
             token=token, position=position + n, n=1, seed=seed, **draw
         )
+
+    # -- a padded vocabulary ----------------------------------------------------
+
+    def _declare_padded_logits(self) -> None:
+        """States the LM head writes when the vocabulary is padded, and the floor.
+
+        A padded vocabulary's extra logits are 0 (zero weights), which a draw
+        could pick. Before sampling, the aligned tail of the sampled logits
+        from the last multiple of ``_FLOOR_ALIGN`` (16) on gets ``floor``
+        added: 0 for the vocabulary's own logits (unchanged) and bf16's
+        lowest finite value for the padded ones, which no draw then picks.
+        The logits returned are the vocabulary's own.
+        """
+        vocab = self.config.vocab_size
+        wide = padded_size(vocab)
+        if wide == vocab:
+            return
+        self.prompt_logits = iron.state((self.rows, wide), bfloat16)
+        self.decode_logits = iron.state((wide,), bfloat16)
+        start = vocab // _FLOOR_ALIGN * _FLOOR_ALIGN
+        floor = np.zeros(wide - start, bfloat16)
+        floor[vocab - start :] = np.finfo(bfloat16).min
+        self.logits_floor = iron.param(floor)
+
+    def _head_logits(self, h: Any) -> Any:
+        """The LM head over ``h``, (rows, hidden) or (hidden,): padded logits
+        are written to the padded vocabulary's states."""
+        vocab = self.config.vocab_size
+        padded = padded_size(vocab) != vocab
+        if h.ndim == 1:
+            if not padded:
+                return GEMV.step(self.head, h)
+            GEMV.step(self.head, h, out=self.decode_logits)
+            return self.decode_logits
+        if not padded:
+            return GEMM.step(h, self.head, b_transposed=True)
+        GEMM.step(h, self.head, b_transposed=True, out=self.prompt_logits)
+        return self.prompt_logits
+
+    def _sampled(self, row: Any, *, copy: bool) -> Any:
+        """The (padded vocab,) logits ``row`` to sample from, padded ones floored.
+
+        ``copy``: ``row`` is not the decode state yet (a prompt row) and is
+        copied there first, so the prompt's returned logits stay as computed.
+        """
+        vocab = self.config.vocab_size
+        if padded_size(vocab) == vocab:
+            return row
+        if copy:
+            Copy.step(row, out=self.decode_logits)
+        tail = self.decode_logits[vocab // _FLOOR_ALIGN * _FLOOR_ALIGN :]
+        Copy.step(ElementwiseAdd.step(tail, self.logits_floor), out=tail)
+        return self.decode_logits
 
     def prompt_layer(
         self, layer: Layer, x: Any, cos_sin: Any, position: Any, rows: int
@@ -469,10 +563,12 @@ class Llama(iron.Graph):
         h = RMSNorm.step(
             x.reshape(1, -1), weight=self.model.norm.weight, eps=c.rms_norm_eps
         )
-        logits = GEMV.step(self.head, h.reshape(-1))  # (vocab,)
-        nxt = Sample.step(logits, seed=seed + position + 1, **draw)
+        logits = self._head_logits(h.reshape(-1))  # (padded vocab,)
+        nxt = Sample.step(
+            self._sampled(logits, copy=False), seed=seed + position + 1, **draw
+        )
         Copy.step(nxt, out=self.generated[position + 1])
-        return logits, iron.carry(
+        return logits[: c.vocab_size], iron.carry(
             token=nxt, position=position + 1, n=1, seed=seed, **draw
         )
 
@@ -509,6 +605,91 @@ class Llama(iron.Graph):
             GEMV.step(mlp.gate_proj.weight, h), GEMV.step(mlp.up_proj.weight, h)
         )
         return ElementwiseAdd.step(x, GEMV.step(mlp.down_proj.weight, act))
+
+
+def chunk_rows(rows: int, context: int) -> int:
+    """The rows of a prompt chunk asked for as ``rows``, as every device runs it.
+
+    A multiple of ``ROW_MULTIPLE`` (8, the GEMMs' rows; iron.lm.options),
+    at most the rows the embedding gather takes in one call (one shim buffer
+    descriptor per row, ``Device.shim_bds``, the least of the known
+    devices') and at most ``context``: ``rows`` rounded down to that (at least one multiple). A
+    prompt longer than a chunk runs in several, so ``rows`` only tunes the
+    prompt's speed; it changes no result.
+
+    Raises:
+        ValueError: ``context`` holds fewer than ``ROW_MULTIPLE``
+            positions (named).
+    """
+    gather = min(d.shim_bds for d in DEVICES.values())
+    limit = min(gather, context) // ROW_MULTIPLE * ROW_MULTIPLE
+    if limit < ROW_MULTIPLE:
+        raise ValueError(
+            f"a context of {context} positions cannot hold a prompt chunk of "
+            f"{ROW_MULTIPLE} rows (the prompt's matmuls take rows in multiples of "
+            f"{ROW_MULTIPLE}); load with a context of at least {ROW_MULTIPLE * 2}"
+        )
+    chunk = min(max(rows // ROW_MULTIPLE, 1) * ROW_MULTIPLE, limit)
+    if chunk != rows:
+        logger.info(
+            "a prompt chunk of rows=%d runs as %d rows (multiples of %d, at most "
+            "%d); longer prompts run in several chunks",
+            rows,
+            chunk,
+            ROW_MULTIPLE,
+            limit,
+        )
+    return chunk
+
+
+def padded_size(size: int) -> int:
+    """``size`` rounded up to a multiple of :data:`PAD_MULTIPLE`.
+
+    The width the graph gives an MLP or a vocabulary: what the devices'
+    tiles divide. The padding holds zero weights, so it changes no result:
+    padded MLP columns are zero through SiLU and the down projection, and
+    padded logits are neither sampled nor returned.
+    """
+    return -(-size // PAD_MULTIPLE) * PAD_MULTIPLE
+
+
+#: The tensors padding widens: name suffix -> (config field, axis padded).
+_PADDED = {
+    "model.embed_tokens.weight": ("vocab_size", 0),
+    "lm_head.weight": ("vocab_size", 0),
+    "mlp.gate_proj.weight": ("intermediate_size", 0),
+    "mlp.up_proj.weight": ("intermediate_size", 0),
+    "mlp.down_proj.weight": ("intermediate_size", 1),
+}
+
+
+def _padded_tree(config: LlamaConfig, tree: Any, path: str) -> Any:
+    """``tree`` with the tensors padding widens copied into zeroed padded arrays.
+
+    Only a flat mapping of dotted names is padded (what checkpoints give);
+    a tensor of another shape is left for ``load_state_dict`` to name.
+    """
+    if not isinstance(tree, Mapping):
+        return tree
+    out = dict(tree)
+    for name, tensor in tree.items():
+        if not isinstance(name, str) or not isinstance(tensor, np.ndarray):
+            continue
+        rest = name[len(path) :] if name.startswith(path) else None
+        for suffix, (field, axis) in _PADDED.items():
+            if rest is None or not (rest == suffix or rest.endswith("." + suffix)):
+                continue
+            size = getattr(config, field)
+            if tensor.ndim != 2 or tensor.shape[axis] != size:
+                continue
+            if padded_size(size) == size:
+                continue
+            shape = list(tensor.shape)
+            shape[axis] = padded_size(size)
+            wide = np.zeros(shape, bfloat16)
+            wide[(slice(None),) * axis + (slice(0, size),)] = tensor
+            out[name] = wide
+    return out
 
 
 def _check_settings(*, context: Any, rows: Any) -> None:

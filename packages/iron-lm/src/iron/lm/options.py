@@ -51,7 +51,8 @@ EXIT_INTERRUPTED = 130
 #: position ``p`` uses ``seed + p``, so half of that range is left for positions.
 SEED_LIMIT = 2**29
 #: Prompt rows come in multiples of this: twice the 4 rows of the bf16
-#: matrix unit (mmul) on both devices, as GEMM requires.
+#: matrix unit (mmul) on both devices, as GEMM requires (the graph's
+#: iron.lm.model.chunk_rows rounds --rows to it).
 ROW_MULTIPLE = 8
 #: The context when --context is not given (at most the model's own).
 DEFAULT_CONTEXT = 2048
@@ -125,7 +126,8 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         type=int,
         default=16,
         metavar="N",
-        help="prompt tokens run at once: 8 or 16 (default: %(default)s)",
+        help="prompt tokens run at once, a tuning knob: rounded to a multiple of "
+        "8, at most 16 (default: %(default)s); longer prompts run in chunks",
     )
     parser.add_argument(
         "-v",
@@ -173,23 +175,21 @@ def check_model_options(args: argparse.Namespace) -> str:
             f"--top-k is 0 (off) or 1..{MAX_TOP_K}, got {args.top_k} (the "
             f"device's sampler keeps at most the {MAX_TOP_K} largest logits)"
         )
+    from iron.lm.model import chunk_rows
+
     device = args.device or default_device()
-    dev = as_device(device)
-    # The prompt version gathers its rows of the embedding with one shim
-    # buffer descriptor each, from one shim tile, and its GEMMs take rows in
-    # whole pairs of the bf16 matrix unit's 4 rows (both devices).
-    allowed = list(range(ROW_MULTIPLE, dev.shim_bds + 1, ROW_MULTIPLE))
-    if args.rows not in allowed:
+    as_device(device)  # a device name IRON does not know is refused here
+    # --rows is a tuning knob: the graph runs it as the nearest chunk every
+    # device takes (iron.lm.model.chunk_rows); longer prompts run in chunks.
+    if args.rows < 1:
         raise UsageError(
-            f"--rows is {' or '.join(map(str, allowed))} on {device}, got "
-            f"{args.rows} (the prompt's matmuls take rows in multiples of "
-            f"{ROW_MULTIPLE}, and its embedding gather at most {dev.shim_bds}, one "
-            f"per shim buffer descriptor); longer prompts run in several chunks"
+            f"--rows is a positive number of prompt tokens per chunk, got {args.rows}"
         )
-    if args.context is not None and (args.context % LANES or args.context <= args.rows):
-        smallest = (args.rows // LANES + 1) * LANES
+    rows = chunk_rows(args.rows, DEFAULT_CONTEXT)
+    if args.context is not None and (args.context % LANES or args.context <= rows):
+        smallest = (rows // LANES + 1) * LANES
         raise UsageError(
-            f"--context is a multiple of {LANES} above --rows ({args.rows}), e.g. "
+            f"--context is a multiple of {LANES} above --rows ({rows}), e.g. "
             f"{smallest}, {smallest + LANES}, ...; got {args.context} (attention "
             f"streams the KV cache in {LANES}-position vectors, and a prompt chunk "
             f"needs --rows positions)"
