@@ -206,6 +206,10 @@ def test_refusals_name_the_value():
     big[0, :2] = np.array([9000.0], np.float16).view(np.uint8)  # -8 d overflows
     with pytest.raises(ValueError, match=r"Q4_0 block's min of group 0 is -72000"):
         repack(big, "Q4_0")
+    nan = np.zeros((1, 34), np.uint8)
+    nan[0, :2] = np.array([np.nan], np.float16).view(np.uint8)
+    with pytest.raises(ValueError, match=r"Q8_0 block's scale of group 0 is nan"):
+        repack(nan, "Q8_0")
     with pytest.raises(ValueError, match=r"GGUF type 'Q5_K' has no device format"):
         repack(big, "Q5_K")
     with pytest.raises(ValueError, match=r"not whole 18-byte blocks"):

@@ -351,6 +351,7 @@ def repack(raw: np.ndarray, ggml_type: str) -> tuple[QuantFormat, np.ndarray]:
     fmt = GGUF_FORMATS[ggml_type]
     where = f"{ggml_type} block's"
     if ggml_type == "Q8_0":
+        _finite16(_f16(b[..., 0:2]), f"{where} scale")  # a NaN or inf d is refused
         return fmt, data.copy()  # the same bytes: d (fp16) and 32 int8 codes
     if ggml_type in ("Q4_0", "Q4_1"):
         head = 2 if ggml_type == "Q4_0" else 4
