@@ -114,10 +114,15 @@ def test_quantizing_goes_piece_by_piece_releasing_each(tiny_dir, monkeypatch):
         assert len(pieces) > embed.shape[0] // 8  # every 8 rows of each matrix
         assert max(p.shape[0] for p in pieces) == 8
         packed = q.packed()["model.embed_tokens.weight"]
-        assert packed.dtype == np.uint8 and q.formats()["model.embed_tokens.weight"] is FORMATS["q4"]
+        assert (
+            packed.dtype == np.uint8
+            and q.formats()["model.embed_tokens.weight"] is FORMATS["q4"]
+        )
         assert "model.norm.weight" not in q.packed()  # norms stay bf16
         assert q.release(packed) > 0  # a view of the scratch mapping: released
-        np.testing.assert_array_equal(packed[:3], quantize(np.asarray(embed[:3]), FORMATS["q4"]))
+        np.testing.assert_array_equal(
+            packed[:3], quantize(np.asarray(embed[:3]), FORMATS["q4"])
+        )
         q.close()
 
 

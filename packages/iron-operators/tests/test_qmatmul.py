@@ -31,7 +31,10 @@ def exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if b64.ndim == 1:
         return np.array([math.fsum(row * b64) for row in a64])
     return np.array(
-        [[math.fsum(a64[i] * b64[:, j]) for j in range(b64.shape[1])] for i in range(len(a64))]
+        [
+            [math.fsum(a64[i] * b64[:, j]) for j in range(b64.shape[1])]
+            for i in range(len(a64))
+        ]
     )
 
 
@@ -85,7 +88,9 @@ def test_qgemv_is_gemv_over_the_dequantized_weights_bit_for_bit(fmt):
     x = b16(np.random.default_rng(4).standard_normal(512))
     op = QGEMV(M=16, K=512, bits=fmt.bits, group=fmt.group).resolved("npu1")
     ref = GEMV(M=16, K=512).resolved("npu1").reference(wb, x)
-    np.testing.assert_array_equal(op.reference(packed, x).view(np.uint16), ref.view(np.uint16))
+    np.testing.assert_array_equal(
+        op.reference(packed, x).view(np.uint16), ref.view(np.uint16)
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
@@ -93,7 +98,9 @@ def test_qgemv_is_gemv_over_the_dequantized_weights_bit_for_bit(fmt):
 def test_qgemm_reference_holds_its_bound_and_is_gemm(fmt, rows):
     rng = np.random.default_rng(5)
     packed, wb = weights(fmt, 24, 128, seed=6)
-    a = b16(rng.standard_normal((16, 128)) * 10.0 ** rng.integers(-3, 3, (16, 1)))[:rows]
+    a = b16(rng.standard_normal((16, 128)) * 10.0 ** rng.integers(-3, 3, (16, 1)))[
+        :rows
+    ]
     op = QGEMM(M=16, K=128, N=24, bits=fmt.bits, group=fmt.group).resolved("npu2")
     got = op.reference(a, packed)
     assert got.shape == (rows, 24) and got.dtype == bfloat16
@@ -126,7 +133,9 @@ def test_the_tolerance_catches_undequantized_weights_and_a_bf16_accumulator():
     op = QGEMV(M=1, K=k, bits=4, group=32).resolved("npu2")
     wb = dequantize(packed, Q4).astype(bfloat16)
     want = exact(wb, x)
-    assert want[0] == 0 and compare(op.reference(packed, x), want, op.tolerance(packed, x))
+    assert want[0] == 0 and compare(
+        op.reference(packed, x), want, op.tolerance(packed, x)
+    )
     w32 = dequantize(packed, Q4).astype(np.float64)
     unrounded = b16(w32 @ x.astype(np.float64))
     assert unrounded[0] == 3.0 and not compare(unrounded, want, op.tolerance(packed, x))
@@ -136,7 +145,9 @@ def test_the_tolerance_catches_undequantized_weights_and_a_bf16_accumulator():
     for p in dequantize(ones, Q4)[0].astype(bfloat16).astype(np.float32):
         acc = np.float32(bfloat16(acc + p))
     y = b16(np.ones(k))
-    assert acc == 256 and not compare(b16([acc]), exact(ones_b := dequantize(ones, Q4), y), op.tolerance(ones, y))
+    assert acc == 256 and not compare(
+        b16([acc]), exact(ones_b := dequantize(ones, Q4), y), op.tolerance(ones, y)
+    )
     assert exact(ones_b, y)[0] == k
 
 
@@ -152,7 +163,12 @@ def test_dequant_rows_is_exact_and_reads_gathered_rows():
 def test_declarations_read_the_format_off_the_packed_rows():
     packed = np.zeros((6, Q8_16.row_bytes(256)), np.uint8)
     found = QGEMV.infer({"w": packed, "x": np.zeros(256, bfloat16)})
-    assert (found["M"][0], found["K"][0], found["bits"][0], found["group"][0]) == (6, 256, 8, 16)
+    assert (found["M"][0], found["K"][0], found["bits"][0], found["group"][0]) == (
+        6,
+        256,
+        8,
+        16,
+    )
     found = QGEMM.infer({"a": np.zeros((4, 256), bfloat16), "w": packed})
     assert (found["N"][0], found["M"][0], found["bits"][0]) == (6, 4, 8)
     with pytest.raises(DimensionConflictError, match=r"QGEMV: a packed row of 7 bytes"):
@@ -180,10 +196,22 @@ def test_resolve_gives_tiles_check_accepts_and_cost_counts_packed_bytes(dev, fmt
 
 
 def test_device_rules_name_what_breaks():
-    with pytest.raises(RefusedShapeError, match=r"QGEMV on npu2: K=96 is not a positive multiple of 64"):
+    with pytest.raises(
+        RefusedShapeError, match=r"QGEMV on npu2: K=96 is not a positive multiple of 64"
+    ):
         QGEMV(M=4, K=96, bits=4, group=32).resolved("npu2")
     with pytest.raises(RefusedShapeError, match=r"tile_k=64, tile_n=2048 need"):
-        QGEMM(M=32, K=2048, N=2048, bits=4, group=32, num_aie_columns=1, tile_m=32, tile_k=64, tile_n=2048).resolved("npu2").check(NPU2)
+        QGEMM(
+            M=32,
+            K=2048,
+            N=2048,
+            bits=4,
+            group=32,
+            num_aie_columns=1,
+            tile_m=32,
+            tile_k=64,
+            tile_n=2048,
+        ).resolved("npu2").check(NPU2)
     with pytest.raises(ValueError, match=r"bits=4, group=16 is no quantized format"):
         QGEMV(M=4, K=64, bits=4, group=16).quant_format  # noqa: B018
 
@@ -191,5 +219,7 @@ def test_device_rules_name_what_breaks():
 def test_reference_refuses_operands_of_the_wrong_format():
     packed, _ = weights(Q8, 4, 64)
     op = QGEMV(M=4, K=64, bits=4, group=32)
-    with pytest.raises(ValueError, match=r"w is packed q4 rows \[4, 40\] uint8; got \[4, 68\]"):
+    with pytest.raises(
+        ValueError, match=r"w is packed q4 rows \[4, 40\] uint8; got \[4, 68\]"
+    ):
         op.reference(packed, b16(np.ones(64)))

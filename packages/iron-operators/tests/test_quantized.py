@@ -42,7 +42,9 @@ def _weights(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
     return x.astype(bfloat16).astype(np.float32)
 
 
-def _random_blocks(rng: np.random.Generator, name: str, rows: int, blocks: int) -> np.ndarray:
+def _random_blocks(
+    rng: np.random.Generator, name: str, rows: int, blocks: int
+) -> np.ndarray:
     """Random stored blocks of type ``name`` with sane float16 scales."""
     _, size = SIZES[name]
     raw = rng.integers(0, 256, size=(rows, blocks, size), dtype=np.uint8)
@@ -89,9 +91,13 @@ def _q4k_parts(raw: np.ndarray):
     d = blocks[:, 0:2].copy().view(np.float16).astype(np.float64)
     dmin = blocks[:, 2:4].copy().view(np.float16).astype(np.float64)
     sc, m = gguf.quants.Q4_K.get_scale_min(blocks[:, 4:16].copy())
-    qs = blocks[:, 16:].reshape(n, 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)
+    qs = blocks[:, 16:].reshape(n, 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(
+        1, 1, 2, 1
+    )
     q = (qs & 0x0F).reshape(n, 8, 32).astype(np.float64)
-    a = np.abs(d[:, :, None] * sc[:, :, None] * q) + np.abs(dmin[:, :, None] * m[:, :, None])
+    a = np.abs(d[:, :, None] * sc[:, :, None] * q) + np.abs(
+        dmin[:, :, None] * m[:, :, None]
+    )
     return a.reshape(raw.shape[0], -1), q.reshape(raw.shape[0], -1)
 
 
@@ -102,7 +108,9 @@ def _q6k_parts(raw: np.ndarray):
     sc = blocks[:, 192:208].copy().view(np.int8).astype(np.float64)
     values = _gguf_values(blocks, "Q6_K").astype(np.float64).reshape(n, 16, 16)
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(d[:, :, None] * sc[:, :, None] == 0, 32, values / (d * sc)[:, :, None])
+        q = np.where(
+            d[:, :, None] * sc[:, :, None] == 0, 32, values / (d * sc)[:, :, None]
+        )
     q = np.round(q)
     a = np.abs(d[:, :, None] * sc[:, :, None] * q)
     return a.reshape(raw.shape[0], -1), q.reshape(raw.shape[0], -1)
@@ -118,7 +126,7 @@ def test_k_types_repack_within_the_stated_bound(name, case):
         # range, the smallest normal, a subnormal; sub-scales all ones.
         b = raw.reshape(-1, SIZES[name][1])
         at = 208 if name == "Q6_K" else 0
-        edges = np.array([400.0, 6.1e-5, 3e-7, -2.0**-14, 0.5, 1.0 / 3], np.float16)
+        edges = np.array([400.0, 6.1e-5, 3e-7, -(2.0**-14), 0.5, 1.0 / 3], np.float16)
         b[:, at : at + 2] = edges[np.arange(len(b)) % len(edges), None].view(np.uint8)
         if name == "Q4_K":
             b[:, 2:4] = edges[(np.arange(len(b)) + 1) % len(edges), None].view(np.uint8)

@@ -573,7 +573,9 @@ class GGUFCheckpoint:
                     offsets[hf] = (at, shape, ml_dtypes.bfloat16)
                     for piece in self._pieces(src, heads):
                         rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
-                        _check_finite(self.path, hf, rounded, (at - offsets[hf][0]) // 2)
+                        _check_finite(
+                            self.path, hf, rounded, (at - offsets[hf][0]) // 2
+                        )
                         scratch.write(rounded.view(np.uint8).data)
                         at += piece.size * 2
                 else:
@@ -598,7 +600,9 @@ class GGUFCheckpoint:
             view = np.frombuffer(mapped, dtype, count, begin)
             self._views[hf] = view.reshape(shape)
 
-    def _packed_pieces(self, name: str, heads: int | None, hf: str) -> Iterator[np.ndarray]:
+    def _packed_pieces(
+        self, name: str, heads: int | None, hf: str
+    ) -> Iterator[np.ndarray]:
         """Device-format pieces of a quantized tensor in Hugging Face's row order."""
         t = self.tensors[name]
         rows, width = t.shape[0], (t.end - t.begin) // t.shape[0]

@@ -124,7 +124,9 @@ class QuantizedCheckpoint:
                 self._formats[name] = self.format
             scratch.flush()
             mapped = (
-                mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ) if total else None
+                mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
+                if total
+                else None
             )
         except OSError as e:
             raise CheckpointError(

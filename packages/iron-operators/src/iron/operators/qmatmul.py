@@ -111,7 +111,9 @@ class _Quantized(Operator):
 
 
 def _largest_divisor(n: int, unit: int, ok: Any) -> int | None:
-    return next((t for t in range(n - n % unit, 0, -unit) if n % t == 0 and ok(t)), None)
+    return next(
+        (t for t in range(n - n % unit, 0, -unit) if n % t == 0 and ok(t)), None
+    )
 
 
 class QGEMV(_Quantized):
@@ -308,15 +310,28 @@ class QGEMM(_Quantized):
             c for c in _COLUMNS if c <= dev.columns and self.N % c == 0
         )
         per_column = self.N // columns if self.N % columns == 0 else self.N
-        ms = [self.tile_m] if self.tile_m else [t for t in (32, 16, 8, 4, 2, 1) if self.M % t == 0]
-        ns = [self.tile_n] if self.tile_n else [t for t in (64, 32, 16, 8, 4, 2, 1) if per_column % t == 0]
+        ms = (
+            [self.tile_m]
+            if self.tile_m
+            else [t for t in (32, 16, 8, 4, 2, 1) if self.M % t == 0]
+        )
+        ns = (
+            [self.tile_n]
+            if self.tile_n
+            else [t for t in (64, 32, 16, 8, 4, 2, 1) if per_column % t == 0]
+        )
         for m in ms:
             for n in ns:
                 k = self.tile_k or _largest_divisor(
                     self.K, K_MULTIPLE, lambda t, m=m, n=n: self._fits(dev, m, t, n)
                 )
                 if k is not None:
-                    return {"num_aie_columns": columns, "tile_m": m, "tile_n": n, "tile_k": k}
+                    return {
+                        "num_aie_columns": columns,
+                        "tile_m": m,
+                        "tile_n": n,
+                        "tile_k": k,
+                    }
         return {
             "num_aie_columns": columns,
             "tile_m": ms[-1],

@@ -165,7 +165,9 @@ def format_of(k: int, row_bytes: int) -> QuantFormat:
         if k > 0 and k % f.group == 0 and f.row_bytes(k) == row_bytes:
             return f
     sizes = ", ".join(
-        f"{f.name} {f.row_bytes(k)}" for f in FORMATS.values() if k > 0 and k % f.group == 0
+        f"{f.name} {f.row_bytes(k)}"
+        for f in FORMATS.values()
+        if k > 0 and k % f.group == 0
     )
     raise ValueError(
         f"a packed row of {row_bytes} bytes holds {k} elements in no quantized "
@@ -203,7 +205,9 @@ def _pack(
     parts = [np.ascontiguousarray(scale, np.float16)[..., None].view(np.uint8)]
     if fmt.bits == 4:
         assert minimum is not None
-        parts.append(np.ascontiguousarray(minimum, np.float16)[..., None].view(np.uint8))
+        parts.append(
+            np.ascontiguousarray(minimum, np.float16)[..., None].view(np.uint8)
+        )
         q = codes.astype(np.uint8)
         parts.append(q[..., 0::2] | (q[..., 1::2] << np.uint8(4)))
     else:
