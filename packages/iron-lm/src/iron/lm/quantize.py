@@ -163,9 +163,9 @@ class QuantizedCheckpoint:
     def release(self, piece: np.ndarray | str) -> int:
         """Drop the pages behind ``piece`` (a quantized view or a checkpoint's)."""
         if isinstance(piece, str):
-            piece = self._views.get(piece, piece)  # type: ignore[arg-type]
-            if isinstance(piece, str):
+            if piece not in self._views:
                 return self.source.release(piece)
+            piece = self._views[piece]
         dropped = _drop(self._scratch, piece)
         return dropped or self.source.release(piece)
 
