@@ -1,4 +1,4 @@
-"""GGUF checkpoints (llama.cpp's one-file format): open, check, dequantize.
+"""GGUF checkpoints (llama.cpp's one-file format): open, check, lay out for the device.
 
 ``open_gguf(path)`` takes a ``.gguf`` file (or a directory holding exactly
 one) and returns a :class:`GGUFCheckpoint`: the ``LlamaConfig`` read from the
@@ -426,7 +426,7 @@ class _Metadata:
 
 
 class GGUFCheckpoint:
-    """An opened GGUF file: its config, tokenizer metadata and bf16 weights.
+    """An opened GGUF file: its config, tokenizer metadata and device weights.
 
     Attributes:
         path: The GGUF file.
@@ -665,9 +665,10 @@ class GGUFCheckpoint:
     # -- lifetime ---------------------------------------------------------------------
 
     def verify(self) -> None:
-        """Nothing to check: the weights were dequantized into a private,
-        unlinked scratch file when the checkpoint was opened, so a change to
-        the GGUF file since cannot reach them (``Checkpoint.verify``'s twin)."""
+        """Nothing to check: the weights were laid out (repacked or
+        dequantized) into a private, unlinked scratch file when first read, so
+        a change to the GGUF file since cannot reach them
+        (``Checkpoint.verify``'s twin)."""
 
     def close(self) -> None:
         """Unmap the scratch weights and the file (views keep what they use)."""
@@ -934,7 +935,7 @@ def _scratch_file(directory: Path, nbytes: int, source: Path) -> Any:
             return f
         f.close()
     raise GGUFError(
-        f"GGUF file {str(source)!r}: dequantizing its weights to bf16 needs "
+        f"GGUF file {str(source)!r}: laying out its weights for the device needs "
         f"{nbytes / 2**20:.0f} MiB of scratch disk beside it or in the temporary "
         "directory, and neither has that much free"
     )
