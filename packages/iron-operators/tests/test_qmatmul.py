@@ -145,10 +145,9 @@ def test_the_tolerance_catches_undequantized_weights_and_a_bf16_accumulator():
     for p in dequantize(ones, Q4)[0].astype(bfloat16).astype(np.float32):
         acc = np.float32(bfloat16(acc + p))
     y = b16(np.ones(k))
-    assert acc == 256 and not compare(
-        b16([acc]), exact(ones_b := dequantize(ones, Q4), y), op.tolerance(ones, y)
-    )
-    assert exact(ones_b, y)[0] == k
+    exact_sum = exact(dequantize(ones, Q4), y)
+    assert exact_sum[0] == k and acc == 256
+    assert not compare(b16([acc]), exact_sum, op.tolerance(ones, y))
 
 
 def test_dequant_rows_is_exact_and_reads_gathered_rows():
