@@ -65,6 +65,16 @@ def test_the_embedded_default_streams_and_summarizes() -> None:
     assert summary.group(3, 4) == ("device", "npu2")
 
 
+def test_weights_q4_quantizes_the_embedded_model_while_loading() -> None:
+    """The issue's case: `--weights q4` runs through `iron-lm generate`."""
+    done = run("--prompt", "The NPU runs", "--max-new-tokens", "8", "--weights", "q4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("The NPU runs")
+    summary = SUMMARY.search(done.stderr)
+    assert summary, done.stderr
+    assert summary.group(3, 4) == ("device", "npu2")
+
+
 def test_the_demo_explains_its_speed_its_check_and_what_next() -> None:
     """What ``nox -s demo`` runs: the speed is the emulator's, an NPU's is
     modelled, the tokens are checked against the host reference, and the
@@ -227,6 +237,7 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         (["--seed", "3000000000"], "--seed is an integer in 0..536870912"),
         (["--prompt", "caf\udce9"], "--prompt is not valid UTF-8 text (byte e9"),
         (["--device", "npu9"], "invalid choice"),
+        (["--weights", "q5"], "argument --weights: invalid choice: 'q5'"),
     ],
 )
 def test_usage_errors_exit_2(args, message, capsys) -> None:

@@ -178,3 +178,26 @@ def test_rows_the_device_refused_now_run(checkpoints, rows, caplog) -> None:
     assert list(decoder.generate(ids[:20], max_new_tokens=5)) == list(
         default.generate(ids[:20], max_new_tokens=5)
     )
+
+
+@pytest.mark.parametrize("weights", ["q8", "q4"])
+@pytest.mark.parametrize("name", ["vocab-300", "mlp-200"])
+def test_odd_sizes_with_quantized_weights(odd_checkpoints, name, weights) -> None:
+    """Packed rows pad with zero bytes (zero weights): the padded model runs
+    quantized, its tokens the host reference's, inside the vocabulary."""
+    directory = odd_checkpoints(name)
+    decoder = Decoder.from_pretrained(
+        directory,
+        weights=weights,
+        device="npu2",
+        context=CONTEXT,
+        rows=16,
+        progress=False,
+    )
+    vocab = LlamaConfig.tiny(**ODD[name]).vocab_size
+    ids = prompt_ids(21, seed=4) % vocab
+    assert decoder.logits(ids).shape == (21, vocab)
+    settings = dict(seed=2, temperature=1.0)
+    tokens = list(decoder.generate(ids[:5], max_new_tokens=6, **settings))
+    assert tokens == decoder.reference_tokens(ids[:5], 6, **settings)
+    assert all(0 <= t < vocab for t in tokens)

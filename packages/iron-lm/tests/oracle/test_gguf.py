@@ -6,7 +6,8 @@ and Q4_1, hand-packed Q4_K and Q6_K blocks), three models run the same
 random sequence:
 
 * IRON: ``Decoder.from_pretrained(file)`` on the emulated npu2 (its own
-  reader, dequantization and rotary un-permutation);
+  reader and rotary un-permutation; the quantized types held quantized on
+  the device, repacked, and read by the quantized products);
 * the reference: transformers' float32 forward, from
   ``LlamaForCausalLM.from_pretrained(folder, gguf_file=name)`` (transformers'
   own GGUF reader and dequantization);
@@ -39,6 +40,7 @@ from gguf_support import TYPES, tiny_bpe, tiny_spm, write_gguf  # noqa: E402
 from iron.lm.config import LlamaConfig  # noqa: E402
 from iron.lm.generate import Decoder  # noqa: E402
 from iron.lm.tokenizer import Tokenizer  # noqa: E402
+from iron.operators.quantized import GGUF_FORMATS  # noqa: E402
 
 from .conftest import summary_lines  # noqa: E402
 from .test_transformers import (  # noqa: E402
@@ -147,6 +149,9 @@ def gguf_case(request, tmp_path_factory, oracle_figures):
 def test_gguf_teacher_forced(gguf_case, oracle_figures) -> None:
     """KL within 1.5x the bf16 peer's (or 0.01); top-1 equal above the margin."""
     kind, seed, path, decoder = gguf_case
+    # the file's quantized types are held quantized on the device
+    packed = decoder.graph.model.layers[0].mlp.up_proj.weight.dtype == np.uint8
+    assert packed == (kind in GGUF_FORMATS), kind
     reference, peer = _hf(path, torch.float32), _hf(path, torch.bfloat16)
     assert dataclasses.asdict(decoder.config)["num_key_value_heads"] == (
         reference.config.num_key_value_heads
@@ -177,6 +182,7 @@ def test_gguf_teacher_forced(gguf_case, oracle_figures) -> None:
         top1_overall=float((ours.argmax(-1) == top).mean()),
         peer_top1_overall=float((theirs.argmax(-1) == top).mean()),
         margin=MARGIN,
+        weight_bytes=decoder.weight_bytes,
     )
     print(f"\n{summary_lines({name: figures})[0]}")
     assert above.sum() >= LENGTH // 2, f"{name}: too near ties to test top-1"

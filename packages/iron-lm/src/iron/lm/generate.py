@@ -38,6 +38,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import iron
+from iron.core.held import held_dtype
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
@@ -168,8 +169,14 @@ class Decoder:
         top_k: int | None = None,
         top_p: float = 1.0,
         progress: bool = True,
+        weights: str | None = None,
     ) -> Decoder:
         """Load a Hugging Face Llama checkpoint directory (or a GGUF file).
+
+        ``weights`` (``"bf16"``, ``"q8"``, ``"q4"`` or None, the checkpoint's
+        own) is how the device holds the weights: see
+        :meth:`iron.lm.model.Llama.from_pretrained`; :attr:`weight_bytes`
+        tells the bytes they take.
 
         Weights stay memory-mapped until uploaded, piece by piece, each
         piece's pages released once on the device. The directory's
@@ -192,6 +199,7 @@ class Decoder:
             temperature=temperature,
             top_k=top_k,
             top_p=top_p,
+            weights=weights,
         )
         checkpoint = graph.checkpoint
         has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
@@ -210,6 +218,20 @@ class Decoder:
     def config(self) -> LlamaConfig:
         """The model's configuration."""
         return self.graph.config
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes the weights take on the device.
+
+        Every weight the graph holds (the rotary table too) at the dtype it
+        is resident as: a quantized weight's packed bytes, a bf16 one's two
+        bytes an element (a float32 checkpoint's weights are narrowed).
+        """
+        total = 0
+        for _, held in self.graph.held().values():
+            if isinstance(held, np.ndarray):
+                total += held.size * held_dtype(held).itemsize
+        return total
 
     # -- building ---------------------------------------------------------------
 

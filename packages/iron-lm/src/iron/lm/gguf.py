@@ -1,11 +1,13 @@
-"""GGUF checkpoints (llama.cpp's one-file format): open, check, dequantize.
+"""GGUF checkpoints (llama.cpp's one-file format): open, check, lay out for the device.
 
 ``open_gguf(path)`` takes a ``.gguf`` file (or a directory holding exactly
 one) and returns a :class:`GGUFCheckpoint`: the ``LlamaConfig`` read from the
 ``llama.*`` metadata, the ``tokenizer.ggml.*`` metadata the tokenizer is
 built from (``iron.lm.gguf_tokenizer``, ``Tokenizer.from_gguf``), and the
-weights at their Hugging Face names as bf16 arrays, which is what the Llama
-graph holds today.
+weights at their Hugging Face names as the device holds them: a quantized
+tensor's blocks repacked into a device format (``iron.operators.quantized``:
+Q8_0, Q4_0 and Q4_1 with every value unchanged, Q4_K and Q6_K within the
+bound stated there), the float ones (F32, F16, BF16) as bf16.
 
 Reading: the file is mapped read-only by the ``gguf`` package's
 ``GGUFReader`` (https://github.com/ggml-org/llama.cpp, ``gguf-py``). That
@@ -17,14 +19,16 @@ Any disagreement is a :class:`GGUFError` naming the file and the key or
 tensor; nothing is allocated from a count the file has not proved it holds.
 The format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 
-Dequantizing: each tensor's blocks are turned into float32 with
-``gguf.quants.dequantize``, a bounded number of rows at a time, rounded to
-bf16 and written to an unlinked scratch file beside the GGUF file (its
-directory, else the system's temporary directory), which is then mapped: the
-graph's weights are views of it, and ``release`` drops their pages once they
-are uploaded, as for a safetensors checkpoint. Host memory therefore stays
-near one piece in flight, never a second float copy of the model; the disk
-holds the bf16 weights while the checkpoint is open.
+Laying out: a bounded number of rows at a time, each quantized tensor's
+blocks are repacked (``iron.operators.quantized.repack``) and each float
+tensor (or, with ``tree(quantized=False)``, every tensor, dequantized with
+``gguf.quants.dequantize``) rounded to bf16, and written to an unlinked
+scratch file beside the GGUF file (its directory, else the system's
+temporary directory), which is then mapped: the graph's weights are views of
+it, and ``release`` drops their pages once they are uploaded, as for a
+safetensors checkpoint. Host memory therefore stays near one piece in
+flight, never a second copy of the model; the disk holds the device's
+weights while the checkpoint is open.
 
 llama.cpp stores the q and k projections of a Llama with each head's rows
 interleaved for its rotary layout (``LlamaModel.permute`` in llama.cpp's
@@ -58,6 +62,8 @@ from iron.lm.checkpoint import (
     NonFiniteWeightError,
 )
 from iron.lm.config import ConfigError, LlamaConfig, RopeScaling
+from iron.operators.qmatmul import K_MULTIPLE
+from iron.operators.quantized import GGUF_FORMATS, QuantFormat, repack
 
 __all__ = [
     "SUPPORTED_TYPES",
@@ -71,7 +77,7 @@ __all__ = [
 
 logger = logging.getLogger("iron.lm")
 
-#: The tensor types IRON reads (dequantized to bf16 while loading).
+#: The tensor types IRON reads (the quantized ones kept quantized on the device).
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
 
 _MAGIC = b"GGUF"
@@ -420,7 +426,7 @@ class _Metadata:
 
 
 class GGUFCheckpoint:
-    """An opened GGUF file: its config, tokenizer metadata and bf16 weights.
+    """An opened GGUF file: its config, tokenizer metadata and device weights.
 
     Attributes:
         path: The GGUF file.
@@ -455,6 +461,7 @@ class GGUFCheckpoint:
         self.config = _config(self)
         self._names = _hf_names(self)
         self._scratch: mmap.mmap | None = None
+        self._quantized = True
         self._views: dict[str, np.ndarray] = {}
 
     # -- what is there ----------------------------------------------------------------
@@ -508,49 +515,111 @@ class GGUFCheckpoint:
         pieces = list(self._pieces(src, heads))
         return np.concatenate(pieces).reshape(self.tensors[src].shape)
 
-    # -- the bf16 weights ---------------------------------------------------------------
+    # -- the weights as the device holds them -----------------------------------------
 
-    def tree(self) -> Mapping[str, np.ndarray]:
-        """Every weight by Hugging Face name, bf16, in Hugging Face's layout.
+    def formats(self, quantized: bool = True) -> dict[str, QuantFormat | None]:
+        """Each weight's device format by Hugging Face name: None for bf16.
 
-        The first call dequantizes the file into the scratch file (see the
-        module docstring) piece by piece; the arrays are views of its mapping.
+        A quantized type (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) keeps its codes in
+        the device format it repacks into
+        (:data:`iron.operators.quantized.GGUF_FORMATS`) when ``quantized``
+        and its rows are a multiple of
+        :data:`iron.operators.qmatmul.K_MULTIPLE` elements; F32, F16 and
+        BF16 tensors, and every tensor when not ``quantized``, are bf16.
+        """
+        out: dict[str, QuantFormat | None] = {}
+        for hf, (src, _) in self._names.items():
+            t = self.tensors[src]
+            fmt = GGUF_FORMATS.get(t.type_name) if quantized else None
+            if fmt is not None and (len(t.shape) != 2 or t.shape[-1] % K_MULTIPLE):
+                fmt = None
+            out[hf] = fmt
+        return out
+
+    def tree(self, quantized: bool = True) -> Mapping[str, np.ndarray]:
+        """Every weight by Hugging Face name, in Hugging Face's layout.
+
+        A tensor :meth:`formats` gives a format is its packed rows (uint8,
+        ``(rows, row_bytes)``: the file's blocks repacked, never a float
+        copy); every other is bf16. The first call writes them into the
+        scratch file (module docstring) piece by piece; the arrays are views
+        of its mapping. A later call with the other ``quantized`` is refused.
         """
         if self._scratch is None:
-            self._dequantize_all()
+            self._materialize(self.formats(quantized))
+            self._quantized = quantized
+        elif quantized != self._quantized:
+            raise GGUFError(
+                f"GGUF file {str(self.path)!r}: its weights were laid out with "
+                f"quantized={self._quantized}; open the file again for the other"
+            )
         return dict(self._views)
 
-    def _dequantize_all(self) -> None:
-        total = sum(
-            math.prod(self.tensors[src].shape) * 2 for src, _ in self._names.values()
-        )
+    def _materialize(self, formats: Mapping[str, QuantFormat | None]) -> None:
+        def nbytes(hf: str) -> int:
+            shape = self.tensors[self._names[hf][0]].shape
+            fmt = formats[hf]
+            return math.prod(shape) * 2 if fmt is None else fmt.nbytes(shape)
+
+        total = sum(nbytes(hf) for hf in self._names)
         scratch = _scratch_file(self.directory, total, self.path)
         try:
-            offsets: dict[str, tuple[int, tuple[int, ...]]] = {}
+            offsets: dict[str, tuple[int, tuple[int, ...], Any]] = {}
             at = 0
             for hf, (src, heads) in self._names.items():
                 shape = self.tensors[src].shape
-                offsets[hf] = (at, shape)
-                for piece in self._pieces(src, heads):
-                    rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
-                    _check_finite(self.path, hf, rounded, (at - offsets[hf][0]) // 2)
-                    scratch.write(rounded.view(np.uint8).data)
-                    at += piece.size * 2
+                fmt = formats[hf]
+                if fmt is None:
+                    offsets[hf] = (at, shape, ml_dtypes.bfloat16)
+                    for piece in self._pieces(src, heads):
+                        rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
+                        _check_finite(
+                            self.path, hf, rounded, (at - offsets[hf][0]) // 2
+                        )
+                        scratch.write(rounded.view(np.uint8).data)
+                        at += piece.size * 2
+                else:
+                    packed_shape = (shape[0], fmt.row_bytes(shape[-1]))
+                    offsets[hf] = (at, packed_shape, np.uint8)
+                    for packed in self._packed_pieces(src, heads, hf):
+                        scratch.write(np.ascontiguousarray(packed).data)
+                        at += packed.nbytes
             scratch.flush()
             mapped = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as e:
             raise GGUFError(
-                f"GGUF file {str(self.path)!r}: writing its bf16 weights to the "
+                f"GGUF file {str(self.path)!r}: writing its device weights to the "
                 f"scratch file failed ({e}); free {total / 2**20:.0f} MiB of disk "
                 "beside it or in the temporary directory"
             ) from None
         finally:
             scratch.close()  # unlinked: the mapping keeps its pages alive
         self._scratch = mapped
-        for hf, (begin, shape) in offsets.items():
+        for hf, (begin, shape, dtype) in offsets.items():
             count = math.prod(shape)
-            view = np.frombuffer(mapped, ml_dtypes.bfloat16, count, begin)
+            view = np.frombuffer(mapped, dtype, count, begin)
             self._views[hf] = view.reshape(shape)
+
+    def _packed_pieces(
+        self, name: str, heads: int | None, hf: str
+    ) -> Iterator[np.ndarray]:
+        """Device-format pieces of a quantized tensor in Hugging Face's row order."""
+        t = self.tensors[name]
+        rows, width = t.shape[0], (t.end - t.begin) // t.shape[0]
+        unit = rows // heads if heads else 1  # a q/k piece holds whole heads
+        step = max(unit, _PIECE // max(1, 4 * width) // unit * unit)
+        for start in range(0, rows, step):
+            raw = self.raw(name)[start : min(rows, start + step)]
+            try:
+                _, packed = repack(raw, t.type_name)
+            except ValueError as e:
+                raise NonFiniteWeightError(
+                    f"tensor {hf!r} of GGUF file {str(self.path)!r} (rows from "
+                    f"{start}): {e}"
+                ) from None
+            if heads:
+                packed = unpermute_rotary(packed, len(packed) // unit)
+            yield packed
 
     def _pieces(self, name: str, heads: int | None) -> Iterator[np.ndarray]:
         """Float32 pieces of a tensor in Hugging Face's row order."""
@@ -596,9 +665,10 @@ class GGUFCheckpoint:
     # -- lifetime ---------------------------------------------------------------------
 
     def verify(self) -> None:
-        """Nothing to check: the weights were dequantized into a private,
-        unlinked scratch file when the checkpoint was opened, so a change to
-        the GGUF file since cannot reach them (``Checkpoint.verify``'s twin)."""
+        """Nothing to check: the weights were laid out (repacked or
+        dequantized) into a private, unlinked scratch file when first read, so
+        a change to the GGUF file since cannot reach them
+        (``Checkpoint.verify``'s twin)."""
 
     def close(self) -> None:
         """Unmap the scratch weights and the file (views keep what they use)."""
@@ -865,7 +935,7 @@ def _scratch_file(directory: Path, nbytes: int, source: Path) -> Any:
             return f
         f.close()
     raise GGUFError(
-        f"GGUF file {str(source)!r}: dequantizing its weights to bf16 needs "
+        f"GGUF file {str(source)!r}: laying out its weights for the device needs "
         f"{nbytes / 2**20:.0f} MiB of scratch disk beside it or in the temporary "
         "directory, and neither has that much free"
     )

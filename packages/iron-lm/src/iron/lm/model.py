@@ -44,12 +44,15 @@ from iron.operators.binary import ElementwiseAdd
 from iron.operators.matmul import GEMM, GEMV
 from iron.operators.movers import Copy
 from iron.operators.norms import RMSNorm
+from iron.operators.qmatmul import QGEMM, QGEMV, DequantRows
+from iron.operators.quantized import QuantFormat, format_of
 from iron.operators.rope import RoPE, rope_table
 from iron.operators.sample import MAX_TOP_K, Sample, temperature_code, top_p_code
 
 if TYPE_CHECKING:
     from iron.lm.checkpoint import Checkpoint
     from iron.lm.gguf import GGUFCheckpoint
+    from iron.lm.quantize import QuantizedCheckpoint
 
 __all__ = [
     "PAD_MULTIPLE",
@@ -91,9 +94,13 @@ class Linear:
     weight: np.ndarray
 
     @classmethod
-    def declare(cls, out_features: int, in_features: int) -> Linear:
-        """A linear layer whose weight ``load_state_dict`` binds."""
-        return cls(iron.param(out_features, in_features))
+    def declare(
+        cls, out_features: int, in_features: int, fmt: QuantFormat | None = None
+    ) -> Linear:
+        """A linear layer whose weight ``load_state_dict`` binds: bf16 (out,
+        in), or with ``fmt`` packed rows (out, row_bytes) uint8
+        (:mod:`iron.operators.quantized`)."""
+        return cls(_declared((out_features, in_features), fmt))
 
 
 @dataclasses.dataclass
@@ -222,7 +229,7 @@ class Llama(iron.Graph):
     """
 
     #: The checkpoint :meth:`from_pretrained` loaded the weights from (set there).
-    checkpoint: Checkpoint | GGUFCheckpoint
+    checkpoint: Checkpoint | GGUFCheckpoint | QuantizedCheckpoint
 
     def __init__(
         self,
@@ -276,11 +283,22 @@ class Llama(iron.Graph):
         temperature: float = 0.0,
         top_k: int | None = None,
         top_p: float = 1.0,
+        weights: str | None = None,
     ) -> Llama:
         """A Llama graph with the weights of a Hugging Face checkpoint directory.
 
         ``directory`` may also be a GGUF file (or a directory holding exactly
         one ``.gguf`` and no config.json): see ``iron.lm.gguf``.
+
+        ``weights`` is how the device holds the projections, the embedding
+        and the LM head (``iron.lm.quantize``): ``"bf16"``; ``"q8"`` or
+        ``"q4"``, a bf16 checkpoint quantized while loading, piece by piece
+        (llama.cpp's Q8_0 and Q4_1 schemes, groups of 32); None (the
+        default) is ``"bf16"`` for a safetensors checkpoint and, for a GGUF
+        file, its own types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K kept quantized,
+        repacked as uploaded; ``"bf16"`` dequantizes them instead). The
+        projections read quantized weights with ``QGEMV``/``QGEMM``
+        (``iron.operators.qmatmul``).
 
         Reads ``config.json`` and every ``*.safetensors`` shard memory-mapped
         and binds the tensors by their Hugging Face names through
@@ -298,18 +316,25 @@ class Llama(iron.Graph):
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
             ValueError: An unsupported architecture or setting (named), or
-                tensors missing, extra or of the wrong shape (all named).
+                tensors missing, extra or of the wrong shape (all named), or
+                a ``weights`` that is none of the choices (or ``"q8"``/``"q4"``
+                for a GGUF file, already quantized).
+            TypeError: ``weights`` is not a string or None.
             iron.lm.checkpoint.NonFiniteWeightError: A weight holds NaN or
                 infinity, or a float32 value beyond bf16's range (naming
                 the tensor and the index). A ValueError.
         """
         from iron.lm.checkpoint import open_checkpoint
         from iron.lm.gguf import GGUFCheckpoint, find_gguf, open_gguf
+        from iron.lm.quantize import check_weights, quantize_checkpoint
 
         # A .gguf file, or a directory holding one and no config.json, is
-        # llama.cpp's format (weights dequantized to bf16 while loading).
+        # llama.cpp's format (its quantized tensors kept quantized).
         gguf = find_gguf(directory)
-        checkpoint = open_checkpoint(directory) if gguf is None else open_gguf(gguf)
+        check_weights(weights, gguf=gguf)
+        checkpoint: Any = (
+            open_checkpoint(directory) if gguf is None else open_gguf(gguf)
+        )
         try:
             graph = cls(
                 checkpoint.config,
@@ -320,11 +345,17 @@ class Llama(iron.Graph):
                 top_p=top_p,
             )
             if isinstance(checkpoint, GGUFCheckpoint):
-                tensors = dict(checkpoint.tree())
+                quantized = weights is None
+                _declare_formats(graph, checkpoint.formats(quantized))
+                tensors = dict(checkpoint.tree(quantized))
             else:
                 tensors = _loadable(checkpoint)
                 _report_dtypes(checkpoint, tensors)
                 checkpoint.check_finite(tensors)
+                if weights in ("q8", "q4"):
+                    checkpoint = quantize_checkpoint(checkpoint, tensors, weights)
+                    _declare_formats(graph, checkpoint.formats())
+                    tensors = {**tensors, **checkpoint.packed()}
             graph.load_state_dict(tensors)
         except BaseException:
             checkpoint.close()
@@ -442,9 +473,8 @@ class Llama(iron.Graph):
     ) -> Any:
         c = self.config
         rows = tokens.shape[0]
-        x = Copy.step(
-            self.model.embed_tokens.weight[tokens[:n]]
-        )  # (rows, hidden), n valid
+        # (rows, hidden), n valid
+        x = _embed(self.model.embed_tokens.weight, tokens[:n], c.hidden_size)
         cos_sin = self.rope[position : position + rows]
         for layer in self.model.layers:
             x = self.prompt_layer(layer, x, cos_sin, position, rows)
@@ -489,12 +519,12 @@ class Llama(iron.Graph):
         padded = padded_size(vocab) != vocab
         if h.ndim == 1:
             if not padded:
-                return GEMV.step(self.head, h)
-            GEMV.step(self.head, h, out=self.decode_logits)
+                return _vector(self.head, h)
+            _vector(self.head, h, out=self.decode_logits)
             return self.decode_logits
         if not padded:
-            return GEMM.step(h, self.head, b_transposed=True)
-        GEMM.step(h, self.head, b_transposed=True, out=self.prompt_logits)
+            return _rows(h, self.head)
+        _rows(h, self.head, out=self.prompt_logits)
         return self.prompt_logits
 
     def _sampled(self, row: Any, *, copy: bool) -> Any:
@@ -528,9 +558,9 @@ class Llama(iron.Graph):
         c = self.config
         attn = layer.self_attn
         h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
-        q = GEMM.step(h, attn.q_proj.weight, b_transposed=True)
-        k = GEMM.step(h, attn.k_proj.weight, b_transposed=True)
-        v = GEMM.step(h, attn.v_proj.weight, b_transposed=True)
+        q = _rows(h, attn.q_proj.weight)
+        k = _rows(h, attn.k_proj.weight)
+        v = _rows(h, attn.v_proj.weight)
         q = RoPE.step(q.reshape(rows, c.num_attention_heads, c.head_dim), cos_sin)
         k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
@@ -538,16 +568,16 @@ class Llama(iron.Graph):
         Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, window])
         Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, window])
         o = CausalAttention.step(q, attn.k_cache, attn.v_cache, start=position)
-        o = GEMM.step(o.reshape(rows, -1), attn.o_proj.weight, b_transposed=True)
+        o = _rows(o.reshape(rows, -1), attn.o_proj.weight)
         x = _add(x, o)
         h = RMSNorm.step(
             x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
         )
         mlp = layer.mlp
-        gate = GEMM.step(h, mlp.gate_proj.weight, b_transposed=True)
-        up = GEMM.step(h, mlp.up_proj.weight, b_transposed=True)
+        gate = _rows(h, mlp.gate_proj.weight)
+        up = _rows(h, mlp.up_proj.weight)
         act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
-        down = GEMM.step(act, mlp.down_proj.weight, b_transposed=True)
+        down = _rows(act, mlp.down_proj.weight)
         return _add(x, down)
 
     # -- the decode version --------------------------------------------------------
@@ -556,7 +586,7 @@ class Llama(iron.Graph):
         self, token: Any, position: Any, seed: Any, draw: dict[str, Any]
     ) -> Any:
         c = self.config
-        x = Copy.step(self.model.embed_tokens.weight[token])  # (hidden,)
+        x = _embed(self.model.embed_tokens.weight, token, c.hidden_size)  # (hidden,)
         cos_sin = self.rope[position : position + 1]
         for layer in self.model.layers:
             x = self._decode_layer(layer, x, cos_sin, position)
@@ -578,9 +608,9 @@ class Llama(iron.Graph):
         h = RMSNorm.step(
             x.reshape(1, -1), weight=layer.input_layernorm.weight, eps=c.rms_norm_eps
         ).reshape(-1)
-        q = GEMV.step(attn.q_proj.weight, h)
-        k = GEMV.step(attn.k_proj.weight, h)
-        v = GEMV.step(attn.v_proj.weight, h)
+        q = _vector(attn.q_proj.weight, h)
+        k = _vector(attn.k_proj.weight, h)
+        v = _vector(attn.v_proj.weight, h)
         q = RoPE.step(q.reshape(1, c.num_attention_heads, c.head_dim), cos_sin)
         k = RoPE.step(k.reshape(1, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(1, c.num_key_value_heads, c.head_dim)
@@ -593,7 +623,7 @@ class Llama(iron.Graph):
             attn.v_cache,
             length=position + 1,
         )
-        o = GEMV.step(attn.o_proj.weight, o.reshape(-1))
+        o = _vector(attn.o_proj.weight, o.reshape(-1))
         x = ElementwiseAdd.step(x, o)
         h = RMSNorm.step(
             x.reshape(1, -1),
@@ -602,9 +632,9 @@ class Llama(iron.Graph):
         ).reshape(-1)
         mlp = layer.mlp
         act = SiLUMul.step(
-            GEMV.step(mlp.gate_proj.weight, h), GEMV.step(mlp.up_proj.weight, h)
+            _vector(mlp.gate_proj.weight, h), _vector(mlp.up_proj.weight, h)
         )
-        return ElementwiseAdd.step(x, GEMV.step(mlp.down_proj.weight, act))
+        return ElementwiseAdd.step(x, _vector(mlp.down_proj.weight, act))
 
 
 def chunk_rows(rows: int, context: int) -> int:
@@ -686,7 +716,10 @@ def _padded_tree(config: LlamaConfig, tree: Any, path: str) -> Any:
                 continue
             shape = list(tensor.shape)
             shape[axis] = padded_size(size)
-            wide = np.zeros(shape, bfloat16)
+            # packed rows (q4/q8) pad with zero bytes: a zero scale and
+            # minimum, so zero weights (a packed row's columns never pad: its
+            # K is a multiple of 64 or it stays bf16)
+            wide = np.zeros(shape, tensor.dtype if _is_packed(tensor) else bfloat16)
             wide[(slice(None),) * axis + (slice(0, size),)] = tensor
             out[name] = wide
     return out
@@ -803,6 +836,71 @@ def _report_dtypes(checkpoint: Checkpoint, tensors: Mapping[str, np.ndarray]) ->
 def _dtype_label(dtype: np.dtype) -> str:
     """A float dtype as torch names it (``bfloat16``, ``float32``)."""
     return "bfloat16" if dtype == np.dtype(bfloat16) else str(dtype)
+
+
+# -- projections: bf16 or quantized weights ------------------------------------------
+
+
+def _declared(shape: tuple[int, int], fmt: QuantFormat | None) -> np.ndarray:
+    """A weight to bind: bf16 ``shape``, or ``fmt``'s packed rows (uint8)."""
+    if fmt is None:
+        return iron.param(*shape)
+    return iron.param(shape[0], fmt.row_bytes(shape[1]), dtype=np.uint8)
+
+
+def _is_packed(weight: Any) -> bool:
+    return np.dtype(weight.dtype) == np.uint8
+
+
+def _vector(weight: Any, x: Any, out: Any = None) -> Any:
+    """``weight @ x`` (decode): GEMV, or QGEMV when the weight is packed."""
+    if _is_packed(weight):
+        return QGEMV.step(weight, x, out=out)
+    return GEMV.step(weight, x, out=out)
+
+
+def _rows(h: Any, weight: Any, out: Any = None) -> Any:
+    """``h @ weight.T`` (a prompt chunk): GEMM, or QGEMM when it is packed."""
+    if _is_packed(weight):
+        return QGEMM.step(h, weight, out=out)
+    return GEMM.step(h, weight, b_transposed=True, out=out)
+
+
+def _embed(table: Any, ids: Any, hidden: int) -> Any:
+    """The embedding rows of ``ids``: copied, or when packed their packed rows
+    copied and dequantized (a row's bytes, never the table's)."""
+    if not _is_packed(table):
+        return Copy.step(table[ids])
+    fmt = format_of(hidden, int(table.shape[-1]))
+    rows = Copy.step(table[ids])  # the packed rows gathered (a mover reads a gather)
+    if len(rows.shape) == 1:  # one token: a row of the table
+        return DequantRows.step(
+            rows.reshape(1, -1), K=hidden, bits=fmt.bits, group=fmt.group
+        ).reshape(-1)
+    return DequantRows.step(rows, K=hidden, bits=fmt.bits, group=fmt.group)
+
+
+def _declare_formats(graph: Llama, formats: Mapping[str, QuantFormat | None]) -> None:
+    """Declare each weight ``formats`` quantizes as its packed rows instead.
+
+    ``formats`` maps Hugging Face names (``model.layers.0.mlp.up_proj.weight``)
+    to a format, or None for bf16; a tied head is the embedding, so it
+    follows the embedding's.
+    """
+    for name, fmt in formats.items():
+        if fmt is None:
+            continue
+        *path, leaf = name.split(".")
+        node: Any = graph
+        for part in path:
+            node = node[int(part)] if part.isdigit() else getattr(node, part, None)
+            if node is None:
+                break
+        if node is None or not hasattr(node, leaf):
+            continue  # not held (a tied config's stored lm_head): left to binding
+        shape = tuple(getattr(node, leaf).shape)
+        if len(shape) == 2:
+            setattr(node, leaf, _declared((shape[0], shape[1]), fmt))
 
 
 def _add(a: Any, b: Any) -> Any:

@@ -75,6 +75,15 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         "holding one) (default: the embedded tiny Llama, random weights)",
     )
     parser.add_argument(
+        "--weights",
+        choices=("bf16", "q8", "q4"),
+        default=None,
+        help="how the device holds the weights: bf16, or a bf16 checkpoint "
+        "quantized while loading to 8 or 4 bits (groups of 32); a GGUF file's "
+        "quantized types are kept as they are, bf16 dequantizes them "
+        "(default: the checkpoint's own)",
+    )
+    parser.add_argument(
         "--temperature",
         type=float,
         default=0.0,
@@ -232,4 +241,5 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
             top_k=args.top_k or None,
             top_p=args.top_p,
             progress=sys.stderr.isatty(),
+            weights=args.weights,
         )

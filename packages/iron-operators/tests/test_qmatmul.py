@@ -1,0 +1,224 @@
+"""QGEMV, QGEMM and DequantRows: the quantized products' numerics, rules and costs.
+
+The references are judged against an exact oracle (``math.fsum`` of float64
+products) over the dequantized bf16 weights, on random and adversarial
+(cancelling, mixed-magnitude) inputs, within the derived tolerance and the
+undoubled bound; a kernel that skips a step the model takes (keeps the
+float32 dequantized weights, sums in bf16) is caught by it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+from iron.core.device import NPU1, NPU2
+from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
+from iron.core.tolerance import Tolerance, compare
+from iron.operators import GEMM, GEMV
+from iron.operators.qmatmul import QGEMM, QGEMV, DequantRows
+from iron.operators.quantized import Q4, Q8, Q8_16, dequantize, quantize
+
+FORMATS = (Q4, Q8, Q8_16)
+
+
+def exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (b 1-D or 2-D) correctly rounded to float64."""
+    a64, b64 = np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64)
+    if b64.ndim == 1:
+        return np.array([math.fsum(row * b64) for row in a64])
+    return np.array(
+        [
+            [math.fsum(a64[i] * b64[:, j]) for j in range(b64.shape[1])]
+            for i in range(len(a64))
+        ]
+    )
+
+
+def weights(fmt, rows, k, seed=0, scale=0.05):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((rows, k)) * scale).astype(np.float32)
+    packed = quantize(w, fmt)
+    return packed, dequantize(packed, fmt).astype(bfloat16)
+
+
+def b16(x):
+    return np.asarray(x, np.float64).astype(bfloat16)
+
+
+def holds(op, got, want, *inputs):
+    tight = Tolerance.bounded(op.error_bound(*inputs))
+    for tol in (op.tolerance(*inputs), tight):
+        verdict = compare(got, want, tol)
+        assert verdict, f"{op}: {verdict}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("case", ["random", "cancelling", "mixed"])
+def test_qgemv_reference_holds_its_bound(fmt, case):
+    rng = np.random.default_rng(1)
+    m, k = 8, 256
+    if case == "cancelling":
+        # rows [u, -u] against [y, y]: the exact product is zero
+        half = rng.standard_normal((m, k // 2)).astype(np.float32)
+        w = np.concatenate([half, -half], axis=1)
+        packed = quantize(w, fmt)
+        x = b16(np.tile(rng.uniform(1, 2, k // 2), 2))
+    else:
+        packed, _ = weights(fmt, m, k, seed=2)
+        x = b16(rng.standard_normal(k))
+        if case == "mixed":
+            x = b16(x.astype(np.float64) * 10.0 ** rng.integers(-8, 8, k))
+    wb = dequantize(packed, fmt).astype(bfloat16)
+    op = QGEMV(M=m, K=k, bits=fmt.bits, group=fmt.group).resolved("npu2")
+    got = op.reference(packed, x)
+    assert got.dtype == bfloat16 and got.shape == (m,)
+    want = exact(wb, x)
+    if case == "cancelling" and fmt.bits == 8:
+        assert (want == 0).all()  # symmetric codes: the halves cancel exactly
+    holds(op, got, want, packed, x)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_qgemv_is_gemv_over_the_dequantized_weights_bit_for_bit(fmt):
+    packed, wb = weights(fmt, 16, 512, seed=3)
+    x = b16(np.random.default_rng(4).standard_normal(512))
+    op = QGEMV(M=16, K=512, bits=fmt.bits, group=fmt.group).resolved("npu1")
+    ref = GEMV(M=16, K=512).resolved("npu1").reference(wb, x)
+    np.testing.assert_array_equal(
+        op.reference(packed, x).view(np.uint16), ref.view(np.uint16)
+    )
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("rows", [16, 5])  # 5: a chunk bounded per call
+def test_qgemm_reference_holds_its_bound_and_is_gemm(fmt, rows):
+    rng = np.random.default_rng(5)
+    packed, wb = weights(fmt, 24, 128, seed=6)
+    a = b16(rng.standard_normal((16, 128)) * 10.0 ** rng.integers(-3, 3, (16, 1)))[
+        :rows
+    ]
+    op = QGEMM(M=16, K=128, N=24, bits=fmt.bits, group=fmt.group).resolved("npu2")
+    got = op.reference(a, packed)
+    assert got.shape == (rows, 24) and got.dtype == bfloat16
+    holds(op, got, exact(a, wb.T), a, packed)
+    ref = GEMM(M=16, K=128, N=24, b_transposed=True).reference(a, wb)
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+
+
+def _constant_q4(values: list[float], k: int) -> np.ndarray:
+    """q4 rows whose groups are all ``value`` (scale 0, min ``value``)."""
+    rows = []
+    for v in values:
+        group = np.zeros(20, np.uint8)
+        group[2:4] = np.array([v], np.float16).view(np.uint8)
+        rows.append(np.tile(group, k // 32))
+    return np.stack(rows)
+
+
+def test_the_tolerance_catches_undequantized_weights_and_a_bf16_accumulator():
+    """A kernel that multiplies the float32 dequantized weights (no bf16
+    rounding), or sums in bf16, is outside the tolerance."""
+    k = 2048
+    # 1 + 3 * 2**-10 is a float16, not a bf16 (it rounds to 1): against x =
+    # [1, -1] halves, the first half of the row 1.0029 and the second 1.0,
+    # the product is 0 with bf16 weights and 0.0029 * 1024 without.
+    top = _constant_q4([1 + 3 * 2**-10], k // 2)
+    bottom = _constant_q4([1.0], k // 2)
+    packed = np.concatenate([top, bottom], axis=1)
+    x = b16(np.repeat([1.0, -1.0], k // 2))
+    op = QGEMV(M=1, K=k, bits=4, group=32).resolved("npu2")
+    wb = dequantize(packed, Q4).astype(bfloat16)
+    want = exact(wb, x)
+    assert want[0] == 0 and compare(
+        op.reference(packed, x), want, op.tolerance(packed, x)
+    )
+    w32 = dequantize(packed, Q4).astype(np.float64)
+    unrounded = b16(w32 @ x.astype(np.float64))
+    assert unrounded[0] == 3.0 and not compare(unrounded, want, op.tolerance(packed, x))
+    # a bf16 accumulator over ones sticks at 256
+    ones = _constant_q4([1.0], k)
+    acc = np.float32(0)
+    for p in dequantize(ones, Q4)[0].astype(bfloat16).astype(np.float32):
+        acc = np.float32(bfloat16(acc + p))
+    y = b16(np.ones(k))
+    exact_sum = exact(dequantize(ones, Q4), y)
+    assert exact_sum[0] == k and acc == 256
+    assert not compare(b16([acc]), exact_sum, op.tolerance(ones, y))
+
+
+def test_dequant_rows_is_exact_and_reads_gathered_rows():
+    packed, wb = weights(Q4, 10, 128, seed=9)
+    op = DequantRows(rows=3, K=128, bits=4, group=32)
+    got = op.reference(packed[[7, 0, 7]])
+    np.testing.assert_array_equal(got.view(np.uint16), wb[[7, 0, 7]].view(np.uint16))
+    assert op.reference(packed[[2]]).shape == (1, 128)  # rows bounded per call
+    assert op.tolerance().kind == "exact"
+
+
+def test_declarations_read_the_format_off_the_packed_rows():
+    packed = np.zeros((6, Q8_16.row_bytes(256)), np.uint8)
+    found = QGEMV.infer({"w": packed, "x": np.zeros(256, bfloat16)})
+    assert (found["M"][0], found["K"][0], found["bits"][0], found["group"][0]) == (
+        6,
+        256,
+        8,
+        16,
+    )
+    found = QGEMM.infer({"a": np.zeros((4, 256), bfloat16), "w": packed})
+    assert (found["N"][0], found["M"][0], found["bits"][0]) == (6, 4, 8)
+    with pytest.raises(DimensionConflictError, match=r"QGEMV: a packed row of 7 bytes"):
+        QGEMV.infer({"w": np.zeros((2, 7), np.uint8), "x": np.zeros(256, bfloat16)})
+    op = QGEMV(M=6, K=256, bits=8, group=16)
+    assert op.row_bytes == 16 * 18 and op.quant_format is Q8_16
+
+
+@pytest.mark.parametrize("dev", [NPU1, NPU2])
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_resolve_gives_tiles_check_accepts_and_cost_counts_packed_bytes(dev, fmt):
+    m, k, n = 2048, 2048, 2048
+    v = QGEMV(M=m, K=k, bits=fmt.bits, group=fmt.group).resolved(dev)
+    v.check(dev)
+    cost = v.cost(dev)
+    assert isinstance(cost, Cost) and cost.macs == m * k
+    assert cost.bytes == m * fmt.row_bytes(k) + 2 * k + 2 * m
+    bf16_bytes = GEMV(M=m, K=k).resolved(dev).cost(dev).bytes
+    assert cost.bytes / bf16_bytes < {4: 0.32, 8: 0.57}[fmt.bits]
+    g = QGEMM(M=16, K=k, N=n, bits=fmt.bits, group=fmt.group).resolved(dev)
+    g.check(dev)
+    assert g.cost(dev).bytes == 16 * k * 2 + n * fmt.row_bytes(k) + 16 * n * 2
+    r = DequantRows(rows=4, K=k, bits=fmt.bits, group=fmt.group).resolved(dev)
+    assert r.cost(dev).bytes == 4 * fmt.row_bytes(k) + 4 * k * 2
+
+
+def test_device_rules_name_what_breaks():
+    with pytest.raises(
+        RefusedShapeError, match=r"QGEMV on npu2: K=96 is not a positive multiple of 64"
+    ):
+        QGEMV(M=4, K=96, bits=4, group=32).resolved("npu2")
+    with pytest.raises(RefusedShapeError, match=r"tile_k=64, tile_n=2048 need"):
+        QGEMM(
+            M=32,
+            K=2048,
+            N=2048,
+            bits=4,
+            group=32,
+            num_aie_columns=1,
+            tile_m=32,
+            tile_k=64,
+            tile_n=2048,
+        ).resolved("npu2").check(NPU2)
+    with pytest.raises(ValueError, match=r"bits=4, group=16 is no quantized format"):
+        QGEMV(M=4, K=64, bits=4, group=16).quant_format  # noqa: B018
+
+
+def test_reference_refuses_operands_of_the_wrong_format():
+    packed, _ = weights(Q8, 4, 64)
+    op = QGEMV(M=4, K=64, bits=4, group=32)
+    with pytest.raises(
+        ValueError, match=r"w is packed q4 rows \[4, 40\] uint8; got \[4, 68\]"
+    ):
+        op.reference(packed, b16(np.ones(64)))
