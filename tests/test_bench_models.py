@@ -100,3 +100,38 @@ def test_tuned_tiles_never_model_slower_than_resolves():
 def test_irons_prompt_version_is_modelled_at_its_16_row_chunks():
     ours = prefill.model_prompt(64, "iron", prefill.IRON_ROWS, tuned=False)
     assert ours["rows"] == 16 and ours["chunks"] == 4
+
+
+def test_prefill_runs_the_lm_head_on_the_last_chunk_only():
+    # issue 20, figure 7: a prompt needs the next token's logits alone, so the
+    # wide chunks before the last fill the caches without the 525 MB head.
+    wide = prefill.model_prompt(2048, rows=512, tuned=False)
+    assert wide["chunks"] == 4
+    assert wide["per_op"]["GEMV"]["steps"] == 1
+    assert wide["per_op"]["RMSNorm"]["steps"] == 4 * 2 * 16 + 1
+    head = step_time(
+        next(
+            s.op
+            for s in prefill._record("wide", llama_1b(), 512, 2048).steps
+            if type(s.op).__name__ == "GEMV"
+        ),
+        iron.NPU2,
+        dispatches=0,
+    )
+    assert wide["per_op"]["GEMV"]["seconds"] == pytest.approx(head.seconds)
+    # IRON's own prompt version runs its head (a GEMM over the chunk's rows)
+    # every chunk, as it does: 7 GEMMs a layer and the head, per chunk.
+    ours = prefill.model_prompt(64, "iron", prefill.IRON_ROWS, tuned=False)
+    assert ours["per_op"]["GEMM"]["steps"] == ours["chunks"] * (7 * 16 + 1)
+
+
+def test_prefill_notes_say_what_the_rereads_cost_and_what_remains():
+    r = prefill.model_prompt(4096)
+    gemm = r["per_op"]["GEMM"]
+    assert 0 < gemm["reread"] < gemm["memory"]
+    assert gemm["once"] < gemm["seconds"]
+    assert {(t["tile_m"], t["tile_k"], t["tile_n"]) for t in r["gemm_tiles"]} == {
+        (64, 32, 64)
+    }
+    text = prefill._remains(4096, r, prefill.FASTFLOWLM["tokens_per_s"][4096])
+    assert "step by step" in text and "(3) Causal attention" in text
