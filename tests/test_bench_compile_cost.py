@@ -58,8 +58,9 @@ def test_rounds_compile_every_depth_in_turn_from_a_collected_heap(monkeypatch):
 
 def test_the_spread_is_reproducible_and_brackets_a_noiseless_ratio():
     rounds = [{n: {"total": 0.01 + 0.005 * n} for n in compile_cost.DEPTHS}] * 5
-    low, high = compile_cost._bootstrap(rounds, compile_cost.DEPTHS)
+    low, high, r2_low, r2_high = compile_cost._bootstrap(rounds, compile_cost.DEPTHS)
     assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
+    assert r2_low == pytest.approx(1.0) and r2_high == pytest.approx(1.0)
     rng = random.Random(1)
     noisy = [
         {n: {"total": 0.005 * n * rng.uniform(0.8, 1.2)} for n in compile_cost.DEPTHS}
@@ -67,7 +68,7 @@ def test_the_spread_is_reproducible_and_brackets_a_noiseless_ratio():
     ]
     first = compile_cost._bootstrap(noisy, compile_cost.DEPTHS)
     assert first == compile_cost._bootstrap(noisy, compile_cost.DEPTHS)
-    assert first[0] < first[1]
+    assert first[0] < first[1] and first[2] < first[3] <= 1.0
 
 
 def test_every_time_is_cpu_time():

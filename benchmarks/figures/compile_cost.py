@@ -72,20 +72,21 @@ BOOTSTRAP = 200
 
 def _bootstrap(
     rounds: list[dict[int, dict[str, float]]], depths: Sequence[int]
-) -> tuple[float, float]:
-    """The 5th and 95th percentile of the late/early ratio over resampled rounds.
+) -> tuple[float, float, float, float]:
+    """5th and 95th percentiles of the late/early ratio and of R^2, rounds resampled.
 
     Seeded, so a run's spread is reproducible from its rounds.
     """
     rng = np.random.default_rng(0)
-    found = []
+    ratios, r2s = [], []
     for _ in range(BOOTSTRAP):
         pick = [rounds[i] for i in rng.integers(0, len(rounds), len(rounds))]
-        found.append(
-            marginal_ratio({n: median([r[n]["total"] for r in pick]) for n in depths})
-        )
-    low, high = np.percentile(found, [5, 95])
-    return float(low), float(high)
+        times = {n: median([r[n]["total"] for r in pick]) for n in depths}
+        ratios.append(marginal_ratio(times))
+        r2s.append(linear_fit(list(times), list(times.values()))["r2"])
+    low, high = np.percentile(ratios, [5, 95])
+    r2_low, r2_high = np.percentile(r2s, [5, 95])
+    return float(low), float(high), float(r2_low), float(r2_high)
 
 
 def _clean(measure: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
@@ -360,8 +361,9 @@ def run(ctx: Context) -> dict[str, Any]:
         f"{layer_counts[-1]} layers costs {last * 1e3:.2f} ms, one added from "
         f"{layer_counts[0]} to {2 * layer_counts[0]} {first * 1e3:.2f} ms: "
         f"{marginal:.2f}x; resampling the rounds (bootstrap, {BOOTSTRAP} draws) "
-        f"puts it within {spread[0]:.2f}-{spread[1]:.2f}x nine times in ten: the "
-        f"verdict is stable only when that range lies on one side of {MARGINAL}x."
+        f"puts it within {spread[0]:.2f}-{spread[1]:.2f}x and R^2 within "
+        f"{spread[2]:.4f}-{spread[3]:.4f} nine times in ten: a verdict is stable "
+        f"when those ranges lie on one side of {MARGINAL}x and {LINEAR_R2}."
         + (
             f" torch.export: {torch_fit['slope'] * 1e3:.1f} ms per layer, R^2 = "
             f"{torch_fit['r2']:.4f}."
