@@ -143,5 +143,7 @@ def test_prefill_notes_say_what_the_rereads_cost_and_what_remains():
     assert {(t["tile_m"], t["tile_k"], t["tile_n"]) for t in r["gemm_tiles"]} == {
         (64, 32, 64)
     }
-    text = prefill._remains(4096, r, prefill.FASTFLOWLM["tokens_per_s"][4096])
+    text = prefill._remains(
+        4096, r, prefill.FASTFLOWLM["tokens_per_s"][4096], iron.NPU2
+    )
     assert "step by step" in text and "(3) Causal attention" in text

@@ -301,9 +301,10 @@ def _gemm_tiles_note(r: dict, device: Any) -> str:
     )
 
 
-def _remains(p: int, r: dict, flm: float) -> str:
+def _remains(p: int, r: dict, flm: float, device: Any) -> str:
     """Step by step, what the prompt's time is above FastFlowLM's and why."""
     ops = r["per_op"]
+    mem_kib = device.mem_tile_bytes // 1024
     need = p / flm
     gemm, att = ops.get("GEMM", {}), ops.get("CausalAttention", {})
     gemm_cut = gemm.get("seconds", 0.0) - gemm.get("once", 0.0)
@@ -312,13 +313,16 @@ def _remains(p: int, r: dict, flm: float) -> str:
     return (
         f"Missed at {p} tokens: {p / r['seconds']:,.0f} against {flm:,.0f} "
         f"tokens/s ({_ms(r['seconds'])} against {_ms(need)}), step by step. "
-        f"(1) The tiles are already the least modelled time a core's memory allows "
-        f"(above): no tiling of this GEMM design or of the attention design is "
-        f"faster. (2) GEMM takes {_ms(gemm.get('seconds', 0.0))}, of which "
+        f"(1) The tiles are already those of least modelled time among every "
+        f"tiling check() accepts on the grid (GEMM tiles of 8-512, attention "
+        f"q_tile 1-64 and kv_tile 16-512, 4 or 8 columns), and a core's memory "
+        f"allows no larger GEMM kernel call (above). (2) GEMM takes {_ms(gemm.get('seconds', 0.0))}, of which "
         f"{_ms(gemm.get('reread', 0.0))} of memory time is a and b re-streamed per "
-        f"pass; read once (a memory tile keeping a column's K x tile_n panel of b "
-        f"across the M passes, and a's row panel across the N passes), the GEMMs "
-        f"would take {_ms(gemm.get('once', 0.0))} and the prompt "
+        f"pass; read once (the most memory-tile reuse could reach: a column's "
+        f"memory tile keeping its K x tile_n panel of b across the M passes; at "
+        f"tile_n = 64 that panel is 256 KiB at K = 2048 but 1 MiB at K = 8192, "
+        f"over the memory tile's {mem_kib} KiB, so the MLP's down projection "
+        f"would need a narrower panel), the GEMMs would take {_ms(gemm.get('once', 0.0))} and the prompt "
         f"{_ms(after_gemm)} ({p / after_gemm:,.0f} tokens/s, "
         f"{'above' if after_gemm < need else 'still below'} FastFlowLM). Not built: "
         f"the memory tile must replay a sequence of K tiles once per pass, while "
@@ -398,7 +402,7 @@ def run(ctx: Context) -> dict[str, Any]:
     notes.append(_gemm_tiles_note(wide[PROMPTS[-1]], device))
     if not met:
         worst = min(PROMPTS, key=lambda p: wide[p]["tokens_per_s"] / flm[p])
-        notes.append(_remains(worst, wide[worst], flm[worst]))
+        notes.append(_remains(worst, wide[worst], flm[worst], device))
 
     def op_rows(r: dict) -> list[list[Any]]:
         return [
