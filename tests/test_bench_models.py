@@ -17,7 +17,8 @@ import pytest
 
 import iron
 from iron.core.cost import step_time
-from iron.operators import CausalAttention
+from iron.core.operator import RefusedShapeError
+from iron.operators import GEMM, CausalAttention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -147,3 +148,19 @@ def test_prefill_notes_say_what_the_rereads_cost_and_what_remains():
         4096, r, prefill.FASTFLOWLM["tokens_per_s"][4096], iron.NPU2
     )
     assert "step by step" in text and "(3) Causal attention" in text
+    assert "(4) Fewer kernel calls" in text
+    # One output buffer (6 x 64 x 64 bytes, not 8 x) leaves room for a K tile
+    # of 64 at 64 x 64: half the calls, modelled only (check() counts two).
+    assert r["single_out_delta_s"] < 0
+    gemm = GEMM(
+        M=512, K=2048, N=2048, tile_m=64, tile_k=32, tile_n=64, num_aie_columns=8
+    )
+    wider = prefill._single_out(gemm, iron.NPU2)
+    assert wider.tile_k == 64
+    with pytest.raises(RefusedShapeError, match="double-buffered"):
+        wider.check(iron.NPU2)
+    assert step_time(wider, iron.NPU2).calls_s == pytest.approx(
+        step_time(gemm, iron.NPU2).calls_s / 2
+    )
+    whole = GEMM(M=64, K=96, N=512, tile_m=32, tile_k=96, tile_n=32, num_aie_columns=8)
+    assert prefill._single_out(whole, iron.NPU2) is whole  # 192 does not divide K

@@ -160,6 +160,24 @@ def _search(op: Any, device: Any) -> list[Any]:
     return found
 
 
+def _single_out(op: Any, device: Any) -> Any:
+    """``op`` with twice its K tile where a single-buffered output tile fits it.
+
+    The design double-buffers the bf16 output tile beside the fp32
+    accumulator (8 x tm x tn bytes a core). With one output buffer (6 x tm
+    x tn) a core has room for a K tile twice as long; ``op`` itself where
+    that K tile does not divide K or still does not fit. Not a tiling
+    check() accepts: the cost of a design not built, for the note.
+    """
+    f = op.resolved(device).fields()
+    tm, tk, tn = f["tile_m"], f["tile_k"], f["tile_n"]
+    budget = device.core_memory_bytes - STACK_BYTES
+    longer = 2 * tk
+    if op.K % longer or 4 * (tm * longer + longer * tn) + 6 * tm * tn > budget:
+        return op
+    return op.resolved(device).replace(tile_k=longer)
+
+
 def _chunk_ops(op: Any, positions: range) -> list[Any]:
     if isinstance(op, CausalAttention):
         return [op.replace(start=p) for p in positions]
@@ -214,7 +232,8 @@ def model_prompt(
         return chosen[key]
 
     gemm_tiles = []
-    times: dict[tuple[int, int | None, int], Any] = {}
+    times: dict[tuple[int, Any, int], Any] = {}
+    single_out = 0.0  # what a single-buffered output tile would change
     for position in positions:
         recording = last if position == positions[-1] else body
         for step in recording.steps:
@@ -231,6 +250,13 @@ def model_prompt(
                 timed = op if at is None else op.replace(start=at)
                 times[memo] = step_time(timed, device, dispatches=dispatches)
             t = times[memo]
+            if isinstance(op, GEMM):
+                wider = (id(op), "single out", dispatches)
+                if wider not in times:
+                    times[wider] = step_time(
+                        _single_out(op, device), device, dispatches=dispatches
+                    )
+                single_out += times[wider].seconds - t.seconds
             row = per_op[t.name]
             row["steps"] += 1
             row["seconds"] += t.seconds
@@ -257,6 +283,7 @@ def model_prompt(
         "per_op": dict(per_op),
         "steps_per_chunk": len(body.steps),
         "gemm_tiles": gemm_tiles,
+        "single_out_delta_s": single_out,
     }
 
 
@@ -310,6 +337,10 @@ def _remains(p: int, r: dict, flm: float, device: Any) -> str:
     gemm_cut = gemm.get("seconds", 0.0) - gemm.get("once", 0.0)
     att_cut = att.get("seconds", 0.0) - att.get("once", 0.0)
     after_gemm = r["seconds"] - gemm_cut
+    single = r["seconds"] + r["single_out_delta_s"]
+    clock = device.shim_bytes_per_s_per_column / 16  # 16 bytes a cycle a column
+    drain_us = 64 * 64 * 2 / 4 / clock * 1e6
+    kib = 2 * 64 * 64 // 1024
     return (
         f"Missed at {p} tokens: {p / r['seconds']:,.0f} against {flm:,.0f} "
         f"tokens/s ({_ms(r['seconds'])} against {_ms(need)}), step by step. "
@@ -336,7 +367,18 @@ def _remains(p: int, r: dict, flm: float, device: Any) -> str:
         f"cache up to its own end ({_ms(att.get('reread', 0.0))} of memory time); "
         f"read once it would take {_ms(att.get('once', 0.0))} (a further "
         f"{_ms(att_cut)}). Sharing one K/V stream among a column's 4 cores is a "
-        f"change of the attention design's FIFOs, not of its tiles."
+        f"change of the attention design's FIFOs, not of its tiles. (4) Fewer "
+        f"kernel calls: a GEMM core holds its bf16 output tile twice beside the "
+        f"fp32 accumulator; the tile's drain to the memory tile ({drain_us:.1f} "
+        f"us for 64 x 64 at 4 bytes a cycle) is far shorter than the next "
+        f"tile's K loop, so one output buffer would do, and the {kib} KiB it "
+        f"frees takes a K tile twice as long: half the GEMMs' kernel calls, "
+        f"{_ms(-r['single_out_delta_s'])} less, the prompt "
+        f"{_ms(r['seconds'] + r['single_out_delta_s'])} ({p / single:,.0f} "
+        f"tokens/s, {'above' if single < need else 'still below'} FastFlowLM). "
+        f"Not built: the output FIFO's depth is the design's (gemm.py) and "
+        f"GEMM.check()'s count; a tunable for it changes every GEMM design and "
+        f"profile, left for a change with its goldens regenerated."
     )
 
 
