@@ -86,8 +86,9 @@ def _timed(session_func: Callable[[nox.Session], None]) -> Callable[..., None]:
 
     Recorded: seconds since the previous session ended (its virtualenv's
     creation included), the session function's own seconds (installs and
-    tests), whether it passed, its posargs (none in the default run) and
-    whether nox was told to reuse virtualenvs (then installs are skipped).
+    tests), whether it passed, its posargs (none in the default run),
+    whether nox was told to reuse virtualenvs (then installs are skipped)
+    and whether it only installed (``--install-only``: no test ran).
     """
 
     @functools.wraps(session_func)
@@ -105,6 +106,8 @@ def _timed(session_func: Callable[[nox.Session], None]) -> Callable[..., None]:
                 "status": status,
                 "posargs": list(session.posargs),
                 "reused": any(_reusing(a) for a in sys.argv[1:]),
+                # installs only (nox --install-only): no test ran
+                "install_only": "--install-only" in sys.argv[1:],
                 "ended": datetime.datetime.now(datetime.UTC).isoformat(
                     timespec="seconds"
                 ),

@@ -6,7 +6,8 @@ before it ended, so its virtualenv's creation counts; the session function's
 own seconds; passed or failed; its posargs; whether nox reused virtualenvs).
 This module reads that file and renders the sessions of the default list
 (``python3 -m nox``) in their order. A session run with posargs (a targeted
-run) is not the default run's and is shown as missing.
+run) or with ``--install-only`` (no test ran) is not the default run's and
+is shown as missing.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def rows(data: dict[str, Any]) -> tuple[list[list[Any]], float]:
     found, total = [], 0.0
     for name in data.get("default") or sorted(sessions):
         r = sessions.get(name)
-        if r is None or r.get("posargs"):
+        if r is None or r.get("posargs") or r.get("install_only"):
             found.append([name, "-", "-", "not recorded (no default run)", "-"])
             continue
         total += float(r["seconds"])

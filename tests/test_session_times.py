@@ -57,6 +57,10 @@ def test_a_session_records_its_time_as_it_ends_passed_or_failed(tmp_path, monkey
     assert lint["seconds"] >= lint["body_s"] >= 0
     assert times["default"][0] == "core" and "lint" in times["default"]
     assert nox_file._timed(ok).__doc__ == "A session that passes."
+    assert not lint["install_only"]
+    monkeypatch.setattr(sys, "argv", ["nox", "-s", "lint", "--install-only"])
+    nox_file._timed(ok)(SimpleNamespace(name="lint", posargs=[]))
+    assert json.loads(nox_file.TIMES.read_text())["sessions"]["lint"]["install_only"]
 
 
 def test_every_session_is_timed():
@@ -83,20 +87,22 @@ def test_the_bench_shows_the_default_sessions_in_order_and_their_total(tmp_path)
     assert "Not recorded" in " ".join(session_times.section(None))
     record = {"seconds": 90.0, "body_s": 80.0, "status": "passed", "posargs": []}
     data = {
-        "default": ["core", "lm", "lint"],
+        "default": ["core", "lm", "docs", "lint"],
         "sessions": {
             "lint": {**record, "seconds": 10.0, "reused": True},
             "core": record,
             "lm": {**record, "posargs": ["-k", "x"]},  # a targeted run
+            "docs": {**record, "install_only": True},  # nothing ran
         },
     }
     (tmp_path / ".nox").mkdir()
     (tmp_path / ".nox" / "session-times.json").write_text(json.dumps(data))
     loaded = session_times.load(tmp_path)
     rows, total = session_times.rows(loaded)
-    assert [r[0] for r in rows] == ["core", "lm", "lint"]
+    assert [r[0] for r in rows] == ["core", "lm", "docs", "lint"]
     assert total == 100.0
     assert rows[1][1] == "-"  # lm's record is a targeted run's
-    assert "virtualenv reused" in rows[2][3]
+    assert rows[2][1] == "-"  # docs only installed
+    assert "virtualenv reused" in rows[3][3]
     text = "\n".join(session_times.section(loaded))
     assert "## Test time by session" in text and "total 100 s" in text
