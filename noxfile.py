@@ -32,8 +32,13 @@ Sessions:
 
 from __future__ import annotations
 
+import datetime
+import functools
+import json
 import shutil
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -60,6 +65,66 @@ LM = "packages/iron-lm"
 # version); transformers from the registry. Only the oracle session installs them.
 ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6", "gguf", "accelerate")
 
+#: Each session's wall time, written as it ends (``python benchmarks/run.py``
+#: shows the default run's in BENCHMARKS.md): the session's name -> its
+#: latest record. Under .nox/, which git ignores.
+TIMES = ROOT / ".nox" / "session-times.json"
+# When the previous session ended (or nox read this file): a session's wall
+# time runs from there, so it counts making its virtualenv too.
+_SINCE = [time.monotonic()]
+_REUSING = ("-R", "-r", "--reuse-existing-virtualenvs", "--reuse-venv", "--no-install")
+
+
+def _reusing(arg: str) -> bool:
+    """Whether nox's argument ``arg`` reuses virtualenvs (``-R``, ``-rs lint``...)."""
+    short = arg.startswith("-") and not arg.startswith("--")
+    return arg.split("=")[0] in _REUSING or (short and ("R" in arg or "r" in arg))
+
+
+def _timed(session_func: Callable[[nox.Session], None]) -> Callable[..., None]:
+    """Record ``session_func``'s session's wall time in :data:`TIMES` as it ends.
+
+    Recorded: seconds since the previous session ended (its virtualenv's
+    creation included), the session function's own seconds (installs and
+    tests), whether it passed, its posargs (none in the default run),
+    whether nox was told to reuse virtualenvs (then installs are skipped)
+    and whether it only installed (``--install-only``: no test ran).
+    """
+
+    @functools.wraps(session_func)
+    def run(session: nox.Session) -> None:
+        began = time.monotonic()
+        status = "failed"
+        try:
+            session_func(session)
+            status = "passed"
+        finally:
+            now = time.monotonic()
+            record = {
+                "seconds": round(now - _SINCE[0], 1),
+                "body_s": round(now - began, 1),
+                "status": status,
+                "posargs": list(session.posargs),
+                "reused": any(_reusing(a) for a in sys.argv[1:]),
+                # installs only (nox --install-only): no test ran
+                "install_only": "--install-only" in sys.argv[1:],
+                "ended": datetime.datetime.now(datetime.UTC).isoformat(
+                    timespec="seconds"
+                ),
+            }
+            _SINCE[0] = now
+            try:
+                times = json.loads(TIMES.read_text())
+            except (OSError, ValueError):
+                times = {}
+            times.setdefault("sessions", {})[session.name] = record
+            times["default"] = list(nox.options.sessions or [])
+            TIMES.parent.mkdir(exist_ok=True)
+            TIMES.write_text(json.dumps(times, indent=1) + "\n")
+
+    return run
+
+
 nox.options.default_venv_backend = "venv"
 # An interpreter that is asked for and missing fails the run instead of
 # skipping the session (nox's default outside CI), so no run passes having
@@ -81,6 +146,7 @@ nox.options.sessions = [
 
 
 @nox.session(python=PYTHON)
+@_timed
 def core(session: nox.Session) -> None:
     """Run iron-core's tests."""
     session.install("-e", f"{CORE}[test]")
@@ -88,6 +154,7 @@ def core(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def operators(session: nox.Session) -> None:
     """Run iron-operators' tests against an editable iron-core."""
     session.install("-e", CORE, "-e", f"{OPERATORS}[test]")
@@ -95,6 +162,7 @@ def operators(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def runtime(session: nox.Session) -> None:
     """Run iron-runtime's tests on the emulated NPU, dead memory poisoned."""
     session.install("-e", CORE, "-e", OPERATORS, "-e", f"{RUNTIME}[test]")
@@ -111,6 +179,7 @@ def _install_all(session: nox.Session, lm_extra: str = "") -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def lm(session: nox.Session) -> None:
     """Run iron-lm's tests on the emulated NPU (the oracle has its own session)."""
     _install_all(session, "[test]")
@@ -125,6 +194,7 @@ def lm(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def oracle(session: nox.Session) -> None:
     """Compare iron-lm with transformers' LlamaForCausalLM (torch CPU)."""
     _install_all(session, "[test]")
@@ -138,6 +208,7 @@ def oracle(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def demo(session: nox.Session) -> None:
     """The main job: stream a Llama decode on the emulated NPU and summarize it."""
     _install_all(session)
@@ -152,6 +223,7 @@ def demo(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def npu(session: nox.Session) -> None:
     """Run the ``npu``-marked tests on a real device (skipped where there is none)."""
     _install_all(session)
@@ -173,6 +245,7 @@ def npu(session: nox.Session) -> None:
 
 
 @nox.session(python=list(SUPPORTED))
+@_timed
 def pythons(session: nox.Session) -> None:
     """Every package's tests on each supported Python (each must be present).
 
@@ -195,6 +268,7 @@ def pythons(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def docs(session: nox.Session) -> None:
     """Build the documentation site strictly: a broken link or missing docstring fails."""
     _install_all(session)
@@ -203,6 +277,7 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def bench(session: nox.Session) -> None:
     """Measure the benchmark figures side by side with their peers and write them."""
     _install_all(session, "[serve]")  # figure 8 runs iron-lm serve
@@ -211,6 +286,7 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
     _install_all(session, "[serve]")  # the benchmark harness runs figure 8
@@ -224,6 +300,7 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def layering(session: nox.Session) -> None:
     """Check what ``import iron`` loads, what iron-core imports, and private names."""
     # Every distribution is installed, so "import iron loads no runtime" is
@@ -233,6 +310,7 @@ def layering(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def typecheck(session: nox.Session) -> None:
     """Type-check every package's source with mypy (settings in mypy.ini).
 
@@ -253,6 +331,7 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def wheels(session: nox.Session) -> None:
     """Build a wheel and an sdist of every package and check what they hold."""
     session.install("build")
@@ -267,6 +346,7 @@ def wheels(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def lint(session: nox.Session) -> None:
     """Run ruff's linter and formatter check (settings in ruff.toml)."""
     session.install("ruff")
@@ -275,6 +355,7 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@_timed
 def bringup(session: nox.Session) -> None:
     """Climb the NPU bring-up ladder (``python -m iron.runtime.npu.bringup``).
 

@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import session_times  # noqa: E402
 from figures import FIGURES  # noqa: E402
 from figures.common import Context  # noqa: E402
 
@@ -232,6 +233,8 @@ def markdown(results: dict[str, Any]) -> str:
                 lines += ["", "</details>", ""]
             else:
                 lines += [f"**{t['title']}**", ""] + body + [""]
+    if "session_times" in results:
+        lines += session_times.section(results["session_times"])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -326,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx.close()
     results["elapsed_s"] = time.perf_counter() - start if not args.only else None
     results["machine"]["load_average_end"] = _load()
+    results["session_times"] = session_times.load(ROOT)
     json_path.write_text(json.dumps(results, indent=1, default=_json) + "\n")
     md_path.write_text(markdown(results))
     print(f"[bench] wrote {json_path} and {md_path}", file=sys.stderr)

@@ -9,6 +9,7 @@ cost model, no timing), so their arithmetic is asserted here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -16,12 +17,22 @@ import pytest
 
 import iron
 from iron.core.cost import step_time
-from iron.operators import CausalAttention
+from iron.core.operator import RefusedShapeError
+from iron.operators import GEMM, CausalAttention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from figures import assumptions, prefill, roofline  # noqa: E402
 from figures.common import Context, llama_1b, parameter_count  # noqa: E402
+
+
+@functools.cache
+def modelled(prompt: int, design: str = "wide", rows: int = 512, tuned: bool = True):
+    """``prefill.model_prompt``, once per arguments: several tests read the same run.
+
+    The model is deterministic, so a second call would return the same figures.
+    """
+    return prefill.model_prompt(prompt, design, rows, tuned)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +86,7 @@ def test_every_cost_model_figure_of_a_device_has_a_row_with_a_source():
 
 
 def test_prefill_charges_each_chunks_attention_at_its_own_position():
-    one = prefill.model_prompt(1024, rows=512, tuned=False)
+    one = modelled(1024, tuned=False)
     assert one["chunks"] == 2
     recording = prefill._record("wide", llama_1b(), 512, 1024)
     att = next(s.op for s in recording.steps if isinstance(s.op, CausalAttention))
@@ -90,13 +101,66 @@ def test_prefill_charges_each_chunks_attention_at_its_own_position():
 
 
 def test_tuned_tiles_never_model_slower_than_resolves():
-    tuned = prefill.model_prompt(1024, rows=512)
-    plain = prefill.model_prompt(1024, rows=512, tuned=False)
+    tuned = modelled(1024)
+    plain = modelled(1024, tuned=False)
     assert tuned["seconds"] <= plain["seconds"]
     assert tuned["macs"] == plain["macs"]
     assert tuned["roof_s"] == pytest.approx(tuned["macs"] / 12.288e12)
 
 
 def test_irons_prompt_version_is_modelled_at_its_16_row_chunks():
-    ours = prefill.model_prompt(64, "iron", prefill.IRON_ROWS, tuned=False)
+    ours = modelled(64, "iron", prefill.IRON_ROWS, tuned=False)
     assert ours["rows"] == 16 and ours["chunks"] == 4
+
+
+def test_prefill_runs_the_lm_head_on_the_last_chunk_only():
+    # issue 20, figure 7: a prompt needs the next token's logits alone, so the
+    # wide chunks before the last fill the caches without the 525 MB head.
+    wide = modelled(2048, tuned=False)
+    assert wide["chunks"] == 4
+    assert wide["per_op"]["GEMV"]["steps"] == 1
+    assert wide["per_op"]["RMSNorm"]["steps"] == 4 * 2 * 16 + 1
+    head = step_time(
+        next(
+            s.op
+            for s in prefill._record("wide", llama_1b(), 512, 2048).steps
+            if type(s.op).__name__ == "GEMV"
+        ),
+        iron.NPU2,
+        dispatches=0,
+    )
+    assert wide["per_op"]["GEMV"]["seconds"] == pytest.approx(head.seconds)
+    # IRON's own prompt version runs its head (a GEMM over the chunk's rows)
+    # every chunk, as it does: 7 GEMMs a layer and the head, per chunk.
+    ours = modelled(64, "iron", prefill.IRON_ROWS, tuned=False)
+    assert ours["per_op"]["GEMM"]["steps"] == ours["chunks"] * (7 * 16 + 1)
+
+
+def test_prefill_notes_say_what_the_rereads_cost_and_what_remains():
+    r = modelled(4096)
+    gemm = r["per_op"]["GEMM"]
+    assert 0 < gemm["reread"] < gemm["memory"]
+    assert gemm["once"] < gemm["seconds"]
+    assert {(t["tile_m"], t["tile_k"], t["tile_n"]) for t in r["gemm_tiles"]} == {
+        (64, 32, 64)
+    }
+    text = prefill._remains(
+        4096, r, prefill.FASTFLOWLM["tokens_per_s"][4096], iron.NPU2
+    )
+    assert "step by step" in text and "(3) Causal attention" in text
+    assert "(4) Fewer kernel calls" in text
+    # One output buffer (6 x 64 x 64 bytes, not 8 x) leaves room for a K tile
+    # of 64 at 64 x 64: half the calls, modelled only (check() counts two).
+    assert r["single_out_delta_s"] < 0
+    gemm = GEMM(
+        M=512, K=2048, N=2048, tile_m=64, tile_k=32, tile_n=64, num_aie_columns=8
+    )
+    wider = prefill._single_out(gemm, iron.NPU2)
+    assert wider.tile_k == 64
+    with pytest.raises(RefusedShapeError, match="double-buffered"):
+        wider.check(iron.NPU2)
+    assert step_time(wider, iron.NPU2).calls_s == pytest.approx(
+        step_time(gemm, iron.NPU2).calls_s / 2
+    )
+    whole = GEMM(M=64, K=96, N=512, tile_m=32, tile_k=96, tile_n=32, num_aie_columns=8)
+    assert prefill._single_out(whole, iron.NPU2) is whole  # 192 does not divide K
