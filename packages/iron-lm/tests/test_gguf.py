@@ -560,7 +560,7 @@ def test_no_room_for_the_scratch_file_is_an_error_naming_it(files, monkeypatch) 
     class Full:
         f_bavail, f_frsize = 0, 4096
 
-    monkeypatch.setattr("iron.lm.gguf.os.statvfs", lambda fd: Full())
+    monkeypatch.setattr("iron.lm._scratch.os.statvfs", lambda fd: Full())
     with open_gguf(files["Q4_1"]) as ck:
         with pytest.raises(
             GGUFError, match=r"tiny-Q4_1.gguf'.* needs \d+ MiB of scratch"

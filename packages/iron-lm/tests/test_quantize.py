@@ -146,3 +146,14 @@ def test_a_gguf_file_refuses_q4_naming_its_own_types(tmp_path):
     path.write_bytes(b"")
     with pytest.raises(ValueError, match=r"weights='q4' quantizes a bf16 .*m.gguf"):
         Llama.from_pretrained(path, weights="q4")
+
+
+def test_no_room_for_the_quantized_weights_is_an_error_naming_it(tiny_dir, monkeypatch):
+    from iron.lm.checkpoint import CheckpointError
+
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    monkeypatch.setattr("iron.lm._scratch.os.statvfs", lambda fd: Full())
+    with pytest.raises(CheckpointError, match=r"needs \d+ MiB of scratch disk"):
+        Decoder.from_pretrained(tiny_dir, weights="q4", **SETTINGS)

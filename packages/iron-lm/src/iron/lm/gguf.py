@@ -47,7 +47,6 @@ import math
 import mmap
 import os
 import struct
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from iron.lm._scratch import ScratchWeights, ScratchWriter
 from iron.lm.checkpoint import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -460,7 +460,7 @@ class GGUFCheckpoint:
         self.metadata = _Metadata(path, self._reader.fields)
         self.config = _config(self)
         self._names = _hf_names(self)
-        self._scratch: mmap.mmap | None = None
+        self._scratch: ScratchWeights | None = None
         self._quantized = True
         self._views: dict[str, np.ndarray] = {}
 
@@ -562,43 +562,34 @@ class GGUFCheckpoint:
             return math.prod(shape) * 2 if fmt is None else fmt.nbytes(shape)
 
         total = sum(nbytes(hf) for hf in self._names)
-        scratch = _scratch_file(self.directory, total, self.path)
+        writer = ScratchWriter(
+            self.directory,
+            total,
+            prefix=".iron-gguf-",
+            what=f"GGUF file {str(self.path)!r}",
+            error=GGUFError,
+        )
         try:
-            offsets: dict[str, tuple[int, tuple[int, ...], Any]] = {}
-            at = 0
             for hf, (src, heads) in self._names.items():
                 shape = self.tensors[src].shape
                 fmt = formats[hf]
                 if fmt is None:
-                    offsets[hf] = (at, shape, ml_dtypes.bfloat16)
+                    writer.tensor(hf, shape, ml_dtypes.bfloat16)
+                    done = 0
                     for piece in self._pieces(src, heads):
                         rounded = np.ascontiguousarray(piece, ml_dtypes.bfloat16)
-                        _check_finite(
-                            self.path, hf, rounded, (at - offsets[hf][0]) // 2
-                        )
-                        scratch.write(rounded.view(np.uint8).data)
-                        at += piece.size * 2
+                        _check_finite(self.path, hf, rounded, done)
+                        writer.write(rounded)
+                        done += piece.size
                 else:
-                    packed_shape = (shape[0], fmt.row_bytes(shape[-1]))
-                    offsets[hf] = (at, packed_shape, np.uint8)
+                    writer.tensor(hf, (shape[0], fmt.row_bytes(shape[-1])), np.uint8)
                     for packed in self._packed_pieces(src, heads, hf):
-                        scratch.write(np.ascontiguousarray(packed).data)
-                        at += packed.nbytes
-            scratch.flush()
-            mapped = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as e:
-            raise GGUFError(
-                f"GGUF file {str(self.path)!r}: writing its device weights to the "
-                f"scratch file failed ({e}); free {total / 2**20:.0f} MiB of disk "
-                "beside it or in the temporary directory"
-            ) from None
-        finally:
-            scratch.close()  # unlinked: the mapping keeps its pages alive
-        self._scratch = mapped
-        for hf, (begin, shape, dtype) in offsets.items():
-            count = math.prod(shape)
-            view = np.frombuffer(mapped, dtype, count, begin)
-            self._views[hf] = view.reshape(shape)
+                        writer.write(packed)
+        except BaseException:
+            writer.abandon()
+            raise
+        self._scratch = writer.finish()
+        self._views = dict(self._scratch.views)
 
     def _packed_pieces(
         self, name: str, heads: int | None, hf: str
@@ -643,24 +634,7 @@ class GGUFCheckpoint:
         """
         if isinstance(piece, str):
             piece = self._views[piece]
-        mapped = self._scratch
-        if mapped is None or not isinstance(piece, np.ndarray) or piece.size == 0:
-            return 0
-        advise = getattr(mapped, "madvise", None)
-        flag = getattr(mmap, "MADV_DONTNEED", None)
-        base = np.frombuffer(mapped, np.uint8).ctypes.data
-        lo = piece.ctypes.data - base
-        hi = lo + piece.nbytes
-        if advise is None or flag is None or lo < 0 or hi > len(mapped):
-            return 0
-        if not piece.flags.c_contiguous:
-            return 0
-        page = mmap.PAGESIZE
-        start, stop = lo // page * page, min(-(-hi // page) * page, len(mapped))
-        if stop <= start:
-            return 0
-        advise(flag, start, stop - start)
-        return stop - start
+        return self._scratch.release(piece) if self._scratch is not None else 0
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -674,10 +648,7 @@ class GGUFCheckpoint:
         """Unmap the scratch weights and the file (views keep what they use)."""
         self._views.clear()
         if self._scratch is not None:
-            try:
-                self._scratch.close()
-            except BufferError:
-                pass  # views are alive; the mapping goes with them
+            self._scratch.close()
             self._scratch = None
 
     def __enter__(self) -> GGUFCheckpoint:
@@ -916,26 +887,4 @@ def unpermute_rotary(weight: np.ndarray, heads: int) -> np.ndarray:
         weight.reshape(heads, half, 2, *weight.shape[1:])
         .swapaxes(1, 2)
         .reshape(weight.shape)
-    )
-
-
-def _scratch_file(directory: Path, nbytes: int, source: Path) -> Any:
-    """An unlinked file for ``nbytes`` of bf16 weights: beside the GGUF file,
-    else in the system's temporary directory."""
-    for where in (directory, None):
-        try:
-            f = tempfile.TemporaryFile(dir=where, prefix=".iron-gguf-")
-        except OSError:
-            continue
-        try:
-            free = os.statvfs(f.fileno()).f_bavail * os.statvfs(f.fileno()).f_frsize
-        except (OSError, AttributeError):
-            free = nbytes
-        if free >= nbytes:
-            return f
-        f.close()
-    raise GGUFError(
-        f"GGUF file {str(source)!r}: laying out its weights for the device needs "
-        f"{nbytes / 2**20:.0f} MiB of scratch disk beside it or in the temporary "
-        "directory, and neither has that much free"
     )

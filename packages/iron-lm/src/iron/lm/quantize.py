@@ -16,16 +16,13 @@ Norms stay bf16, and so does a matrix whose rows are not a multiple of
 from __future__ import annotations
 
 import logging
-import math
-import mmap
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from iron.lm._scratch import ScratchWeights, ScratchWriter
 from iron.lm.checkpoint import Checkpoint, CheckpointError
 from iron.operators.qmatmul import K_MULTIPLE
 from iron.operators.quantized import FORMATS, QuantFormat, quantize
@@ -82,7 +79,7 @@ class QuantizedCheckpoint:
         self.config = source.config
         self.directory = source.directory
         self.files = source.files
-        self._scratch: mmap.mmap | None = None
+        self._scratch: ScratchWeights | None = None
         self._views: dict[str, np.ndarray] = {}
         self._formats: dict[str, QuantFormat | None] = {}
 
@@ -111,36 +108,26 @@ class QuantizedCheckpoint:
                 continue
             chosen[name] = t
         total = sum(self.format.nbytes(t.shape) for t in chosen.values())
-        scratch = _scratch_file(self.directory, total)
-        offsets: dict[str, tuple[int, tuple[int, int]]] = {}
+        writer = ScratchWriter(
+            self.directory,
+            total,
+            prefix=".iron-quant-",
+            what=str(self.directory),
+            error=CheckpointError,
+        )
         try:
-            at = 0
             for name, t in chosen.items():
-                shape = (t.shape[0], self.format.row_bytes(t.shape[1]))
-                offsets[name] = (at, shape)
+                writer.tensor(
+                    name, (t.shape[0], self.format.row_bytes(t.shape[1])), np.uint8
+                )
                 for piece in self._pieces(name, t):
-                    scratch.write(np.ascontiguousarray(piece).data)
-                    at += piece.nbytes
+                    writer.write(piece)
                 self._formats[name] = self.format
-            scratch.flush()
-            mapped = (
-                mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ)
-                if total
-                else None
-            )
-        except OSError as e:
-            raise CheckpointError(
-                f"{self.directory}: writing its {self.format.name} weights to the "
-                f"scratch file failed ({e}); free {total / 2**20:.0f} MiB of disk "
-                "beside it or in the temporary directory"
-            ) from None
-        finally:
-            scratch.close()  # unlinked: the mapping keeps its pages alive
-        self._scratch = mapped
-        for name, (begin, shape) in offsets.items():
-            assert mapped is not None
-            view = np.frombuffer(mapped, np.uint8, math.prod(shape), begin)
-            self._views[name] = view.reshape(shape)
+        except BaseException:
+            writer.abandon()
+            raise
+        self._scratch = writer.finish()
+        self._views = dict(self._scratch.views)
 
     def _pieces(self, name: str, tensor: np.ndarray) -> Iterator[np.ndarray]:
         rows, cols = tensor.shape
@@ -166,17 +153,14 @@ class QuantizedCheckpoint:
             if piece not in self._views:
                 return self.source.release(piece)
             piece = self._views[piece]
-        dropped = _drop(self._scratch, piece)
+        dropped = self._scratch.release(piece) if self._scratch is not None else 0
         return dropped or self.source.release(piece)
 
     def close(self) -> None:
         """Close the wrapped checkpoint and unmap the scratch weights."""
         self._views.clear()
         if self._scratch is not None:
-            try:
-                self._scratch.close()
-            except BufferError:
-                pass  # views are alive; the mapping goes with them
+            self._scratch.close()
             self._scratch = None
         self.source.close()
 
@@ -204,49 +188,3 @@ def quantize_checkpoint(
     out = QuantizedCheckpoint(checkpoint, fmt)
     out._write(tensors)
     return out
-
-
-def _drop(mapped: mmap.mmap | None, piece: np.ndarray) -> int:
-    """``madvise(DONTNEED)`` the pages of ``mapped`` under ``piece``."""
-    advise = getattr(mapped, "madvise", None)
-    flag = getattr(mmap, "MADV_DONTNEED", None)
-    if mapped is None or advise is None or flag is None:
-        return 0
-    if not isinstance(piece, np.ndarray) or piece.size == 0:
-        return 0
-    if not piece.flags.c_contiguous:
-        return 0
-    base = np.frombuffer(mapped, np.uint8).ctypes.data
-    lo = piece.ctypes.data - base
-    hi = lo + piece.nbytes
-    if lo < 0 or hi > len(mapped):
-        return 0
-    page = mmap.PAGESIZE
-    start, stop = lo // page * page, min(-(-hi // page) * page, len(mapped))
-    if stop <= start:
-        return 0
-    advise(flag, start, stop - start)
-    return stop - start
-
-
-def _scratch_file(directory: Path, nbytes: int) -> Any:
-    """An unlinked file for ``nbytes``: beside the checkpoint, else in the
-    system's temporary directory."""
-    for where in (directory, None):
-        try:
-            f = tempfile.TemporaryFile(dir=where, prefix=".iron-quant-")
-        except OSError:
-            continue
-        try:
-            st = os.statvfs(f.fileno())
-            free = st.f_bavail * st.f_frsize
-        except (OSError, AttributeError):
-            free = nbytes
-        if free >= nbytes:
-            return f
-        f.close()
-    raise CheckpointError(
-        f"{directory}: quantizing its weights needs {nbytes / 2**20:.0f} MiB of "
-        "scratch disk beside it or in the temporary directory, and neither has "
-        "that much free"
-    )
