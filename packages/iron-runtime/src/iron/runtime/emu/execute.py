@@ -211,6 +211,65 @@ class FixedStep:
         self.inputs = tuple(_span(h) for h in step.inputs)
         self.outputs = tuple(_span(h) for h in step.outputs)
 
+    def run(self, step: Step, ev: Any, flats: _Flats) -> None:
+        """Run ``step`` as ``Recording.run_step`` does: reads, kernel, writes.
+
+        The same values, bytes and errors; an operand outside its buffer is
+        left to ``read``/``write``, which say which elements.
+        """
+        views = flats.views
+        op = self.op if self.op is not None else step.op.bind(ev)
+        args: list[np.ndarray | None] = []
+        for h, span in zip(step.inputs, self.inputs):
+            if span is None:
+                args.append(None if h is None else read(h, ev, views))
+                continue
+            name, first, end, shape = span
+            elements = flats[name]
+            if end > elements.size:
+                args.append(read(h, ev, views))
+            else:
+                args.append(elements[first:end].reshape(shape))
+        result = op.reference(*args)  # type: ignore[arg-type]
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) != len(step.outputs):
+            raise TypeError(
+                f"{type(op).__name__}.reference returned {len(results)} arrays "
+                f"for {len(step.outputs)} outputs"
+            )
+        for h, span, r in zip(step.outputs, self.outputs, results):
+            r = np.asarray(r)
+            if span is None:
+                cut = bounded(h, ev)
+                if r.shape == tuple(h.shape) and any(c != slice(None) for c in cut):
+                    r = r[cut]
+                write(h, ev, views, r)
+                continue
+            name, first, end, shape = span
+            elements = flats[name]
+            if end > elements.size:
+                write(h, ev, views, r)
+                continue
+            target = elements[first:end].reshape(shape)
+            if r.shape != target.shape:
+                raise ValueError(
+                    f"{h!r} takes shape {list(target.shape)} this call, got "
+                    f"{list(r.shape)}"
+                )
+            target[...] = r.astype(elements.dtype, copy=False)
+
+
+class _Flats(dict[str, np.ndarray]):
+    """Each buffer's device view, flat, made once a run on first use."""
+
+    def __init__(self, views: DeviceViews) -> None:
+        super().__init__()
+        self.views = views
+
+    def __missing__(self, name: str) -> np.ndarray:
+        flat = self[name] = self.views[name].reshape(-1)
+        return flat
+
 
 def execute(
     spec: ImageSpec,
@@ -290,61 +349,14 @@ def _run_steps(
 ) -> None:
     """Run ``steps`` (none idle; no poison, no check): the loop above, lean.
 
-    Each step as ``Recording.run_step`` runs it (the same reads, kernel,
-    writes and errors), with what :class:`FixedStep` fixed at load taken
-    from there.
+    Each step by :meth:`FixedStep.run`: as ``Recording.run_step`` runs it,
+    with what was fixed at load taken from there.
     """
-    flats: dict[str, np.ndarray] = {}
-
-    def flat(name: str) -> np.ndarray:
-        got = flats.get(name)
-        if got is None:
-            got = flats[name] = views[name].reshape(-1)
-        return got
-
+    flats = _Flats(views)
     step = None
     try:
         for step in steps:
-            plan = fixed[step.index]
-            op = plan.op if plan.op is not None else step.op.bind(ev)
-            args: list[np.ndarray | None] = []
-            for h, span in zip(step.inputs, plan.inputs):
-                if span is None:
-                    args.append(None if h is None else read(h, ev, views))
-                    continue
-                name, first, end, shape = span
-                elements = flat(name)
-                if end > elements.size:  # read() says which elements
-                    args.append(read(h, ev, views))
-                else:
-                    args.append(elements[first:end].reshape(shape))
-            result = op.reference(*args)  # type: ignore[arg-type]
-            results = result if isinstance(result, tuple) else (result,)
-            if len(results) != len(step.outputs):
-                raise TypeError(
-                    f"{type(op).__name__}.reference returned {len(results)} arrays "
-                    f"for {len(step.outputs)} outputs"
-                )
-            for h, span, r in zip(step.outputs, plan.outputs, results):
-                r = np.asarray(r)
-                if span is None:
-                    cut = bounded(h, ev)
-                    if r.shape == tuple(h.shape) and any(c != slice(None) for c in cut):
-                        r = r[cut]
-                    write(h, ev, views, r)
-                    continue
-                name, first, end, shape = span
-                elements = flat(name)
-                if end > elements.size:  # write() says which elements
-                    write(h, ev, views, r)
-                    continue
-                target = elements[first:end].reshape(shape)
-                if r.shape != target.shape:
-                    raise ValueError(
-                        f"{h!r} takes shape {list(target.shape)} this call, got "
-                        f"{list(r.shape)}"
-                    )
-                target[...] = r.astype(elements.dtype, copy=False)
+            fixed[step.index].run(step, ev, flats)
     except RunError:
         raise
     except Exception as error:  # the device reports where it failed
