@@ -204,7 +204,9 @@ class FixedStep:
 
     def __init__(self, step: Step) -> None:
         try:
-            fixed = step.op.bind(_no_values) is step.op
+            # bind takes a mapping or, as here, a device's evaluator
+            no_values: Any = _no_values
+            fixed = step.op.bind(no_values) is step.op
         except Exception:  # any error is raised again by the run, in its place
             fixed = False
         self.op = step.op if fixed else None
@@ -221,15 +223,16 @@ class FixedStep:
         op = self.op if self.op is not None else step.op.bind(ev)
         args: list[np.ndarray | None] = []
         for h, span in zip(step.inputs, self.inputs):
-            if span is None:
-                args.append(None if h is None else read(h, ev, views))
+            if h is None:
+                args.append(None)
                 continue
-            name, first, end, shape = span
-            elements = flats[name]
-            if end > elements.size:
-                args.append(read(h, ev, views))
-            else:
-                args.append(elements[first:end].reshape(shape))
+            if span is not None:
+                name, first, end, shape = span
+                elements = flats[name]
+                if end <= elements.size:  # else read() says which elements
+                    args.append(elements[first:end].reshape(shape))
+                    continue
+            args.append(read(h, ev, views))
         result = op.reference(*args)  # type: ignore[arg-type]
         results = result if isinstance(result, tuple) else (result,)
         if len(results) != len(step.outputs):
