@@ -33,7 +33,7 @@ from iron.core.tolerance import compare
 from iron.runtime.driver import RunError
 from iron.runtime.image import ImageSpec
 
-__all__ = ["POISON_BYTES", "RunProgram", "StepCheckError", "execute"]
+__all__ = ["POISON_BYTES", "FixedStep", "RunProgram", "StepCheckError", "execute"]
 
 #: The poison pattern: bf16 and f32 NaNs (0x7FC0 halves), garbage as ints.
 POISON_BYTES = np.frombuffer(bytes.fromhex("c07fc07f"), np.uint8)
