@@ -149,7 +149,11 @@ def profile_decode(decoder: Decoder, position: int, calls: int, limit: int = 8):
         by_name.setdefault((file.rsplit("/", 1)[-1], name), [0.0, 0.0])
         by_name[(file.rsplit("/", 1)[-1], name)][0] += tottime
         by_name[(file.rsplit("/", 1)[-1], name)][1] += cumtime
-    step = by_name.get(("recording.py", "run_step"), [0, total])[1]
+    # steps run through Recording.run_step, or FixedStep.run in the lean loop
+    step = (
+        by_name.get(("recording.py", "run_step"), [0, 0])[1]
+        + by_name.get(("execute.py", "run"), [0, 0])[1]
+    ) or total
     share = {
         "operand reads (access.read)": by_name.get(("access.py", "read"), [0, 0])[1]
         / step,

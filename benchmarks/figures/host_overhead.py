@@ -34,6 +34,7 @@ from iron.lm import tiny
 from iron.lm.generate import Decoder
 from iron.lm.model import Llama
 from iron.runtime.emu.device import EmuRun
+from iron.runtime.emu.execute import FixedStep
 
 from .common import (
     DEVICE,
@@ -63,10 +64,12 @@ _WHY = {
 
 
 class KernelClock:
-    """Accumulates the seconds the emulator spends in ``Recording.run_step``.
+    """Accumulates the seconds the emulator spends running its steps.
 
-    While entered, ``Recording.run_step`` is wrapped (or replaced by nothing
-    with ``empty=True``); leaving restores it.
+    A step runs through ``Recording.run_step`` (poison or checks on) or, in
+    the emulator's lean loop, ``FixedStep.run`` (the same reads, kernel and
+    writes). While entered, both are wrapped (or replaced by nothing with
+    ``empty=True``); leaving restores them.
     """
 
     def __init__(self, empty: bool = False) -> None:
@@ -88,11 +91,25 @@ class KernelClock:
                 clock.seconds += time.perf_counter() - start
                 clock.steps += 1
 
+        self._fixed = FixedStep.__dict__["run"]
+        fixed_run = self._fixed
+
+        def timed_fixed(plan, step, values, flats):
+            start = time.perf_counter()
+            try:
+                if not clock.empty:
+                    fixed_run(plan, step, values, flats)
+            finally:
+                clock.seconds += time.perf_counter() - start
+                clock.steps += 1
+
         Recording.run_step = staticmethod(timed)
+        FixedStep.run = timed_fixed
         return self
 
     def __exit__(self, *exc: object) -> None:
         Recording.run_step = self._original
+        FixedStep.run = self._fixed
 
     def reset(self) -> None:
         self.seconds, self.steps = 0.0, 0

@@ -248,3 +248,36 @@ def test_on_logits_refuses_the_device_loop(decoders) -> None:
     with pytest.raises(ValueError, match="on_logits .* device_loop=False"):
         decoder.generate([1, 2, 3], on_logits=print, device_loop=True)
     assert list(decoder.generate([1, 2, 3], max_new_tokens=2, stop=[])) != []
+
+
+def test_decode_logits_are_the_same_bits_in_the_lean_loop_and_step_by_step(
+    checkpoints,
+) -> None:
+    """The emulator's lean loop (poison off) takes each step's operator and
+    fixed operands from its load-time program; poisoned, every step is bound,
+    read and written one by one as ``Recording.run_step`` does. A decode
+    step's logits are the same bits either way (issue 20)."""
+    ids = prompt_ids(21, seed=3)  # two chunks, then decode steps
+    rows: dict[bool, list[np.ndarray]] = {}
+    tokens: dict[bool, list[int]] = {}
+    for poison in (True, False):
+        iron.runtime.set_poison(poison)
+        try:
+            decoder = Decoder.from_pretrained(
+                checkpoints(), device="npu2", context=CONTEXT, rows=ROWS, progress=False
+            ).compile()
+            rows[poison] = []
+            tokens[poison] = list(
+                decoder.generate(
+                    ids,
+                    max_new_tokens=6,
+                    seed=7,
+                    stop=[],
+                    on_logits=rows[poison].append,
+                )
+            )
+        finally:
+            iron.runtime.set_poison(True)  # the session's setting
+    assert tokens[True] == tokens[False]
+    for on, off in zip(rows[True], rows[False], strict=True):
+        np.testing.assert_array_equal(on.view(np.uint32), off.view(np.uint32))

@@ -509,3 +509,56 @@ def test_a_wider_read_only_weight_is_narrowed_piece_by_piece():
     np.testing.assert_array_equal(version(x), want)
     graph.release()  # uploaded again, narrowed again
     np.testing.assert_array_equal(graph(x), want)
+
+
+def test_the_lean_loop_with_fixed_operands_writes_what_step_by_step_does(monkeypatch):
+    """Fixed at load (operator without per-call fields, operands at fixed
+    offsets) or bound and located per call: the same bytes, per-call offsets
+    and bounds included."""
+    from iron.runtime.emu import execute as emu_execute
+
+    def results(fixed: bool) -> list[np.ndarray]:
+        if not fixed:
+
+            def nothing_fixed(self, step):
+                self.op, self.inputs = None, (None,) * len(step.inputs)
+                self.outputs = (None,) * len(step.outputs)
+
+            monkeypatch.setattr(emu_execute.FixedStep, "__init__", nothing_fixed)
+        out = []
+        chain = Chain().compile(x=(256,), y=(256,))
+        out.append(chain(_bf16(256), _bf16(256, seed=1)))
+        bounds = TwoBounds().compile(x=(64,))
+        for n, m in [(64, 64), (0, 5), (3, 7)]:
+            out.extend(bounds(_bf16(64, seed=n), n=n, m=m))
+        cache = Cache().compile(x=((64,), np.float32))
+        for position in (3, 0, 7):
+            out.append(
+                cache(np.arange(64, dtype=np.float32) + position, position=position)
+            )
+        monkeypatch.undo()
+        return [np.asarray(o).copy() for o in out]
+
+    iron.runtime.set_poison(False)
+    try:
+        program = RunProgram(Chain().compile(x=(256,), y=(256,)).images[0])
+        assert all(f.op is not None for f in program.fixed.values())
+        fast, slow = results(True), results(False)
+    finally:
+        iron.runtime.set_poison(None)
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_the_lean_loop_refuses_a_result_of_the_wrong_shape(monkeypatch):
+    iron.runtime.set_poison(False)
+    try:
+        chain = Chain().compile(x=(256,), y=(256,))
+        monkeypatch.setattr(ReLU, "reference", lambda self, x: np.zeros(3, bfloat16))
+        with pytest.raises(
+            RunError, match=r"step 1 ReLU failed: .* takes shape \[256\]"
+        ):
+            chain(_bf16(256), _bf16(256, seed=1))
+    finally:
+        iron.runtime.set_poison(None)

@@ -22,18 +22,18 @@ from typing import Any
 import numpy as np
 from ml_dtypes import bfloat16
 
-from iron.core.access import read
+from iron.core.access import bounded, read, write
 from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of, stored
 from iron.core.handle import Handle
 from iron.core.percall import Affine, evaluate
 from iron.core.plan import IdleProgram
-from iron.core.recording import Recording
+from iron.core.recording import Recording, Step
 from iron.core.tolerance import compare
 from iron.runtime.driver import RunError
 from iron.runtime.image import ImageSpec
 
-__all__ = ["POISON_BYTES", "RunProgram", "StepCheckError", "execute"]
+__all__ = ["POISON_BYTES", "FixedStep", "RunProgram", "StepCheckError", "execute"]
 
 #: The poison pattern: bf16 and f32 NaNs (0x7FC0 halves), garbage as ints.
 POISON_BYTES = np.frombuffer(bytes.fromhex("c07fc07f"), np.uint8)
@@ -154,6 +154,8 @@ class RunProgram:
         for placed in spec.transients:
             self.born.setdefault(placed.first, []).append(placed)
             self.dead.setdefault(placed.last, []).append(placed)
+        #: Each step's operands and operator as far as they are fixed at load.
+        self.fixed = {step.index: FixedStep(step) for step in spec.steps}
 
     def zero_rows(self, scratchpad: np.ndarray) -> frozenset[int]:
         """The steps (outside :attr:`unread`) with zero rows for ``scratchpad``."""
@@ -162,6 +164,114 @@ class RunProgram:
             if int(scratchpad[slot]) <= 0:
                 zero = zero | steps
         return zero
+
+
+class _PerCall(Exception):
+    """Raised by :func:`_no_values`: the operator reads a per-call value."""
+
+
+def _no_values(expr: Affine) -> int:
+    raise _PerCall(expr)
+
+
+#: A handle fixed at load: its buffer, first and end element, shape.
+_Span = tuple[str, int, int, tuple[int, ...]]
+
+
+def _span(h: Handle | None) -> _Span | None:
+    """Where ``h``'s elements are, when no call can move or bound them."""
+    if h is None or not h.layout.contiguous or h.valid:
+        return None
+    start = h.layout.static_offset
+    if start is None:
+        return None
+    if h.elements == 0:
+        start = 0  # an empty handle reads nothing, wherever it starts
+    return (h.name, start, start + h.elements, tuple(h.shape))
+
+
+class FixedStep:
+    """What a step reads, writes and runs as, where no call can change it.
+
+    The operator, when it has no per-call field (``bind`` gives it back
+    unchanged whatever the values), and each operand that is a contiguous
+    run at a fixed offset without bounds, as its element span. The lean
+    loop takes these instead of binding and locating them again each run;
+    anything else is bound and read per call, as ``Recording.run_step`` does.
+    """
+
+    __slots__ = ("op", "inputs", "outputs")
+
+    def __init__(self, step: Step) -> None:
+        try:
+            # bind takes a mapping or, as here, a device's evaluator
+            no_values: Any = _no_values
+            fixed = step.op.bind(no_values) is step.op
+        except Exception:  # any error is raised again by the run, in its place
+            fixed = False
+        self.op = step.op if fixed else None
+        self.inputs = tuple(_span(h) for h in step.inputs)
+        self.outputs = tuple(_span(h) for h in step.outputs)
+
+    def run(self, step: Step, ev: Any, flats: _Flats) -> None:
+        """Run ``step`` as ``Recording.run_step`` does: reads, kernel, writes.
+
+        The same values, bytes and errors; an operand outside its buffer is
+        left to ``read``/``write``, which say which elements.
+        """
+        views = flats.views
+        op = self.op if self.op is not None else step.op.bind(ev)
+        args: list[np.ndarray | None] = []
+        for h, span in zip(step.inputs, self.inputs):
+            if h is None:
+                args.append(None)
+                continue
+            if span is not None:
+                name, first, end, shape = span
+                elements = flats[name]
+                if end <= elements.size:  # else read() says which elements
+                    args.append(elements[first:end].reshape(shape))
+                    continue
+            args.append(read(h, ev, views))
+        result = op.reference(*args)  # type: ignore[arg-type]
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) != len(step.outputs):
+            raise TypeError(
+                f"{type(op).__name__}.reference returned {len(results)} arrays "
+                f"for {len(step.outputs)} outputs"
+            )
+        for h, span, r in zip(step.outputs, self.outputs, results):
+            r = np.asarray(r)
+            if span is None:
+                cut = bounded(h, ev)
+                if r.shape == tuple(h.shape) and any(c != slice(None) for c in cut):
+                    r = r[cut]
+                write(h, ev, views, r)
+                continue
+            name, first, end, shape = span
+            elements = flats[name]
+            if end > elements.size:
+                write(h, ev, views, r)
+                continue
+            target = elements[first:end].reshape(shape)
+            if r.shape != target.shape:
+                raise ValueError(
+                    f"{h!r} takes shape {list(target.shape)} this call, got "
+                    f"{list(r.shape)}"
+                )
+            target[...] = r.astype(elements.dtype, copy=False)
+
+
+class _Flats(dict[str, np.ndarray]):
+    """Each buffer's device view, flat, made once a run on first use."""
+
+    def __init__(self, views: DeviceViews) -> None:
+        super().__init__()
+        self.views = views
+
+    def __missing__(self, name: str) -> np.ndarray:
+        flat = self[name] = self.views[name].reshape(-1)
+        return flat
 
 
 def execute(
@@ -196,7 +306,8 @@ def execute(
     skip = idle | program.zero_rows(scratchpad)
     unread = program.unread
     if not poison and not spec.check and not unread:
-        _run_steps(spec, [s for s in spec.steps if s.index not in skip], ev, views)
+        steps = [s for s in spec.steps if s.index not in skip]
+        _run_steps(spec, steps, ev, views, program.fixed)
         if spec.emit is not None and feedback is not None:
             _emit(spec, memory, views, scratchpad, feedback)
         return
@@ -232,13 +343,23 @@ def execute(
         _emit(spec, memory, views, scratchpad, feedback)
 
 
-def _run_steps(spec: ImageSpec, steps: list[Any], ev: Any, views: DeviceViews) -> None:
-    """Run ``steps`` (none idle; no poison, no check): the loop above, lean."""
-    run_step = Recording.run_step
+def _run_steps(
+    spec: ImageSpec,
+    steps: list[Any],
+    ev: Any,
+    views: DeviceViews,
+    fixed: Mapping[int, FixedStep],
+) -> None:
+    """Run ``steps`` (none idle; no poison, no check): the loop above, lean.
+
+    Each step by :meth:`FixedStep.run`: as ``Recording.run_step`` runs it,
+    with what was fixed at load taken from there.
+    """
+    flats = _Flats(views)
     step = None
     try:
         for step in steps:
-            run_step(step, ev, views)
+            fixed[step.index].run(step, ev, flats)
     except RunError:
         raise
     except Exception as error:  # the device reports where it failed
