@@ -54,6 +54,7 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
         "6",
         "7",
         "8",
+        "9",
     ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number

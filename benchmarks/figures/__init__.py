@@ -13,6 +13,7 @@ from . import (
     host_overhead,
     loading,
     prefill,
+    quantized_decode,
     roofline,
     serving,
 )
@@ -26,6 +27,7 @@ FIGURES = {
     6: loading.run,
     7: prefill.run,
     8: serving.run,
+    9: quantized_decode.run,
 }
 
 __all__ = ["FIGURES"]
