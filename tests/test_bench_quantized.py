@@ -10,6 +10,7 @@ what they report, not for a speed.
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -17,12 +18,13 @@ import pytest
 
 import iron
 from iron.lm import tiny
+from iron.lm.config import LlamaConfig
 from iron.operators.qmatmul import QGEMV
 from iron.operators.quantized import Q4
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from figures import quantized_decode  # noqa: E402
+from figures import gguf_loading, quantized_decode, quantized_emulated  # noqa: E402
 from figures.common import Context, llama_1b, parameter_count  # noqa: E402
 
 
@@ -106,3 +108,68 @@ def test_the_best_tiles_pass_check_and_never_model_slower(figure9):
     best = quantized_decode.best_tiling(op, iron.NPU2)
     best.check(iron.NPU2)  # raises if the tiling is not legal
     assert (best.M, best.K, best.bits) == (2048, 2048, 4)
+
+
+def test_emulated_decode_reports_both_weights_and_judges_the_bytes(tmp_path):
+    figure = quantized_emulated.run(Context(quick=True, scratch=tmp_path))
+    data = figure["details"]["data"]
+    share = data["weight_bytes"]["q4"] / data["weight_bytes"]["bf16"]
+    assert share == pytest.approx(data["weight_share"])
+    assert share <= 0.35  # the bound for a 4-bit model
+    assert figure["met"] == (share <= quantized_emulated.TARGET)
+    assert figure["value"] == pytest.approx(statistics.median(data["runs"]["q4"]))
+    assert figure["peer_value"] == pytest.approx(
+        statistics.median(data["runs"]["bf16"])
+    )
+    assert "emulated" in figure["unit"]
+
+
+def test_the_gguf_file_written_opens_as_the_config_it_was_written_from(tmp_path):
+    pytest.importorskip("gguf")
+    from iron.lm.gguf import open_gguf
+
+    config = LlamaConfig.tiny(num_hidden_layers=2)
+    sizes = gguf_loading.write_gguf(tmp_path / "m.gguf", config)
+    checkpoint = open_gguf(tmp_path / "m.gguf")
+    try:
+        got = checkpoint.config
+        for key in (
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "num_hidden_layers",
+            "vocab_size",
+            "tie_word_embeddings",
+        ):
+            assert getattr(got, key) == getattr(config, key), key
+        assert checkpoint.tensors["token_embd.weight"].type_name == "Q4_0"
+    finally:
+        checkpoint.close()
+    # Q4_0: 18 bytes a block of 32
+    assert (
+        sizes["token_embd.weight"] == config.vocab_size * config.hidden_size // 32 * 18
+    )
+
+
+def test_gguf_loading_reports_in_the_file_s_largest_tensor(tmp_path):
+    pytest.importorskip("gguf")
+    figure = gguf_loading.run(Context(quick=True, scratch=tmp_path))
+    data = figure["details"]["data"]
+    assert data["largest_tensor_name"] == "token_embd.weight"
+    assert figure["value"] == pytest.approx(
+        data["beyond_device"] / data["largest_tensor"]
+    )
+    assert figure["peer_value"] == pytest.approx(data["peak"] / data["largest_tensor"])
+    assert data["samples"] > 1 and data["file_bytes"] > data["largest_tensor"]
+
+
+def test_gguf_loading_without_the_gguf_package_is_reported_not_measured(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setattr(gguf_loading, "have", lambda module: module != "gguf")
+    figure = gguf_loading.run(Context(quick=True, scratch=tmp_path))
+    assert figure["judged"] is False and figure["met"] is False
+    assert figure["value"] is None
+    assert "gguf package is not installed" in figure["details"]["notes"][0]

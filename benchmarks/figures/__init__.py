@@ -10,10 +10,12 @@ from . import (
     arena,
     compile_cost,
     decode,
+    gguf_loading,
     host_overhead,
     loading,
     prefill,
     quantized_decode,
+    quantized_emulated,
     roofline,
     serving,
 )
@@ -28,6 +30,8 @@ FIGURES = {
     7: prefill.run,
     8: serving.run,
     9: quantized_decode.run,
+    10: quantized_emulated.run,
+    11: gguf_loading.run,
 }
 
 __all__ = ["FIGURES"]
