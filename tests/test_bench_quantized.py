@@ -153,15 +153,18 @@ def test_the_gguf_file_written_opens_as_the_config_it_was_written_from(tmp_path)
     )
 
 
-def test_gguf_loading_reports_in_the_file_s_largest_tensor(tmp_path):
+def test_gguf_loading_reports_in_figure_6s_unit_the_file_its_one_shard(tmp_path):
     pytest.importorskip("gguf")
     figure = gguf_loading.run(Context(quick=True, scratch=tmp_path))
     data = figure["details"]["data"]
     assert data["largest_tensor_name"] == "token_embd.weight"
-    assert figure["value"] == pytest.approx(
+    assert figure["value"] == pytest.approx(data["beyond_device"] / data["file_bytes"])
+    assert figure["peer_value"] == pytest.approx(data["peak"] / data["file_bytes"])
+    assert data["beyond_per_tensor"] == pytest.approx(
         data["beyond_device"] / data["largest_tensor"]
     )
-    assert figure["peer_value"] == pytest.approx(data["peak"] / data["largest_tensor"])
+    assert figure["met"] == (figure["value"] <= gguf_loading.TARGET)
+    assert "shard" in figure["unit"]
     assert data["samples"] > 1 and data["file_bytes"] > data["largest_tensor"]
 
 
