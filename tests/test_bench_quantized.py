@@ -29,8 +29,10 @@ from figures.common import Context, llama_1b, parameter_count  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def figure9():
-    return quantized_decode.run(Context(quick=True))
+def figure9(tmp_path_factory):
+    return quantized_decode.run(
+        Context(quick=True, scratch=tmp_path_factory.mktemp("bench"))
+    )
 
 
 def _run(figure, weights, context, tuned=True):
