@@ -20,8 +20,8 @@ of every cached position, at npu2's measured DMA roof
 figure for the same model on XDNA2, 4-bit weights, at 1k context. The
 target is the issue's: the modelled q4 decode at 1k context within 90% of
 its bound (issue 17 puts FastFlowLM's figure at about 87% of a 60 GB/s
-roof). Nothing here
-is measured on an NPU: the values are the cost model's.
+roof). Nothing here is measured on an NPU: the values are the cost
+model's.
 """
 
 from __future__ import annotations
