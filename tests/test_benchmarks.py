@@ -54,6 +54,9 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
         "6",
         "7",
         "8",
+        "9",
+        "10",
+        "11",
     ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number

@@ -10,9 +10,12 @@ from . import (
     arena,
     compile_cost,
     decode,
+    gguf_loading,
     host_overhead,
     loading,
     prefill,
+    quantized_decode,
+    quantized_emulated,
     roofline,
     serving,
 )
@@ -26,6 +29,9 @@ FIGURES = {
     6: loading.run,
     7: prefill.run,
     8: serving.run,
+    9: quantized_decode.run,
+    10: quantized_emulated.run,
+    11: gguf_loading.run,
 }
 
 __all__ = ["FIGURES"]
