@@ -280,7 +280,8 @@ def docs(session: nox.Session) -> None:
 @_timed
 def bench(session: nox.Session) -> None:
     """Measure the benchmark figures side by side with their peers and write them."""
-    _install_all(session, "[serve]")  # figure 8 runs iron-lm serve
+    # figure 8 runs iron-lm serve; figure 11 writes and loads a GGUF file
+    _install_all(session, "[serve,gguf]")
     session.install(*ORACLE_DEPS, "psutil", "threadpoolctl>=3")
     session.run("python", "benchmarks/run.py", *session.posargs)
 
@@ -289,7 +290,8 @@ def bench(session: nox.Session) -> None:
 @_timed
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
-    _install_all(session, "[serve]")  # the benchmark harness runs figure 8
+    # the benchmark harness runs figures 8 (serve) and 11 (a GGUF file)
+    _install_all(session, "[serve,gguf]")
     session.install("pytest", "hypothesis", "nox")
     session.run(
         "pytest",
