@@ -2,7 +2,7 @@
 
 One row per figure the model takes from ``iron.NPU1`` / ``iron.NPU2`` or
 builds into its formula, with its value on each device, how it was obtained
-(measured, derived, assumed) and where it comes from. Figures 5 and 7 print
+(measured, derived, assumed) and where it comes from. Figures 5, 7 and 9 print
 this table beside what they model; ``iron/core/device.py`` carries the same
 sources beside each value.
 """
