@@ -33,9 +33,11 @@ from iron.operators import (
     CATALOG,
     GEMM,
     GEMV,
+    QGEMV,
     CausalAttention,
     DecodeAttention,
     Dequant,
+    DequantRows,
     ElementwiseAdd,
     ElementwiseMul,
     LayerNorm,
@@ -151,6 +153,32 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     ),
     # 4096 multiplies; 2048 packed bytes + 128 scales * 2 bytes in, 4096 bf16 out.
     "Dequant": (example((4096, 2048 + 256 + 8192), N=4096),),
+    # Packed weights: a q4 row of 2048 is 64 groups of 20 bytes (1280), a q8
+    # row 64 of 34 (2176), a q8_16 row 128 of 18 (2304); x and out bf16.
+    "QGEMV": (
+        example(
+            (2048 * 2048, 2048 * 1280 + 2048 * 2 + 2048 * 2),
+            M=2048,
+            K=2048,
+            bits=4,
+            group=32,
+        ),
+        example(
+            (512 * 2048, 512 * 2176 + 2048 * 2 + 512 * 2),
+            M=512,
+            K=2048,
+            bits=8,
+            group=32,
+        ),
+        example((64 * 256, 64 * 288 + 256 * 2 + 64 * 2), M=64, K=256, bits=8, group=16),
+    ),
+    # 16 packed q4 rows of 2048 read, 16 bf16 rows written.
+    "DequantRows": (
+        example(
+            (16 * 2048, 16 * 1280 + 16 * 2048 * 2), rows=16, K=2048, bits=4, group=32
+        ),
+        example((1 * 64, 1 * 72 + 64 * 2), rows=1, K=64, bits=8, group=16),
+    ),
     # One comparison per logit; the logits read and one int32 written.
     "Sample": (
         example(vocab=4096),
@@ -187,6 +215,8 @@ GROW: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "Repeat": lambda f: {**f, "repeat": 2 * f["repeat"]},
     "Dequant": lambda f: {**f, "N": 2 * f["N"]},
     "Sample": lambda f: {**f, "vocab": 2 * f["vocab"]},
+    "QGEMV": lambda f: {**f, "M": 2 * f["M"]},
+    "DequantRows": lambda f: {**f, "rows": 2 * f["rows"]},
 }
 
 #: An optional operand is present when its operator's flag says so.
@@ -761,6 +791,29 @@ REFUSED = [
         Repeat(rows=2, row_shape=(2000, 1000), repeat=2),
         DEVICES,
         message="the write walk (sizes [2, 2, 1000, 2000], strides [2000000, 4000000, 2000, 1] elements) exceeds a shim descriptor's 20-bit strides",
+    ),
+    # quantized
+    refused(
+        QGEMV(M=4, K=96, bits=4, group=32),
+        DEVICES,
+        message="K=96 is not a positive multiple of 64 (whole groups of 32 in whole 4-byte DMA words); pad K",
+        host=False,
+    ),
+    refused(
+        QGEMV(M=64, K=8192, bits=8, group=32, tile_m=8, tile_k=4096, num_aie_columns=1),
+        NPU1,
+        words="over a core's 65536",
+    ),
+    refused(
+        QGEMV(M=8, K=64, bits=4, group=32, tile_m=4, num_aie_columns=4),
+        NPU2,
+        message="M=8 is not a multiple of tile_m * num_aie_columns = 16",
+    ),
+    refused(
+        DequantRows(rows=2, K=32, bits=4, group=32),
+        DEVICES,
+        message="K=32 is not a positive multiple of 64 (whole groups of 32 in whole 4-byte DMA words); pad K",
+        host=False,
     ),
     # sample
     refused(

@@ -241,6 +241,8 @@ _EXAMPLES = {
     "Transpose": {"rows": 64, "cols": 64},
     "Repeat": {"rows": 8, "repeat": 4, "row_shape": (64,)},
     "Dequant": {"N": 4096},
+    "QGEMV": {"M": 256, "K": 256, "bits": 4, "group": 32},
+    "DequantRows": {"rows": 8, "K": 256, "bits": 8, "group": 16},
     "Sample": {"vocab": 4096},
 }
 

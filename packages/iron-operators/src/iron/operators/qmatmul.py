@@ -25,8 +25,10 @@ quantized embedding table (``table[ids]`` gathers the packed rows).
 Device rules: ``K`` a multiple of 64 (whole groups whose packed rows are
 whole 4-byte DMA words in every format); tiles of ``tile_m`` (GEMV) or
 ``tile_n`` (GEMM) packed rows by ``tile_k`` elements, ``tile_k`` a multiple
-of 64 dividing K, fitting a core with the dequantized tile. No NPU design
-or kernel exists for them yet: they run on the emulated NPU and on the host.
+of 64 dividing K, fitting a core with the dequantized tile. ``QGEMV`` and
+``DequantRows`` have NPU designs (``iron.runtime.npu.designs.qmatmul``, whose
+kernel dequantizes a group at a time, so the tile count is an upper bound);
+``QGEMM`` runs on the emulated NPU and on the host only.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "movers",
     "dequant",
+    "qmatmul",
     "sample",
 )
 
