@@ -556,6 +556,38 @@ def test_the_scratch_file_leaves_nothing_behind(files) -> None:
     assert json.dumps(sorted(before))  # the directory is as it was
 
 
+@pytest.mark.parametrize("kind", ["Q4_1", "F16"])
+def test_laying_out_lets_each_pieces_file_pages_go(files, kind, monkeypatch) -> None:
+    """The file is read through a mapping whose pages under each piece are
+    let go once the piece is laid out: every tensor's bytes, once each."""
+    import iron.lm.gguf as reader
+
+    asked: list[tuple[int, int]] = []
+    real = reader.drop_pages
+
+    def spy(mapped, piece):
+        if piece.size:
+            base = np.frombuffer(mapped, np.uint8).ctypes.data
+            asked.append((piece.ctypes.data - base, piece.nbytes))
+        return real(mapped, piece)
+
+    monkeypatch.setattr(reader, "drop_pages", spy)
+    with open_gguf(files[kind]) as ck:
+        ck.tree()
+        spans = sorted((t.begin, t.end - t.begin) for t in ck.tensors.values())
+    # each tensor's pieces tile its byte range exactly
+    merged = []
+    for begin, nbytes in sorted(asked):
+        if merged and merged[-1][0] + merged[-1][1] == begin:
+            merged[-1] = (merged[-1][0], merged[-1][1] + nbytes)
+        else:
+            merged.append((begin, nbytes))
+    covered = {b: n for b, n in merged}
+    for begin, nbytes in spans:
+        assert any(b <= begin and begin + nbytes <= b + n for b, n in covered.items())
+    assert sum(n for _, n in asked) == sum(n for _, n in spans)
+
+
 def test_no_room_for_the_scratch_file_is_an_error_naming_it(files, monkeypatch) -> None:
     class Full:
         f_bavail, f_frsize = 0, 4096

@@ -35,26 +35,7 @@ class ScratchWeights:
             The bytes advised away: 0 when ``piece`` is not a contiguous view
             of this file or the platform has no madvise.
         """
-        mapped = self._mapped
-        advise = getattr(mapped, "madvise", None)
-        flag = getattr(mmap, "MADV_DONTNEED", None)
-        if mapped is None or advise is None or flag is None:
-            return 0
-        if not isinstance(piece, np.ndarray) or piece.size == 0:
-            return 0
-        if not piece.flags.c_contiguous:
-            return 0
-        base = np.frombuffer(mapped, np.uint8).ctypes.data
-        lo = piece.ctypes.data - base
-        hi = lo + piece.nbytes
-        if lo < 0 or hi > len(mapped):
-            return 0
-        page = mmap.PAGESIZE
-        start, stop = lo // page * page, min(-(-hi // page) * page, len(mapped))
-        if stop <= start:
-            return 0
-        advise(flag, start, stop - start)
-        return stop - start
+        return drop_pages(self._mapped, piece)
 
     def close(self) -> None:
         """Forget the views and unmap the file (live views keep their pages)."""
@@ -137,6 +118,37 @@ class ScratchWriter:
             f"({e}); free {self.nbytes / 2**20:.0f} MiB of disk beside it or in "
             "the temporary directory"
         ) from None
+
+
+def drop_pages(mapped: mmap.mmap | None, piece: np.ndarray) -> int:
+    """``madvise(DONTNEED)`` the pages of ``mapped`` under ``piece``, a view of it.
+
+    For a read-only file mapping (the scratch file, or the checkpoint file
+    itself) this only lets the pages go: a later read maps them again.
+
+    Returns:
+        The bytes advised away: 0 when ``piece`` is not a contiguous view
+        of ``mapped`` or the platform has no madvise.
+    """
+    advise = getattr(mapped, "madvise", None)
+    flag = getattr(mmap, "MADV_DONTNEED", None)
+    if mapped is None or advise is None or flag is None:
+        return 0
+    if not isinstance(piece, np.ndarray) or piece.size == 0:
+        return 0
+    if not piece.flags.c_contiguous:
+        return 0
+    base = np.frombuffer(mapped, np.uint8).ctypes.data
+    lo = piece.ctypes.data - base
+    hi = lo + piece.nbytes
+    if lo < 0 or hi > len(mapped):
+        return 0
+    page = mmap.PAGESIZE
+    start, stop = lo // page * page, min(-(-hi // page) * page, len(mapped))
+    if stop <= start:
+        return 0
+    advise(flag, start, stop - start)
+    return stop - start
 
 
 def _unlinked(

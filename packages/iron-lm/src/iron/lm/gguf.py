@@ -9,9 +9,10 @@ tensor's blocks repacked into a device format (``iron.operators.quantized``:
 Q8_0, Q4_0 and Q4_1 with every value unchanged, Q4_K and Q6_K within the
 bound stated there), the float ones (F32, F16, BF16) as bf16.
 
-Reading: the file is mapped read-only by the ``gguf`` package's
-``GGUFReader`` (https://github.com/ggml-org/llama.cpp, ``gguf-py``). That
-reader trusts the file (a string array of 2**60 items is a loop of 2**60
+Reading: the metadata is read by the ``gguf`` package's ``GGUFReader``
+(https://github.com/ggml-org/llama.cpp, ``gguf-py``), the tensors through
+a read-only mapping of the file whose pages are let go as each piece is
+laid out (below). That reader trusts the file (a string array of 2**60 items is a loop of 2**60
 steps), so the header is first walked here with every count and length
 checked against the bytes left in the file, and every tensor's type, shape
 and byte range against its block size, the file's end and the other tensors.
@@ -55,7 +56,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from iron.lm._scratch import ScratchWeights, ScratchWriter
+from iron.lm._scratch import ScratchWeights, ScratchWriter, drop_pages
 from iron.lm.checkpoint import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -444,12 +445,16 @@ class GGUFCheckpoint:
         self.files: tuple[Path, ...] = (path,)
         size = path.stat().st_size
         with open(path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         try:
-            infos = _walk_header(path, mapped, size)
-        finally:
-            if isinstance(mapped, mmap.mmap):
+            infos = _walk_header(path, mapped if mapped is not None else b"", size)
+        except BaseException:
+            if mapped is not None:
                 mapped.close()
+            raise
+        # the tensors are read through this mapping, and each piece's pages
+        # let go once it is laid out: the file is never resident whole
+        self._file = mapped
         self.tensors: dict[str, GGUFTensor] = {t.name: t for t in infos}
         try:
             self._reader = GGUFReader(path)
@@ -485,7 +490,9 @@ class GGUFCheckpoint:
         """The stored bytes of llama.cpp tensor ``name``, (rows, bytes per row)."""
         t = self.tensors[name]
         rows = math.prod(t.shape[:-1])
-        flat = np.asarray(self._reader.data[t.begin : t.end])
+        if self._file is None:  # an empty file has no tensor to read
+            raise GGUFError(f"GGUF file {str(self.path)!r} is closed or empty")
+        flat = np.frombuffer(self._file, np.uint8, t.end - t.begin, t.begin)
         return flat.reshape(rows, -1)
 
     def dequantized(self, name: str, rows: slice = slice(None)) -> np.ndarray:
@@ -611,6 +618,7 @@ class GGUFCheckpoint:
             if heads:
                 packed = unpermute_rotary(packed, len(packed) // unit)
             yield packed
+            drop_pages(self._file, raw)
 
     def _pieces(self, name: str, heads: int | None) -> Iterator[np.ndarray]:
         """Float32 pieces of a tensor in Hugging Face's row order."""
@@ -624,6 +632,7 @@ class GGUFCheckpoint:
             if heads:
                 piece = unpermute_rotary(piece, len(piece) // unit)
             yield piece
+            drop_pages(self._file, self.raw(name)[start : min(rows, start + step)])
 
     def release(self, piece: np.ndarray | str) -> int:
         """Drop the scratch pages behind ``piece`` once it has been uploaded.
@@ -650,6 +659,12 @@ class GGUFCheckpoint:
         if self._scratch is not None:
             self._scratch.close()
             self._scratch = None
+        if self._file is not None:
+            try:
+                self._file.close()
+            except BufferError:
+                pass  # a raw view is alive; the mapping goes with it
+            self._file = None
 
     def __enter__(self) -> GGUFCheckpoint:
         return self
