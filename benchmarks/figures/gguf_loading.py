@@ -212,10 +212,9 @@ def run(ctx: Context) -> dict[str, Any]:
         f"Opening the file leaves +{m['after_open'] * mb:.0f} MB resident, "
         f"{m['after_open'] / file_bytes:.2f}x the file: Decoder.from_pretrained "
         f"lays every tensor out (repacked) into its scratch file at open, "
-        f"reading the whole GGUF file through the gguf package's mapping, and "
-        f"only the scratch pages are released as pieces upload, not the "
-        f"file's. Advising the file's pages away once each piece is repacked "
-        f"would bring the peak toward one piece.",
+        f"reading the GGUF file through a mapping whose pages under each piece "
+        f"are let go once it is laid out; the scratch file's pages go as each "
+        f"piece uploads.",
     ]
     if not met:
         notes.append(
