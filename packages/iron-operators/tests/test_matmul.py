@@ -168,7 +168,7 @@ def test_gemm_declaration():
         "out_depth",
     )
     assert d.params["tile_k"].domain == Divisors("K", multiple_of=8)
-    assert d.params["out_depth"].domain == (1, 2)
+    assert d.params["out_depth"].domain == (2, 1)
     assert d.inputs == (Input("a", "M", "K"), Input("b", "K", "N"))
 
 

@@ -580,8 +580,10 @@ class GEMM(_MatMul):
         doc="K per kernel call; HIGH and MEDIUM round after each",
     )
     tile_n: int = tunable(domain=Divisors("N", multiple_of=8), doc="columns per tile")
+    # 2 first: where both depths model the same time (no stall), the tuner
+    # keeps the first setting it enumerated, the double-buffered one.
     out_depth: int = tunable(
-        domain=(1, 2),
+        domain=(2, 1),
         doc="bf16 output tiles a core holds: 2 drains one while the next is "
         "computed; 1 frees a tile's bytes (a longer K tile fits), the core "
         "waiting on the drain before it stores the next",
