@@ -120,10 +120,9 @@ def _gemv_need(tile_m: int, tile_k: int, depth: int) -> int:
 def _gemm_need(
     tile_m: int, tile_k: int, tile_n: int, depth: int, out_depth: int = 2
 ) -> int:
-    """GEMM's bytes: ``depth`` a and b tiles in bf16, one fp32 accumulator,
-    ``out_depth`` bf16 output tiles.
+    """GEMM's core bytes: a and b tiles, an fp32 accumulator, the bf16 output tiles.
 
-    At ``out_depth=2`` the accumulator and the two output tiles are two fp32
+    ``depth`` a and b tiles in bf16, ``out_depth`` output tiles. At ``out_depth=2`` the accumulator and the two output tiles are two fp32
     tiles' bytes: ``depth * (a + b + c in fp32)``, the design's count.
     """
     tile_c = tile_m * tile_n
@@ -292,7 +291,8 @@ class _MatMul(Operator):
     tile_k: int | None
 
     #: Tiles of each streamed operand a core holds: the depth of the NPU
-    #: design's object FIFOs, and what ``check()`` counts.
+    #: design's object FIFOs, and what ``check()`` counts (GEMM's output
+    #: tiles are its ``out_depth`` tunable's).
     fifo_depth: ClassVar[int] = 2
 
     def __init__(self, *, pinned: frozenset[str] | None = None, **fields: Any):
