@@ -93,8 +93,20 @@ def rows() -> list[list[Any]]:
             "yes",
             "yes",
             "ASSUMED: double-buffered tiles (object FIFOs of depth 2) keep "
-            "the DMA moving while a core computes: time = max(compute, memory)",
+            "the DMA moving while a core computes: time = max(compute, memory) "
+            "(a GEMM's output at out_depth=1 is single-buffered: see its wait)",
             "the model's formula (iron/core/cost.py)",
+        ],
+        [
+            "a GEMM core's single output tile (out_depth=1) waits on its drain",
+            "yes",
+            "yes",
+            "derived: before storing a tile the core waits what the previous "
+            "tile's drain (tile_m x tile_n bf16 at one DMA channel's 4 bytes a "
+            "cycle, a quarter of a column's shim rate) outlasts this tile's K "
+            "loop (its MACs at the core's peak plus its kernel calls: the "
+            "loop's shortest, so the wait's upper bound), charged on top",
+            f"{AM020}; GEMM.cost (iron/operators/matmul.py)",
         ],
         [
             "kernel-call and dispatch overhead overlap nothing",

@@ -59,7 +59,7 @@ from .common import (
 NUMBER = 7
 PROMPTS = (1024, 4096)
 #: A GEMM tiling's fields as the notes list them.
-_TILE_KEYS = ("tile_m", "tile_k", "tile_n", "num_aie_columns")
+_TILE_KEYS = ("tile_m", "tile_k", "tile_n", "num_aie_columns", "out_depth")
 #: Rows per chunk of the wide-chunk design.
 CHUNK = 512
 #: IRON's own prompt version: its widest chunk (one shim copy gathers the
@@ -134,11 +134,18 @@ def _candidates(op: Any, device: Any) -> list[Any]:
 def _search(op: Any, device: Any) -> list[Any]:
     if isinstance(op, GEMM):
         grid = [
-            {"tile_m": m, "tile_n": n, "tile_k": k, "num_aie_columns": c}
+            {
+                "tile_m": m,
+                "tile_n": n,
+                "tile_k": k,
+                "num_aie_columns": c,
+                "out_depth": depth,
+            }
             for m in _GRID
             for n in _GRID
             for k in _GRID
             for c in (8, 4)
+            for depth in (2, 1)
         ]
     elif isinstance(op, CausalAttention):
         grid = [
@@ -158,24 +165,6 @@ def _search(op: Any, device: Any) -> list[Any]:
             continue
         found.append(tried)
     return found
-
-
-def _single_out(op: Any, device: Any) -> Any:
-    """``op`` with twice its K tile where a single-buffered output tile fits it.
-
-    The design double-buffers the bf16 output tile beside the fp32
-    accumulator (8 x tm x tn bytes a core). With one output buffer (6 x tm
-    x tn) a core has room for a K tile twice as long; ``op`` itself where
-    that K tile does not divide K or still does not fit. Not a tiling
-    check() accepts: the cost of a design not built, for the note.
-    """
-    f = op.resolved(device).fields()
-    tm, tk, tn = f["tile_m"], f["tile_k"], f["tile_n"]
-    budget = device.core_memory_bytes - STACK_BYTES
-    longer = 2 * tk
-    if op.K % longer or 4 * (tm * longer + longer * tn) + 6 * tm * tn > budget:
-        return op
-    return op.resolved(device).replace(tile_k=longer)
 
 
 def _chunk_ops(op: Any, positions: range) -> list[Any]:
@@ -212,6 +201,7 @@ def model_prompt(
             "compute": 0.0,
             "memory": 0.0,
             "calls": 0.0,
+            "stall": 0.0,
             "reread": 0.0,
             "once": 0.0,
         }
@@ -233,7 +223,6 @@ def model_prompt(
 
     gemm_tiles = []
     times: dict[tuple[int, Any, int], Any] = {}
-    single_out = 0.0  # what a single-buffered output tile would change
     for position in positions:
         recording = last if position == positions[-1] else body
         for step in recording.steps:
@@ -250,25 +239,22 @@ def model_prompt(
                 timed = op if at is None else op.replace(start=at)
                 times[memo] = step_time(timed, device, dispatches=dispatches)
             t = times[memo]
-            if isinstance(op, GEMM):
-                wider = (id(op), "single out", dispatches)
-                if wider not in times:
-                    times[wider] = step_time(
-                        _single_out(op, device), device, dispatches=dispatches
-                    )
-                single_out += times[wider].seconds - t.seconds
             row = per_op[t.name]
             row["steps"] += 1
             row["seconds"] += t.seconds
             row["compute"] += t.compute_s
             row["memory"] += t.memory_s
             row["calls"] += t.calls_s
+            row["stall"] += t.stall_s
             # The memory time of the rereads, and the step's time had its
             # tiling read every byte once (what memory-tile reuse could reach).
             per_byte = t.memory_s / (t.bytes + t.reread_bytes) if t.memory_s else 0.0
             row["reread"] += t.reread_bytes * per_byte
             row["once"] += (
-                max(t.compute_s, t.bytes * per_byte) + t.calls_s + t.dispatch_s
+                max(t.compute_s, t.bytes * per_byte)
+                + t.calls_s
+                + t.stall_s
+                + t.dispatch_s
             )
             total += t.seconds
             macs += t.macs
@@ -283,7 +269,6 @@ def model_prompt(
         "per_op": dict(per_op),
         "steps_per_chunk": len(body.steps),
         "gemm_tiles": gemm_tiles,
-        "single_out_delta_s": single_out,
     }
 
 
@@ -311,20 +296,26 @@ def _gemm_tiles_note(r: dict, device: Any) -> str:
     """The GEMMs' tuned tiles, and why no larger kernel call fits a core."""
     tiles = sorted({tuple(t[k] for k in _TILE_KEYS) for t in r["gemm_tiles"]})
     budget = device.core_memory_bytes - STACK_BYTES
-    tm, tk, tn, columns = max(tiles, key=lambda t: t[0] * t[1] * t[2])
-    most_k = (budget - 8 * tm * tn) // (4 * (tm + tn))
+    tm, tk, tn, columns, depth = max(tiles, key=lambda t: t[0] * t[1] * t[2])
+    most_k = (budget - (4 + 2 * depth) * tm * tn) // (4 * (tm + tn))
+    stall = sum(v["stall"] for v in r["per_op"].values())
     return (
-        "The GEMMs' tuned tiles (tile_m, tile_k, tile_n, columns): "
+        "The GEMMs' tuned tiles (tile_m, tile_k, tile_n, columns, out_depth): "
         + ", ".join(str(t) for t in tiles)
-        + f". A core holds a and b double-buffered in bf16 and two fp32 C tiles "
-        f"(4 x (tm x tk + tk x tn) + 8 x tm x tn bytes) within {budget:,} bytes "
-        f"(its {device.core_memory_bytes // 1024} KiB less the stack): at tm = "
-        f"{tm}, tn = {tn} that leaves tk <= {most_k}, so {tm} x {tk} x {tn} "
-        f"(tk a divisor of K, a multiple of 8) is the largest kernel call, and "
-        f"{device.core_rows} x {tm} rows by {columns} x {tn} columns the largest "
-        f"output block an array pass covers: a GEMM re-streams a once per "
-        f"{columns * tn} columns of N and b once per {device.core_rows * tm} rows "
-        f"of M."
+        + f". A core holds a and b double-buffered in bf16, one fp32 "
+        f"accumulator and out_depth bf16 output tiles (4 x (tm x tk + tk x tn) "
+        f"+ 4 x tm x tn + 2 x out_depth x tm x tn bytes) within {budget:,} "
+        f"bytes (its {device.core_memory_bytes // 1024} KiB less the stack): at "
+        f"tm = {tm}, tn = {tn}, out_depth = {depth} that leaves tk <= "
+        f"{most_k}, so {tm} x {tk} x {tn} (tk a divisor of K, a multiple of 8) "
+        f"is the largest kernel call, and {device.core_rows} x {tm} rows by "
+        f"{columns} x {tn} columns the largest output block an array pass "
+        f"covers: a GEMM re-streams a once per {columns * tn} columns of N and "
+        f"b once per {device.core_rows * tm} rows of M. A single output tile "
+        f"(out_depth = 1) makes the core wait for the previous tile's drain "
+        f"before it stores the next (a {tm} x {tn} bf16 tile at one DMA "
+        f"channel's 4 bytes a cycle against the next tile's K loop): "
+        f"{_ms(stall)} of the prompt's time."
     )
 
 
@@ -337,10 +328,6 @@ def _remains(p: int, r: dict, flm: float, device: Any) -> str:
     gemm_cut = gemm.get("seconds", 0.0) - gemm.get("once", 0.0)
     att_cut = att.get("seconds", 0.0) - att.get("once", 0.0)
     after_gemm = r["seconds"] - gemm_cut
-    single = r["seconds"] + r["single_out_delta_s"]
-    clock = device.shim_bytes_per_s_per_column / 16  # 16 bytes a cycle a column
-    drain_us = 64 * 64 * 2 / 4 / clock * 1e6
-    kib = 2 * 64 * 64 // 1024
     return (
         f"Missed at {p} tokens: {p / r['seconds']:,.0f} against {flm:,.0f} "
         f"tokens/s ({_ms(r['seconds'])} against {_ms(need)}), step by step. "
@@ -368,17 +355,9 @@ def _remains(p: int, r: dict, flm: float, device: Any) -> str:
         f"read once it would take {_ms(att.get('once', 0.0))} (a further "
         f"{_ms(att_cut)}). Sharing one K/V stream among a column's 4 cores is a "
         f"change of the attention design's FIFOs, not of its tiles. (4) Fewer "
-        f"kernel calls: a GEMM core holds its bf16 output tile twice beside the "
-        f"fp32 accumulator; the tile's drain to the memory tile ({drain_us:.1f} "
-        f"us for 64 x 64 at 4 bytes a cycle) is far shorter than the next "
-        f"tile's K loop, so one output buffer would do, and the {kib} KiB it "
-        f"frees takes a K tile twice as long: half the GEMMs' kernel calls, "
-        f"{_ms(-r['single_out_delta_s'])} less, the prompt "
-        f"{_ms(r['seconds'] + r['single_out_delta_s'])} ({p / single:,.0f} "
-        f"tokens/s, {'above' if single < need else 'still below'} FastFlowLM). "
-        f"Not built: the output FIFO's depth is the design's (gemm.py) and "
-        f"GEMM.check()'s count; a tunable for it changes every GEMM design and "
-        f"profile, left for a change with its goldens regenerated."
+        f"kernel calls: the GEMMs already take the single output tile "
+        f"(out_depth) where it pays, its drain's wait charged; a longer K tile "
+        f"than the tiles above does not fit a core's memory."
     )
 
 
@@ -456,6 +435,7 @@ def run(ctx: Context) -> dict[str, Any]:
                 f"{v['compute'] * 1e3:.2f}",
                 f"{v['memory'] * 1e3:.2f}",
                 f"{v['calls'] * 1e3:.2f}",
+                f"{v['stall'] * 1e3:.2f}",
             ]
             for name, v in sorted(r["per_op"].items(), key=lambda kv: -kv[1]["seconds"])
         ]
@@ -468,6 +448,7 @@ def run(ctx: Context) -> dict[str, Any]:
         "compute ms",
         "memory ms",
         "calls ms",
+        "stall ms",
     ]
     summary = [
         [

@@ -427,6 +427,7 @@ class Spread(Operator):
     cores: int | None = param(None)
     calls: int = param(1)
     reread: int = param(0)
+    stall: float = param(0.0)
     inputs = (Input("x", "size"),)
     outputs = (Output("out", "size"),)
 
@@ -441,6 +442,7 @@ class Spread(Operator):
             cores=self.cores,
             calls=self.calls,
             reread_bytes=self.reread,
+            stall_seconds=self.stall,
         )
 
 

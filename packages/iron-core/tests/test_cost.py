@@ -123,6 +123,19 @@ def test_cost_defaults_and_refusals():
         Cost(5, 8, columns=0)
     with pytest.raises(ValueError, match="cannot be negative"):
         Cost(5, 8, reread_bytes=-1)
+    with pytest.raises(ValueError, match="stall_seconds=-1e-06 cannot be negative"):
+        Cost(5, 8, stall_seconds=-1e-6)
+
+
+@pytest.mark.parametrize("dev", [iron.NPU1, iron.NPU2], ids=str)
+def test_a_core_waiting_on_its_dma_adds_its_stall_on_top(dev):
+    # A single-buffered tile (a GEMM's out_depth=1) makes a core wait on its
+    # own DMA: the stall is charged on top of the work and the calls.
+    base = step_time(Spread(size=64, calls=10), dev, dispatches=0)
+    assert base.stall_s == 0.0
+    stalled = step_time(Spread(size=64, calls=10, stall=3e-6), dev, dispatches=0)
+    assert stalled.stall_s == 3e-6
+    assert stalled.seconds - base.seconds == pytest.approx(3e-6)
 
 
 def test_full_elf_charges_one_dispatch_per_call_and_per_step_packaging_one_each():

@@ -727,7 +727,7 @@ REFUSED = [
     refused(
         GEMM(M=64, K=64, N=64, num_aie_columns=1, tile_m=64, tile_k=64, tile_n=64),
         NPU2,
-        words="tile_m=64, tile_k=64, tile_n=64 (a and b in bf16, c in fp32) need 65536 bytes of double-buffered tiles, over the core's 64512 bytes (64 KiB less a 1 KiB stack)",
+        words="tile_m=64, tile_k=64, tile_n=64, out_depth=2 (a and b in bf16, an fp32 accumulator, 2 bf16 output tiles; out_depth=1 holds one) need 65536 bytes of double-buffered tiles, over the core's 64512 bytes (64 KiB less a 1 KiB stack)",
     ),
     refused(
         GEMM(M=64, K=64, N=64, num_aie_columns=4, tile_n=32),

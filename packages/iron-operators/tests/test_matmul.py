@@ -165,8 +165,10 @@ def test_gemm_declaration():
         "tile_m",
         "tile_k",
         "tile_n",
+        "out_depth",
     )
     assert d.params["tile_k"].domain == Divisors("K", multiple_of=8)
+    assert d.params["out_depth"].domain == (2, 1)
     assert d.inputs == (Input("a", "M", "K"), Input("b", "K", "N"))
 
 
@@ -722,6 +724,52 @@ def test_gemm_cost_follows_the_tiling(dev):
     assert seconds(num_aie_columns=2, tile_m=16, tile_k=128, tile_n=32) < base
     assert seconds(num_aie_columns=2, tile_m=16, tile_k=64, tile_n=64) < base
     assert seconds(num_aie_columns=2, tile_m=32, tile_k=64, tile_n=32) < base
+
+
+def test_gemm_out_depth_defaults_to_two_and_one_fits_a_longer_k_tile():
+    # Issue 20, target 5: at 64 x 64 output tiles a K tile of 64 needs 64 KiB
+    # with two bf16 output tiles (over the 63 KiB a core leaves its tiles);
+    # with one (out_depth=1) 56 KiB, and check() accepts it.
+    tiles = dict(M=512, K=2048, N=512, tile_m=64, tile_k=64, tile_n=64)
+    assert GEMM(M=512, K=2048, N=512).resolved(NPU2).out_depth == 2
+    with pytest.raises(RefusedShapeError, match=r"out_depth=2 .* need 65536 bytes"):
+        GEMM(**tiles, out_depth=2).resolved(NPU2)
+    single = GEMM(**tiles, out_depth=1).resolved(NPU2)
+    assert (single.tile_k, single.out_depth) == (64, 1)
+    # resolve picks its tiles within out_depth's bytes: a given out_depth=1
+    # leaves room for a longer K tile at the same output tile.
+    free = dict(M=512, K=2048, N=512, tile_m=64, tile_n=64)
+    assert GEMM(**free).resolved(NPU2).tile_k == 32
+    assert GEMM(**free, out_depth=1).resolved(NPU2).tile_k == 64
+    with pytest.raises(ValueError, match="out_depth=3 is outside its domain"):
+        GEMM(**tiles, out_depth=3)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=str)
+def test_gemm_single_output_tile_stalls_where_the_drain_outlasts_the_k_loop(dev):
+    # One core's output tile drains at one DMA channel's 4 bytes a cycle (a
+    # quarter of a column's shim rate); the core waits what that drain
+    # outlasts the next tile's K loop (its MACs at the core's peak plus its
+    # kernel calls), once per tile after the first.
+    short = GEMM(M=512, K=32, N=512, num_aie_columns=4, tile_m=64, tile_k=32, tile_n=64)
+    drain = 64 * 64 * 2 / (dev.shim_bytes_per_s_per_column / 4)
+    loop = 64 * 32 * 64 / dev.core_peak_macs_per_s + dev.kernel_call_seconds
+    assert drain > loop  # K = 32: one short kernel call a tile
+    cost = short.replace(out_depth=1).resolved(dev).cost(dev)
+    tiles = (512 // 64 // dev.core_rows) * (512 // (64 * 4))
+    assert cost.stall_seconds == pytest.approx((tiles - 1) * (drain - loop))
+    t1 = step_time(short.replace(out_depth=1).resolved(dev), dev)
+    t2 = step_time(short.replace(out_depth=2).resolved(dev), dev)
+    assert t1.stall_s == cost.stall_seconds and t2.stall_s == 0.0
+    assert t1.seconds == pytest.approx(t2.seconds + cost.stall_seconds)
+    # A long K loop hides the drain: no stall, and a K tile twice as long
+    # halves the kernel calls.
+    tiles = dict(M=512, K=2048, N=512, num_aie_columns=4, tile_m=64, tile_n=64)
+    long_k = GEMM(**tiles, tile_k=64, out_depth=1).resolved(dev)
+    assert long_k.cost(dev).stall_seconds == 0.0
+    double = GEMM(**tiles, tile_k=32, out_depth=2).resolved(dev)
+    assert long_k.cost(dev).calls * 2 == double.cost(dev).calls
+    assert step_time(long_k, dev).seconds < step_time(double, dev).seconds
 
 
 # -- in a graph ----------------------------------------------------------------------------------

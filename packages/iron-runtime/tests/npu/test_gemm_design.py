@@ -541,9 +541,53 @@ def test_a_tile_that_does_not_fit_is_refused():
         "num_aie_columns": 4,
         "effective_precision": Precision.HIGHEST,
         "fifo_depth": op.fifo_depth,
+        "out_depth": 2,
     }
     with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
         legality.check(gemm.layout(SimpleNamespace(**fields), d), d)
+
+
+def _core_bytes(op, dev):
+    """The bytes legality counts on core (0, 2) of ``op``'s layout."""
+    lay = gemm.layout(op, dev)
+    core = legality.Tile(0, 2)
+    fifos = sum(
+        f.depth * f.element_bytes
+        for f in lay.fifos
+        if core == f.producer or core in f.consumers
+    )
+    return fifos + sum(n for t, n in lay.buffers if t == core) + lay.stack_bytes
+
+
+def test_a_single_output_tile_fits_a_k_tile_twice_as_long():
+    # Issue 20, target 5: at 64 x 64 output tiles a K tile of 64 needs
+    # 64 KiB of tiles double-buffered (over the 63 KiB a core leaves them);
+    # one bf16 output tile (out_depth=1) frees 8 KiB, and it fits. check()
+    # and the design's legality count the same bytes.
+    d = as_device("npu2")
+    tiles = dict(M=512, K=2048, N=512, tile_m=64, tile_k=64, tile_n=64)
+    double = GEMM(**tiles, num_aie_columns=8, out_depth=2)
+    single = GEMM(**tiles, num_aie_columns=8, out_depth=1)
+    with pytest.raises(RefusedShapeError, match="out_depth=2.*65536 bytes"):
+        double.resolved(d)
+    # The design's legality, given the tiles without check().
+    unchecked = SimpleNamespace(
+        **{**double.fields(), "effective_precision": Precision.HIGHEST},
+        fifo_depth=2,
+    )
+    with pytest.raises(LegalityError, match=r"compute tile \(0, 2\).*bytes"):
+        legality.check(gemm.layout(unchecked, d), d)
+    built = build_design(single, d)
+    assert _core_bytes(single.resolved(d), d) <= d.core_memory_bytes
+    freed = _core_bytes(unchecked, d) - _core_bytes(single.resolved(d), d)
+    assert freed == 64 * 64 * 2  # one bf16 output tile
+    # The design emits the core's output FIFO at depth 1, the memory tile's
+    # joined FIFO towards the shim (and every input FIFO) at depth 2.
+    assert re.search(r"aie\.objectfifo @c_0_0\(%\S+, \{%\S+\}, 1 : i32\)", built.text)
+    assert re.search(r"aie\.objectfifo @out_0\(.*\}, 2 : i32\)", built.text)
+    assert re.search(r"aie\.objectfifo @b_col0\(.*\}, 2 : i32\)", built.text)
+    shorter = design(double.replace(tile_k=32), d)  # out_depth=2 fits at K 32
+    assert re.search(r"aie\.objectfifo @c_0_0\(%\S+, \{%\S+\}, 2 : i32\)", shorter)
 
 
 def test_medium_has_no_design_on_npu2_and_runs_as_high_on_npu1():

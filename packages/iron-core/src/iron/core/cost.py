@@ -10,10 +10,14 @@ than once. A step's modelled time is::
     memory   = (bytes + reread_bytes)
                / min(dma_bytes_per_s, shim_bytes_per_s_per_column * columns)
     calls_s  = calls * kernel_call_seconds        (cores call in parallel)
-    seconds  = max(compute, memory) + calls_s + dispatches * dispatch_seconds
+    stall_s  = stall_seconds                      (a core waiting on its DMA)
+    seconds  = max(compute, memory) + calls_s + stall_s
+               + dispatches * dispatch_seconds
 
 Compute and memory overlap (double-buffered tiles); the per-call overhead
-is charged on top, as if no DMA hid it. The dispatch overhead is one per step
+is charged on top, as if no DMA hid it, and so is the time a core waits on
+its own DMA where a design single-buffers a tile (the operator's
+``Cost.stall_seconds``: a GEMM's output tile at ``out_depth=1``). The dispatch overhead is one per step
 when each step is its own xclbin, one for the whole version under a full ELF.
 The model ignores placement, routing, memory-tile reuse and overlap between
 steps; it drives tuning where no NPU is present (so it must see what the
@@ -49,12 +53,14 @@ class StepTime:
         memory_s: ``bytes + reread_bytes`` at the lesser of the device's DMA
             roof and the shim DMA rate of the columns used.
         dispatch_s: The dispatch overhead charged to this step.
-        seconds: ``max(compute_s, memory_s) + calls_s + dispatch_s``.
+        seconds: ``max(compute_s, memory_s) + calls_s + stall_s + dispatch_s``.
         columns: Array columns the step uses.
         cores: Compute cores the step uses.
         calls: Kernel calls per core.
         reread_bytes: Bytes the tiling moves more than once.
         calls_s: ``calls`` times the device's ``kernel_call_seconds``.
+        stall_s: Seconds the busiest core waits on its own DMA (the
+            operator's ``Cost.stall_seconds``).
     """
 
     index: int
@@ -70,6 +76,7 @@ class StepTime:
     calls: int = 0
     reread_bytes: int = 0
     calls_s: float = 0.0
+    stall_s: float = 0.0
 
     @property
     def bound(self) -> str:
@@ -108,12 +115,13 @@ def step_time(
         compute_s=compute,
         memory_s=memory,
         dispatch_s=dispatch,
-        seconds=max(compute, memory) + calls + dispatch,
+        seconds=max(compute, memory) + calls + cost.stall_seconds + dispatch,
         columns=int(cost.columns),
         cores=cores,
         calls=int(cost.calls),
         reread_bytes=int(cost.reread_bytes),
         calls_s=calls,
+        stall_s=float(cost.stall_seconds),
     )
 
 

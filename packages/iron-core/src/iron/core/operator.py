@@ -80,6 +80,10 @@ class Cost:
         reread_bytes: Bytes moved between DDR and the array more than once
             because of the tiling (a GEMM's ``a`` re-read for each group of
             N tiles), on top of ``bytes``.
+        stall_seconds: Seconds per call of the operator the busiest core
+            waits on its own DMA beyond its work and its kernel calls (a
+            single-buffered output tile whose drain outlasts the next tile's
+            compute); 0 where every streamed tile is double-buffered.
     """
 
     macs: int
@@ -88,16 +92,23 @@ class Cost:
     cores: int | None = None
     calls: int = 1
     reread_bytes: int = 0
+    stall_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         cores = self.columns if self.cores is None else self.cores
         object.__setattr__(self, "cores", cores)
         if self.columns < 1:
             raise ValueError(f"Cost.columns={self.columns} is below 1")
-        if cores < 0 or self.calls < 0 or self.reread_bytes < 0:
+        if (
+            cores < 0
+            or self.calls < 0
+            or self.reread_bytes < 0
+            or self.stall_seconds < 0
+        ):
             raise ValueError(
-                f"Cost.cores={self.cores}, calls={self.calls} and reread_bytes="
-                f"{self.reread_bytes} cannot be negative"
+                f"Cost.cores={self.cores}, calls={self.calls}, reread_bytes="
+                f"{self.reread_bytes} and stall_seconds={self.stall_seconds} "
+                f"cannot be negative"
             )
         if self.macs and not self.cores:
             raise ValueError(f"Cost.macs={self.macs} needs at least one core")

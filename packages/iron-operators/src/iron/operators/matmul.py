@@ -59,6 +59,9 @@ _F32 = 4
 #: Bytes of core data memory a kernel's stack takes (what tiles may not use).
 STACK_BYTES = 1024
 _COLUMNS = (1, 2, 4, 8)
+#: GEMM's output tiles per core when ``out_depth`` is not given: double-
+#: buffered, as every other streamed tile.
+_OUT_DEPTH = 2
 # bf16 mmul shapes (m, k, n) per architecture: AIE2 (4, 8, 4); AIE2P (4, 8, 8),
 # or (8, 8, 8) when bf16 runs as bfp16 (mlir-aie aie_kernels/aie2p/mm.cc:
 # "this shape is only possible for bf16 when using bfp16 emulation").
@@ -114,11 +117,44 @@ def _gemv_need(tile_m: int, tile_k: int, depth: int) -> int:
     return depth * (tile_m * tile_k * _BF16 + tile_k * _BF16 + tile_m * _F32)
 
 
-def _gemm_need(tile_m: int, tile_k: int, tile_n: int, depth: int) -> int:
-    """GEMM's bytes: a and b tiles in bf16, the c tile in fp32, ``depth`` of each."""
-    return depth * (
-        tile_m * tile_k * _BF16 + tile_k * tile_n * _BF16 + tile_m * tile_n * _F32
+def _gemm_need(
+    tile_m: int, tile_k: int, tile_n: int, depth: int, out_depth: int = 2
+) -> int:
+    """GEMM's core bytes: a and b tiles, an fp32 accumulator, the bf16 output tiles.
+
+    ``depth`` a and b tiles in bf16, ``out_depth`` output tiles. At ``out_depth=2`` the accumulator and the two output tiles are two fp32
+    tiles' bytes: ``depth * (a + b + c in fp32)``, the design's count.
+    """
+    tile_c = tile_m * tile_n
+    return (
+        depth * (tile_m * tile_k * _BF16 + tile_k * tile_n * _BF16)
+        + tile_c * _F32
+        + out_depth * tile_c * _BF16
     )
+
+
+# One DMA channel's stream moves a 32-bit word a cycle [AM020: "each channel
+# can sustain 4 bytes per cycle"; AMD AM020, Versal AIE-ML Architecture
+# Manual]; a column's shim rate (Device.shim_bytes_per_s_per_column) is four
+# such channels (2 MM2S + 2 S2MM), so one channel is a quarter of it. A
+# compute tile's MM2S channel, which drains its output tile to the memory
+# tile, is such a channel.
+_SHIM_CHANNELS = 4
+
+
+def _drain_stall(
+    dev: Device, tile_m: int, tile_n: int, tile_seconds: float, tiles: int
+) -> float:
+    """Seconds a core waits on its single output buffer over ``tiles`` tiles.
+
+    With one bf16 output tile, the core stores tile ``i + 1`` only once the
+    DMA has drained tile ``i`` (``tile_m * tile_n`` bf16 at one channel's
+    rate); meanwhile it runs tile ``i + 1``'s K loop (``tile_seconds``). Each
+    of the ``tiles - 1`` stores after the first waits what the drain
+    outlasts the loop.
+    """
+    drain = tile_m * tile_n * _BF16 / (dev.shim_bytes_per_s_per_column / _SHIM_CHANNELS)
+    return max(tiles - 1, 0) * max(drain - tile_seconds, 0.0)
 
 
 def _gemv_tiles(
@@ -163,6 +199,7 @@ def _gemm_tiles(
     given: tuple[int | None, int | None, int | None],
     budget: int,
     depth: int,
+    out_depth: int = 2,
 ) -> dict[str, int]:
     """GEMM's ``tile_m``, ``tile_k`` and ``tile_n``: multiples of ``units``.
 
@@ -187,7 +224,7 @@ def _gemm_tiles(
             for tile_n in ns:
 
                 def fits(t: int, m: int = tile_m, n: int = tile_n) -> bool:
-                    return _gemm_need(m, t, n, depth) <= budget
+                    return _gemm_need(m, t, n, depth, out_depth) <= budget
 
                 tile_k = _largest([t for t in ks if t >= least], fits)
                 if tile_k is not None:
@@ -254,7 +291,8 @@ class _MatMul(Operator):
     tile_k: int | None
 
     #: Tiles of each streamed operand a core holds: the depth of the NPU
-    #: design's object FIFOs, and what ``check()`` counts.
+    #: design's object FIFOs, and what ``check()`` counts (GEMM's output
+    #: tiles are its ``out_depth`` tunable's).
     fifo_depth: ClassVar[int] = 2
 
     def __init__(self, *, pinned: frozenset[str] | None = None, **fields: Any):
@@ -542,6 +580,14 @@ class GEMM(_MatMul):
         doc="K per kernel call; HIGH and MEDIUM round after each",
     )
     tile_n: int = tunable(domain=Divisors("N", multiple_of=8), doc="columns per tile")
+    # 2 first: where both depths model the same time (no stall), the tuner
+    # keeps the first setting it enumerated, the double-buffered one.
+    out_depth: int = tunable(
+        domain=(2, 1),
+        doc="bf16 output tiles a core holds: 2 drains one while the next is "
+        "computed; 1 frees a tile's bytes (a longer K tile fits), the core "
+        "waiting on the drain before it stores the next",
+    )
     inputs = (Input("a", "M", "K"), Input("b", "K", "N"))
     outputs = (Output("out", "M", "N"),)
 
@@ -589,7 +635,9 @@ class GEMM(_MatMul):
         return super().reference(a, b)
 
     def _need(self, tile_m: int, tile_k: int, tile_n: int) -> int:
-        return _gemm_need(tile_m, tile_k, tile_n, self.fifo_depth)
+        return _gemm_need(
+            tile_m, tile_k, tile_n, self.fifo_depth, self.out_depth or _OUT_DEPTH
+        )
 
     def resolve(self, dev: Device) -> dict[str, Any]:
         level = self.effective_precision or self._effective_default(dev)
@@ -600,6 +648,7 @@ class GEMM(_MatMul):
         )
         assert columns is not None  # mmul_units refused an N one column cannot take
         given = (self.tile_m, self.tile_k, self.tile_n)
+        out_depth = self.out_depth or _OUT_DEPTH
         tiles = _gemm_tiles(
             self.M,
             self.K,
@@ -609,8 +658,14 @@ class GEMM(_MatMul):
             given,
             _core_budget(dev),
             self.fifo_depth,
+            out_depth,
         )
-        return {"effective_precision": level, "num_aie_columns": columns, **tiles}
+        return {
+            "effective_precision": level,
+            "num_aie_columns": columns,
+            **tiles,
+            "out_depth": out_depth,
+        }
 
     def check(self, dev: Device) -> None:
         name = f"GEMM on {dev}"
@@ -628,8 +683,10 @@ class GEMM(_MatMul):
             name,
             self._need(self.tile_m, self.tile_k, self.tile_n),
             dev,
-            f"tile_m={self.tile_m}, tile_k={self.tile_k}, tile_n={self.tile_n} "
-            f"(a and b in bf16, c in fp32)",
+            f"tile_m={self.tile_m}, tile_k={self.tile_k}, tile_n={self.tile_n}, "
+            f"out_depth={self.out_depth} (a and b in bf16, an fp32 accumulator, "
+            f"{self.out_depth} bf16 output tile{'s' if self.out_depth > 1 else ''}"
+            f"{'; out_depth=1 holds one' if self.out_depth > 1 else ''})",
         )
         rows = {"a": self.K, "b": self.K if self.b_transposed else self.N, "c": self.N}
         _check_dma_rows(name, dev, rows)
@@ -644,7 +701,12 @@ class GEMM(_MatMul):
         ``b`` tile down a column's cores. So ``a`` is read once per pass over
         N (each group of ``tile_n * num_aie_columns`` columns) and ``b`` once
         per group of M tiles the rows take together. Each core makes a
-        kernel call per K tile of each output tile it owns.
+        kernel call per K tile of each output tile it owns. At
+        ``out_depth=1`` a core stores an output tile only once the previous
+        one has drained: ``stall_seconds`` is what each drain (one DMA
+        channel's rate) outlasts the next tile's K loop, that loop taken at
+        the core's peak rate plus its kernel calls (its shortest: an upper
+        bound on the wait).
         """
         op = self._settled(dev)
         M, K, N = self.M, self.K, self.N
@@ -654,6 +716,14 @@ class GEMM(_MatMul):
         m_passes = -(-m_tiles // rows)
         n_passes = -(-N // (op.tile_n * columns))
         k_tiles = -(-K // op.tile_k)
+        stall = 0.0
+        if op.out_depth == 1:
+            loop = (
+                op.tile_m * K * op.tile_n / dev.core_peak_macs_per_s
+                + k_tiles * dev.kernel_call_seconds
+            )
+            tiles = m_passes * n_passes
+            stall = _drain_stall(dev, op.tile_m, op.tile_n, loop, tiles)
         return Cost(
             macs=M * K * N,
             bytes=(M * K + K * N + M * N) * _BF16,
@@ -661,4 +731,5 @@ class GEMM(_MatMul):
             cores=columns * rows,
             calls=m_passes * n_passes * k_tiles,
             reread_bytes=((n_passes - 1) * M * K + (m_passes - 1) * K * N) * _BF16,
+            stall_seconds=stall,
         )

@@ -1,4 +1,4 @@
-// IRON design: GEMM(M=16, K=2048, N=128256, b_transposed=True, precision=<Precision.HIGHEST: 'highest'>, effective_precision=<Precision.HIGHEST: 'highest'>, num_aie_columns=4, tile_m=16, tile_k=128, tile_n=64) on npu2; mlir-aie v1.4.1
+// IRON design: GEMM(M=16, K=2048, N=128256, b_transposed=True, precision=<Precision.HIGHEST: 'highest'>, effective_precision=<Precision.HIGHEST: 'highest'>, num_aie_columns=4, tile_m=16, tile_k=128, tile_n=64, out_depth=2) on npu2; mlir-aie v1.4.1
 module {
   aie.device(npu2) @main {
     func.func private @gemm_f32_zero(memref<16x64xf32>, i32, i32) attributes {link_with = "gemm.o"}

@@ -1,4 +1,4 @@
-// IRON design: GEMM(M=256, K=512, N=512, b_transposed=True, precision=<Precision.HIGH: 'high'>, effective_precision=<Precision.HIGH: 'high'>, num_aie_columns=2, tile_m=64, tile_k=64, tile_n=32) on npu2; mlir-aie v1.4.1
+// IRON design: GEMM(M=256, K=512, N=512, b_transposed=True, precision=<Precision.HIGH: 'high'>, effective_precision=<Precision.HIGH: 'high'>, num_aie_columns=2, tile_m=64, tile_k=64, tile_n=32, out_depth=2) on npu2; mlir-aie v1.4.1
 module {
   aie.device(npu2) @main {
     func.func private @gemm_f32_zero(memref<64x32xf32>, i32, i32) attributes {link_with = "gemm.o"}

@@ -9,10 +9,15 @@ tiles ``(p * rows + r, q * columns + c)`` for every M pass ``p`` and N pass
 ``q``, walking K in ``tile_k`` steps: ``(M / tile_m / rows) * (N / tile_n /
 columns)`` output tiles per core per call (:class:`~.gemm_schedule.GemmTiling`).
 
-Data movement (all object FIFOs of depth 2, as ``GEMM.check()`` counts the
-core's tiles: ``a`` and ``b`` double-buffered, the bf16 ``out`` tile
-double-buffered plus one fp32 accumulator, together exactly its two fp32 C
-tiles):
+Data movement (object FIFOs of depth 2 but each core's ``c`` FIFO, of
+``out_depth``, as ``GEMM.check()`` counts the core's tiles: ``a`` and ``b``
+double-buffered, one fp32 accumulator and ``out_depth`` bf16 output tiles).
+At ``out_depth=1`` the core's single output tile is acquired for the next
+store only once the DMA has drained it, which ``GEMM.cost`` charges as a
+stall. The memory tile's side of a join is the joined FIFO's buffers, of
+depth 2 ([link_join]: the memory tile holds only the output FIFO's buffers
+and locks, each input's producer its own), so a column still double-buffers
+its output towards the shim:
 
 * ``a``: the cores of array row ``r`` share one A row tile. Rows are grouped
   over the first ``min(rows, columns)`` columns (group ``g`` in column ``g``,
@@ -191,7 +196,7 @@ def layout(
             legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), op.fifo_depth, tk * tn),
         ]
         fifos += [
-            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), op.fifo_depth, tm * tn)
+            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), op.out_depth, tm * tn)
             for r in range(R)
         ]
         fifos.append(
@@ -334,7 +339,9 @@ def build(
             _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, depth, dims)
             _link(b, [f"b_{c}"], [f"b_col{c}"])
             for r in range(R):
-                _objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, depth)
+                _objectfifo(
+                    b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, op.out_depth
+                )
             dims = stream_dims(op, p, "out")
             _objectfifo(
                 b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), depth, dims
