@@ -90,7 +90,15 @@ from iron.runtime.npu.designs.sequence import (
 )
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
-__all__ = ["FAMILY", "KERNEL_SOURCE", "SYMBOLS", "build", "handles", "layout"]
+__all__ = [
+    "FAMILY",
+    "KERNEL_SOURCE",
+    "SYMBOLS",
+    "build",
+    "check_out_words",
+    "handles",
+    "layout",
+]
 
 _ITEM = 2  # bf16
 _F32 = 4
@@ -440,8 +448,11 @@ def layout(
     )
 
 
-def _check_out_words(op: Any, dev: Device) -> None:
+def check_out_words(op: Any, dev: Device) -> None:
     """Refuse columns whose rows of ``out`` are not whole words of the shim.
+
+    ``op`` is a matrix-vector product whose ``M`` rows of bf16 ``out`` are
+    split over ``num_aie_columns`` (GEMV, QGEMV).
 
     Raises:
         iron.runtime.npu.legality.LegalityError: Naming the rows, the word
@@ -534,7 +545,7 @@ def build(
     """
     op = op.resolved(dev)
     op.check(dev)
-    _check_out_words(op, dev)
+    check_out_words(op, dev)
     level = op.effective_precision
     zero, acc_sym, store = SYMBOLS[level]
     args, where = sequence_args(

@@ -58,6 +58,7 @@ from iron.operators.qmatmul import QGEMV, DequantRows
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
+from iron.runtime.npu.designs.gemv import check_out_words
 from iron.runtime.npu.designs.sequence import (
     assemble,
     column_fifos,
@@ -244,39 +245,13 @@ def layout(
     return _dequant_layout(op, dev, where)
 
 
-def _check_out_words(op: Any, dev: Device) -> None:
-    """Refuse columns whose rows of ``out`` are not whole words of the shim.
-
-    Raises:
-        iron.runtime.npu.legality.LegalityError: Naming the rows, the word
-            and the column counts that fit.
-    """
-    rows = op.M // op.num_aie_columns
-    g = dev.dma_granule_bytes
-    if rows * _BF16 % g == 0:
-        return
-    fit = [
-        c
-        for c in (1, 2, 4, 8)
-        if c <= dev.columns
-        and op.M % (c * op.tile_m) == 0
-        and op.M // c * _BF16 % g == 0
-    ]
-    way = f"give num_aie_columns={' or '.join(map(str, fit))}" if fit else "pad M"
-    raise legality.LegalityError(
-        f"{op!r} on {dev}: shim tile (0, 0): each column's {rows} rows of out are "
-        f"{rows * _BF16} bytes, and a shim transfer moves whole {g}-byte words; "
-        f"{way}"
-    )
-
-
 def _build_qgemv(
     op: Any,
     dev: Device,
     placement: Mapping[str, Placement] | None,
     arena_bytes: int | None,
 ) -> Design:
-    _check_out_words(op, dev)
+    check_out_words(op, dev)
     args, where = sequence_args(
         op, _qgemv_sizes(op), placement, arena_bytes, unit=_BF16
     )
