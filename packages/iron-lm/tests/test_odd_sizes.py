@@ -22,7 +22,8 @@ from iron.lm import tiny
 from iron.lm.checkpoint import open_checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.generate import Decoder
-from iron.lm.model import PAD_MULTIPLE, Llama, chunk_rows, padded_size
+from iron.lm.model import Llama
+from iron.lm.sizes import PAD_MULTIPLE, chunk_rows, padded_size
 
 #: name -> the tiny preset's overrides: the sizes issue 17 names.
 ODD: dict[str, dict] = {

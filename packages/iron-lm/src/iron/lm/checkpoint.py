@@ -44,6 +44,7 @@ import numpy as np
 from iron.lm.config import LlamaConfig
 
 __all__ = [
+    "GGUFError",
     "Checkpoint",
     "CheckpointChangedError",
     "CheckpointError",
@@ -91,6 +92,11 @@ class CheckpointError(ValueError):
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """A checkpoint directory, or a file it must hold, that does not exist."""
+
+
+class GGUFError(CheckpointError):
+    """A GGUF file that is malformed, lies about its contents, or holds what
+    IRON does not run; the message names the file and the key or tensor."""
 
 
 class NonFiniteWeightError(CheckpointError):

@@ -9,16 +9,12 @@ tensor's blocks repacked into a device format (``iron.operators.quantized``:
 Q8_0, Q4_0 and Q4_1 with every value unchanged, Q4_K and Q6_K within the
 bound stated there), the float ones (F32, F16, BF16) as bf16.
 
-Reading: the metadata is read by the ``gguf`` package's ``GGUFReader``
-(https://github.com/ggml-org/llama.cpp, ``gguf-py``), the tensors through
-a read-only mapping of the file whose pages are let go as each piece is
-laid out (below). That reader trusts the file (a string array of 2**60 items is a loop of 2**60
-steps), so the header is first walked here with every count and length
-checked against the bytes left in the file, and every tensor's type, shape
-and byte range against its block size, the file's end and the other tensors.
-Any disagreement is a :class:`GGUFError` naming the file and the key or
-tensor; nothing is allocated from a count the file has not proved it holds.
-The format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
+Reading: the header is first walked and checked by
+:func:`iron.lm.gguf_header.walk_header` (every count, length, type and byte
+range against the file), then the metadata is read by the ``gguf``
+package's ``GGUFReader`` (https://github.com/ggml-org/llama.cpp,
+``gguf-py``) and the tensors through a read-only mapping of the file whose
+pages are let go as each piece is laid out (below).
 
 Laying out: a bounded number of rows at a time, each quantized tensor's
 blocks are repacked (``iron.operators.quantized.repack``) and each float
@@ -47,9 +43,7 @@ import logging
 import math
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +52,18 @@ import numpy as np
 
 from iron.lm._scratch import ScratchWeights, ScratchWriter, drop_pages
 from iron.lm.checkpoint import (
-    CheckpointError,
     CheckpointNotFoundError,
+    GGUFError,
     NonFiniteWeightError,
 )
 from iron.lm.config import ConfigError, LlamaConfig, RopeScaling
+from iron.lm.gguf_header import (
+    INTEGER_TYPES,
+    NUMBER_TYPES,
+    SUPPORTED_TYPES,
+    GGUFTensor,
+    walk_header,
+)
 from iron.operators.qmatmul import K_MULTIPLE
 from iron.operators.quantized import GGUF_FORMATS, QuantFormat, repack
 
@@ -78,44 +79,8 @@ __all__ = [
 
 logger = logging.getLogger("iron.lm")
 
-#: The tensor types IRON reads (the quantized ones kept quantized on the device).
-SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
-
-_MAGIC = b"GGUF"
-_VERSIONS = (2, 3)
-#: ggml's GGML_MAX_DIMS.
-_MAX_DIMS = 4
 #: Output bytes dequantized per piece.
 _PIECE = 8 << 20
-
-# Metadata value types (the format's gguf_type enum): name, fixed size.
-_VALUE_TYPES: dict[int, tuple[str, int]] = {
-    0: ("UINT8", 1),
-    1: ("INT8", 1),
-    2: ("UINT16", 2),
-    3: ("INT16", 2),
-    4: ("UINT32", 4),
-    5: ("INT32", 4),
-    6: ("FLOAT32", 4),
-    7: ("BOOL", 1),
-    8: ("STRING", 0),
-    9: ("ARRAY", 0),
-    10: ("UINT64", 8),
-    11: ("INT64", 8),
-    12: ("FLOAT64", 8),
-}
-_STRING, _ARRAY = 8, 9
-_INTEGER_TYPES = {
-    "UINT8",
-    "INT8",
-    "UINT16",
-    "INT16",
-    "UINT32",
-    "INT32",
-    "UINT64",
-    "INT64",
-}
-_NUMBER_TYPES = _INTEGER_TYPES | {"FLOAT32", "FLOAT64"}
 
 # llama.cpp's tensor names -> Hugging Face's (blk.N. -> model.layers.N.).
 _GLOBAL_NAMES = {
@@ -134,30 +99,6 @@ _LAYER_NAMES = {
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
-
-
-class GGUFError(CheckpointError):
-    """A GGUF file that is malformed, lies about its contents, or holds what
-    IRON does not run; the message names the file and the key or tensor."""
-
-
-@dataclass(frozen=True)
-class GGUFTensor:
-    """One tensor as the GGUF header describes it.
-
-    Attributes:
-        name: Its llama.cpp name (``blk.0.attn_q.weight``).
-        type_name: Its ggml type (``Q4_K``).
-        shape: numpy order, rows first (the reverse of the file's dims).
-        begin: Absolute byte offset of its data in the file.
-        end: One past its last byte.
-    """
-
-    name: str
-    type_name: str
-    shape: tuple[int, ...]
-    begin: int
-    end: int
 
 
 # -- finding the file -------------------------------------------------------------
@@ -189,174 +130,6 @@ def find_gguf(path: str | os.PathLike[str]) -> Path | None:
     return found[0] if found else None
 
 
-# -- the header, checked ------------------------------------------------------------
-
-
-class _Walker:
-    """Reads the header from bytes, refusing any length the file cannot hold."""
-
-    def __init__(self, path: Path, data: Any, size: int) -> None:
-        self.path, self.data, self.size, self.at = path, data, size, 0
-
-    def fail(self, what: str) -> GGUFError:
-        return GGUFError(f"GGUF file {str(self.path)!r}: {what}")
-
-    def take(self, n: int, what: str) -> bytes:
-        if n < 0 or self.at + n > self.size:
-            raise self.fail(
-                f"{what} needs {n} bytes at offset {self.at}, past the file's end "
-                f"({self.size} bytes): the file is truncated or its header lies"
-            )
-        out = self.data[self.at : self.at + n]
-        self.at += n
-        return bytes(out)
-
-    def u32(self, what: str) -> int:
-        return struct.unpack("<I", self.take(4, what))[0]
-
-    def u64(self, what: str) -> int:
-        return struct.unpack("<Q", self.take(8, what))[0]
-
-    def string(self, what: str) -> str:
-        n = self.u64(f"the length of {what}")
-        raw = self.take(n, f"{what} ({n} bytes)")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not UTF-8 text") from None
-
-    def skip_value(self, kind: int, key: str) -> None:
-        if kind == _STRING:
-            n = self.u64(f"the length of the value of {key!r}")
-            self.take(n, f"the value of {key!r} ({n} bytes)")
-        elif kind == _ARRAY:
-            inner = self.u32(f"the item type of {key!r}")
-            count = self.u64(f"the item count of {key!r}")
-            if inner == _ARRAY:
-                raise self.fail(
-                    f"key {key!r} is an array of arrays, which no Llama key is and "
-                    "IRON does not read"
-                )
-            if inner not in _VALUE_TYPES:
-                raise self.fail(f"key {key!r} is an array of unknown type {inner}")
-            width = _VALUE_TYPES[inner][1]
-            if inner == _STRING:
-                # Each string is at least its 8-byte length: a count the file
-                # cannot hold is refused before the loop, never walked.
-                if count * 8 > self.size - self.at:
-                    raise self.fail(
-                        f"key {key!r} claims {count} strings, more than the "
-                        f"{self.size - self.at} bytes left can hold"
-                    )
-                for _ in range(count):
-                    self.skip_value(_STRING, key)
-            else:
-                self.take(count * width, f"the {count} items of {key!r}")
-        elif kind in _VALUE_TYPES:
-            self.take(_VALUE_TYPES[kind][1], f"the value of {key!r}")
-        else:
-            raise self.fail(f"key {key!r} has unknown value type {kind}")
-
-
-def _walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
-    """Check the header of ``data`` (the mapped file) and return its tensors."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    w = _Walker(path, data, size)
-    if w.take(4, "the magic") != _MAGIC:
-        raise w.fail("it does not start with the GGUF magic 'GGUF': not a GGUF file")
-    version = w.u32("the version")
-    if version not in _VERSIONS:
-        raise w.fail(
-            f"format version {version} (IRON reads versions "
-            f"{', '.join(map(str, _VERSIONS))}; a big-endian file reads as a huge "
-            "version)"
-        )
-    n_tensors = w.u64("the tensor count")
-    n_kv = w.u64("the metadata count")
-    # A key is at least 8 + 0 + 4 + 1 bytes, a tensor 8 + 4 + 8 + 4 + 8.
-    if n_kv * 13 + n_tensors * 32 > size - w.at:
-        raise w.fail(
-            f"the header claims {n_kv} metadata keys and {n_tensors} tensors, more "
-            f"than its {size} bytes can hold"
-        )
-    alignment = 32
-    for i in range(n_kv):
-        key = w.string(f"the name of metadata key {i}")
-        kind = w.u32(f"the type of {key!r}")
-        if key == "general.alignment":
-            if kind != 4:
-                raise w.fail(
-                    f"key 'general.alignment' has type "
-                    f"{_VALUE_TYPES.get(kind, (kind,))[0]}, not UINT32"
-                )
-            alignment = w.u32("the value of 'general.alignment'")
-            if alignment == 0 or alignment & (alignment - 1):
-                raise w.fail(
-                    f"key 'general.alignment' is {alignment}, not a power of two"
-                )
-            continue
-        w.skip_value(kind, key)
-    tensors: list[tuple[str, int, tuple[int, ...], int]] = []
-    names: set[str] = set()
-    for i in range(n_tensors):
-        name = w.string(f"the name of tensor {i}")
-        if name in names:
-            raise w.fail(f"tensor {name!r} is named twice")
-        names.add(name)
-        n_dims = w.u32(f"the dimension count of tensor {name!r}")
-        if not 1 <= n_dims <= _MAX_DIMS:
-            raise w.fail(
-                f"tensor {name!r} has {n_dims} dimensions (ggml allows 1 to {_MAX_DIMS})"
-            )
-        dims = tuple(w.u64(f"the dimensions of tensor {name!r}") for _ in range(n_dims))
-        kind = w.u32(f"the type of tensor {name!r}")
-        offset = w.u64(f"the data offset of tensor {name!r}")
-        tensors.append((name, kind, dims, offset))
-    start = -(-w.at // alignment) * alignment
-    out: list[GGUFTensor] = []
-    for name, kind, dims, offset in tensors:
-        try:
-            qtype = GGMLQuantizationType(kind)
-        except ValueError:
-            raise w.fail(
-                f"tensor {name!r} has unknown ggml type {kind}; IRON reads "
-                f"{', '.join(SUPPORTED_TYPES)}"
-            ) from None
-        if qtype.name not in SUPPORTED_TYPES:
-            raise w.fail(
-                f"tensor {name!r} has type {qtype.name}, which IRON does not read; "
-                f"supported: {', '.join(SUPPORTED_TYPES)}"
-            )
-        block, block_bytes = GGML_QUANT_SIZES[qtype]
-        if any(d == 0 for d in dims):
-            raise w.fail(f"tensor {name!r} has an empty dimension: {list(dims)}")
-        if dims[0] % block:
-            raise w.fail(
-                f"tensor {name!r} is {qtype.name} (blocks of {block}) but its rows "
-                f"have {dims[0]} elements, not a multiple of {block}"
-            )
-        nbytes = math.prod(dims) // block * block_bytes
-        begin = start + offset
-        if begin + nbytes > size:
-            raise w.fail(
-                f"tensor {name!r} ({qtype.name} {list(dims)}, {nbytes} bytes at "
-                f"offset {begin}) ends past the file's end ({size} bytes): the file is "
-                "truncated or its header lies"
-            )
-        out.append(
-            GGUFTensor(name, qtype.name, tuple(reversed(dims)), begin, begin + nbytes)
-        )
-    ordered = sorted(out, key=lambda t: t.begin)
-    for a, b in zip(ordered, ordered[1:]):
-        if b.begin < a.end:
-            raise w.fail(
-                f"tensors {a.name!r} (bytes {a.begin}-{a.end}) and {b.name!r} "
-                f"(bytes {b.begin}-{b.end}) overlap"
-            )
-    return out
-
-
 # -- metadata, typed ---------------------------------------------------------------------
 
 
@@ -386,8 +159,8 @@ class _Metadata:
             return default
         types = self._types(key)
         allowed = {
-            "int": _INTEGER_TYPES,
-            "float": _NUMBER_TYPES,
+            "int": INTEGER_TYPES,
+            "float": NUMBER_TYPES,
             "str": {"STRING"},
             "bool": {"BOOL"},
         }[kind]
@@ -415,9 +188,7 @@ class _Metadata:
         if key not in self.fields:
             return None
         types = self._types(key)
-        allowed = {"str": {"STRING"}, "int": _INTEGER_TYPES, "float": _NUMBER_TYPES}[
-            kind
-        ]
+        allowed = {"str": {"STRING"}, "int": INTEGER_TYPES, "float": NUMBER_TYPES}[kind]
         if types[0] != "ARRAY" or (len(types) > 1 and types[1] not in allowed):
             raise self._wrong(key, f"an array of {kind}")
         return list(self._contents(key))
@@ -447,7 +218,7 @@ class GGUFCheckpoint:
         with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         try:
-            infos = _walk_header(path, mapped if mapped is not None else b"", size)
+            infos = walk_header(path, mapped if mapped is not None else b"", size)
         except BaseException:
             if mapped is not None:
                 mapped.close()

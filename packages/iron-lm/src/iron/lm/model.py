@@ -34,10 +34,9 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
-from iron.core.device import DEVICES
 from iron.lm.applications.llama import PROFILES
 from iron.lm.config import LlamaConfig
-from iron.lm.options import ROW_MULTIPLE
+from iron.lm.sizes import chunk_rows, padded_size, padded_tree
 from iron.operators.activations import SiLUMul
 from iron.operators.attention import CausalAttention, DecodeAttention
 from iron.operators.binary import ElementwiseAdd
@@ -55,7 +54,6 @@ if TYPE_CHECKING:
     from iron.lm.quantize import QuantizedCheckpoint
 
 __all__ = [
-    "PAD_MULTIPLE",
     "Attention",
     "Layer",
     "Linear",
@@ -63,13 +61,8 @@ __all__ = [
     "Mlp",
     "Model",
     "Norm",
-    "chunk_rows",
-    "padded_size",
 ]
 
-#: An MLP width or a vocabulary the devices' tiles do not divide is padded
-#: inside the graph to a multiple of this (zero weights; see padded_size).
-PAD_MULTIPLE = 64
 #: The padded logits are floored over an aligned tail: elementwise steps take
 #: whole 16-element tiles.
 _FLOOR_ALIGN = 16
@@ -147,7 +140,7 @@ class Mlp:
 
     @classmethod
     def declare(cls, c: LlamaConfig) -> Mlp:
-        """Weights to bind, at the padded MLP width (:func:`padded_size`)."""
+        """Weights to bind, at the padded MLP width (:func:`~iron.lm.sizes.padded_size`)."""
         width = padded_size(c.intermediate_size)
         return cls(
             Linear.declare(width, c.hidden_size),
@@ -205,7 +198,7 @@ class Llama(iron.Graph):
         context: Positions the caches hold (at most the model's
             ``max_position_embeddings``).
         rows: Tokens in one prompt chunk (the prompt version's input length),
-            a tuning knob: :func:`chunk_rows` turns it into the nearest chunk
+            a tuning knob: :func:`~iron.lm.sizes.chunk_rows` turns it into the nearest chunk
             every device runs (``graph.rows``), and longer prompts run in
             several chunks.
         temperature: Sampling temperature; 0 is greedy. This and ``top_k``
@@ -434,17 +427,17 @@ class Llama(iron.Graph):
         """Bind the weights (see ``iron.Graph.load_state_dict``), padded.
 
         An MLP width or a vocabulary that is not a multiple of
-        :data:`PAD_MULTIPLE` is held padded with zeros (:func:`padded_size`):
+        :data:`~iron.lm.sizes.PAD_MULTIPLE` is held padded with zeros (:func:`~iron.lm.sizes.padded_size`):
         the embedding's and the LM head's rows, the gate and up projections'
         rows and the down projection's columns are copied into zeroed bf16
         arrays of the padded shape; every other tensor binds as it is.
         """
-        super().load_state_dict(_padded_tree(self.config, tree, path), path=path)
+        super().load_state_dict(padded_tree(self.config, tree, path), path=path)
 
     @property
     def head(self) -> np.ndarray:
         """The LM head's (vocab, hidden) weight: the embedding when tied
-        (padded to :func:`padded_size` rows)."""
+        (padded to :func:`~iron.lm.sizes.padded_size` rows)."""
         if self.config.tie_word_embeddings:
             return self.model.embed_tokens.weight
         return self.lm_head.weight
@@ -635,94 +628,6 @@ class Llama(iron.Graph):
             _vector(mlp.gate_proj.weight, h), _vector(mlp.up_proj.weight, h)
         )
         return ElementwiseAdd.step(x, _vector(mlp.down_proj.weight, act))
-
-
-def chunk_rows(rows: int, context: int) -> int:
-    """The rows of a prompt chunk asked for as ``rows``, as every device runs it.
-
-    A multiple of ``ROW_MULTIPLE`` (8, the GEMMs' rows; iron.lm.options),
-    at most the rows the embedding gather takes in one call (one shim buffer
-    descriptor per row, ``Device.shim_bds``, the least of the known
-    devices') and at most ``context``: ``rows`` rounded down to that (at least one multiple). A
-    prompt longer than a chunk runs in several, so ``rows`` only tunes the
-    prompt's speed; it changes no result.
-
-    Raises:
-        ValueError: ``context`` holds fewer than ``ROW_MULTIPLE``
-            positions (named).
-    """
-    gather = min(d.shim_bds for d in DEVICES.values())
-    limit = min(gather, context) // ROW_MULTIPLE * ROW_MULTIPLE
-    if limit < ROW_MULTIPLE:
-        raise ValueError(
-            f"a context of {context} positions cannot hold a prompt chunk of "
-            f"{ROW_MULTIPLE} rows (the prompt's matmuls take rows in multiples of "
-            f"{ROW_MULTIPLE}); load with a context of at least {ROW_MULTIPLE * 2}"
-        )
-    chunk = min(max(rows // ROW_MULTIPLE, 1) * ROW_MULTIPLE, limit)
-    if chunk != rows:
-        logger.info(
-            "a prompt chunk of rows=%d runs as %d rows (multiples of %d, at most "
-            "%d); longer prompts run in several chunks",
-            rows,
-            chunk,
-            ROW_MULTIPLE,
-            limit,
-        )
-    return chunk
-
-
-def padded_size(size: int) -> int:
-    """``size`` rounded up to a multiple of :data:`PAD_MULTIPLE`.
-
-    The width the graph gives an MLP or a vocabulary: what the devices'
-    tiles divide. The padding holds zero weights, so it changes no result:
-    padded MLP columns are zero through SiLU and the down projection, and
-    padded logits are neither sampled nor returned.
-    """
-    return -(-size // PAD_MULTIPLE) * PAD_MULTIPLE
-
-
-#: The tensors padding widens: name suffix -> (config field, axis padded).
-_PADDED = {
-    "model.embed_tokens.weight": ("vocab_size", 0),
-    "lm_head.weight": ("vocab_size", 0),
-    "mlp.gate_proj.weight": ("intermediate_size", 0),
-    "mlp.up_proj.weight": ("intermediate_size", 0),
-    "mlp.down_proj.weight": ("intermediate_size", 1),
-}
-
-
-def _padded_tree(config: LlamaConfig, tree: Any, path: str) -> Any:
-    """``tree`` with the tensors padding widens copied into zeroed padded arrays.
-
-    Only a flat mapping of dotted names is padded (what checkpoints give);
-    a tensor of another shape is left for ``load_state_dict`` to name.
-    """
-    if not isinstance(tree, Mapping):
-        return tree
-    out = dict(tree)
-    for name, tensor in tree.items():
-        if not isinstance(name, str) or not isinstance(tensor, np.ndarray):
-            continue
-        rest = name[len(path) :] if name.startswith(path) else None
-        for suffix, (field, axis) in _PADDED.items():
-            if rest is None or not (rest == suffix or rest.endswith("." + suffix)):
-                continue
-            size = getattr(config, field)
-            if tensor.ndim != 2 or tensor.shape[axis] != size:
-                continue
-            if padded_size(size) == size:
-                continue
-            shape = list(tensor.shape)
-            shape[axis] = padded_size(size)
-            # packed rows (q4/q8) pad with zero bytes: a zero scale and
-            # minimum, so zero weights (a packed row's columns never pad: its
-            # K is a multiple of 64 or it stays bf16)
-            wide = np.zeros(shape, tensor.dtype if _is_packed(tensor) else bfloat16)
-            wide[(slice(None),) * axis + (slice(0, size),)] = tensor
-            out[name] = wide
-    return out
 
 
 def _check_settings(*, context: Any, rows: Any) -> None:

@@ -52,7 +52,7 @@ EXIT_INTERRUPTED = 130
 SEED_LIMIT = 2**29
 #: Prompt rows come in multiples of this: twice the 4 rows of the bf16
 #: matrix unit (mmul) on both devices, as GEMM requires (the graph's
-#: iron.lm.model.chunk_rows rounds --rows to it).
+#: iron.lm.sizes.chunk_rows rounds --rows to it).
 ROW_MULTIPLE = 8
 #: The context when --context is not given (at most the model's own).
 DEFAULT_CONTEXT = 2048
@@ -184,12 +184,12 @@ def check_model_options(args: argparse.Namespace) -> str:
             f"--top-k is 0 (off) or 1..{MAX_TOP_K}, got {args.top_k} (the "
             f"device's sampler keeps at most the {MAX_TOP_K} largest logits)"
         )
-    from iron.lm.model import chunk_rows
+    from iron.lm.sizes import chunk_rows
 
     device = args.device or default_device()
     as_device(device)  # a device name IRON does not know is refused here
     # --rows is a tuning knob: the graph runs it as the nearest chunk every
-    # device takes (iron.lm.model.chunk_rows); longer prompts run in chunks.
+    # device takes (iron.lm.sizes.chunk_rows); longer prompts run in chunks.
     if args.rows < 1:
         raise UsageError(
             f"--rows is a positive number of prompt tokens per chunk, got {args.rows}"
