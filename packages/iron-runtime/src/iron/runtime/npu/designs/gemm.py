@@ -184,8 +184,12 @@ def layout(
     fifos = a_fifos(p, op.fifo_depth)
     for c in range(cols):
         fifos += [
-            legality.Fifo(f"b_{c}", _shim_tile(c), (_mem_tile(c),), op.fifo_depth, tk * tn),
-            legality.Fifo(f"b_col{c}", _mem_tile(c), _cores(c, R), op.fifo_depth, tk * tn),
+            legality.Fifo(
+                f"b_{c}", _shim_tile(c), (_mem_tile(c),), op.fifo_depth, tk * tn
+            ),
+            legality.Fifo(
+                f"b_col{c}", _mem_tile(c), _cores(c, R), op.fifo_depth, tk * tn
+            ),
         ]
         fifos += out_fifos(p, c, op.out_depth, op.fifo_depth)
     transfers, waits = sequence_transfers(op, p, dev, where, schedule(op, dev, where))
@@ -221,11 +225,15 @@ def a_fifos(p: GemmTiling, depth: int) -> list[legality.Fifo]:
     fifos = []
     for g, rows in enumerate(p.groups):
         fifos.append(
-            legality.Fifo(f"a_{g}", _shim_tile(g), (_mem_tile(g),), depth, len(rows) * tm * tk)
+            legality.Fifo(
+                f"a_{g}", _shim_tile(g), (_mem_tile(g),), depth, len(rows) * tm * tk
+            )
         )
         for r in rows:
             row_cores = tuple(_cores(c, p.rows)[r] for c in range(p.columns))
-            fifos.append(legality.Fifo(f"a_row{r}", _mem_tile(g), row_cores, depth, tm * tk))
+            fifos.append(
+                legality.Fifo(f"a_row{r}", _mem_tile(g), row_cores, depth, tm * tk)
+            )
     return fifos
 
 
@@ -240,7 +248,9 @@ def out_fifos(
         legality.Fifo(f"c_{c}_{r}", core[r], (_mem_tile(c),), core_depth, tm * tn)
         for r in range(R)
     ]
-    fifos.append(legality.Fifo(f"out_{c}", _mem_tile(c), (_shim_tile(c),), depth, R * tm * tn))
+    fifos.append(
+        legality.Fifo(f"out_{c}", _mem_tile(c), (_shim_tile(c),), depth, R * tm * tn)
+    )
     return fifos
 
 
@@ -311,7 +321,9 @@ def emit_a_fifos(
             b,
             [f"a_{g}"],
             [f"a_row{r}" for r in rows],
-            dst_offsets=[i * tm * tk for i in range(len(rows))] if len(rows) > 1 else (),
+            dst_offsets=[i * tm * tk for i in range(len(rows))]
+            if len(rows) > 1
+            else (),
         )
 
 

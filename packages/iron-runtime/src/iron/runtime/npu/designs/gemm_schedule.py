@@ -232,7 +232,12 @@ def _walks(
         arg, base = where["b"]
         if packed is not None:  # packed rows: as (N, K), in the rows' items
             row, tile = packed.row, packed.tile
-            nest = [*passes(0, cols * tn * row), (p.k_tiles, tile), (tn, row), (tile, 1)]
+            nest = [
+                *passes(0, cols * tn * row),
+                (p.k_tiles, tile),
+                (tn, row),
+                (tile, 1),
+            ]
             found[f"b_{c}"] = [(arg, base + c * tn * row, nest)]
         elif op.b_transposed:  # (N, K): a tile is tile_n rows of tile_k
             nest = [*passes(0, cols * tn * K), (p.k_tiles, tk), (tn, K), (tk, 1)]
