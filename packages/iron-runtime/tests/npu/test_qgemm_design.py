@@ -384,6 +384,32 @@ def test_the_kernel_product_meets_qgemm_reference(host_qgemm, fmt):
             assert same >= 0.9, f"{case} {m}x{k}x{n} {model}: {same:.2f} bit-equal"
 
 
+@pytest.mark.parametrize("fmt", [Q4, Q8, Q8_16], ids=lambda f: f.name)
+def test_the_kernel_dequantizes_bit_for_bit(host_qgemm, fmt):
+    """Row i of a picks one k (a 1 there, zeros elsewhere): each result is
+    then one exact product, the dequantized weight itself, so the kernel's
+    dequantization, through the tile layout and the mmul, equals
+    DequantRows.reference's value for value."""
+    from iron.operators.qmatmul import DequantRows
+
+    um, un = _units(host_qgemm)
+    m, k, n = 4 * um, 256, 2 * un
+    picks = np.random.default_rng(11).permutation(k)[:m]
+    a = np.zeros((m, k), bfloat16)
+    a[np.arange(m), picks] = 1
+    for case in WEIGHTS:
+        w = _weights(fmt, n, k, case, seed=5)
+        want = DequantRows(rows=n, K=k, bits=fmt.bits, group=fmt.group).reference(w)
+        for model in ("itez", "iqek"):
+            args = [fmt.bits, fmt.group, m, k, n, um, 128, un, model]
+            got = _run(host_qgemm, args, a, w).reshape(m, n)
+            np.testing.assert_array_equal(
+                got.astype(np.float32),
+                want[:, picks].T.astype(np.float32),
+                err_msg=f"{case} {model}",
+            )
+
+
 def test_nonfinite_fields_give_the_references_nonfinite_results(host_qgemm):
     # Scales that are infinities or NaNs (the formats refuse them; the kernel
     # still propagates them where the reference does).
