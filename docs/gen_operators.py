@@ -65,6 +65,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "Repeat": [dict(rows=8, row_shape=(64,), repeat=4)],
     "Dequant": [dict(N=4096)],
     "QGEMV": [dict(M=2048, K=2048, bits=4, group=32)],
+    "QGEMM": [dict(M=16, K=2048, N=2048, bits=4, group=32)],
     "DequantRows": [dict(rows=16, K=2048, bits=4, group=32)],
     "Sample": [dict(vocab=32768), dict(vocab=32768, temperature=0.8, top_k=40)],
 }

@@ -73,6 +73,48 @@ def test_the_tiny_prompt_gathers_on_the_host_first(tiny, dev):
         assert images[0].design is None  # the host does step 0 alone
 
 
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    from lm_support import write_tiny
+
+    return write_tiny(tmp_path_factory.mktemp("tied"), "tied")
+
+
+@pytest.mark.parametrize("weights", ["q4", "q8"])
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_a_quantized_tiny_model_is_all_legal_designs(tiny_dir, dev, weights):
+    """Issue 17: with packed weights the prompt version's projections are
+    QGEMM and the decode version's QGEMV; both versions are planned and every
+    step designed (each checked by legality), no step left to the host but
+    the prompt's token gather, and each FIFO keeps to a tested feature
+    combination."""
+    from iron.operators.qmatmul import QGEMM, QGEMV
+
+    model = Llama.from_pretrained(tiny_dir, weights=weights, context=64, rows=16)
+    with iron.use_device(dev):
+        recordings = {
+            "prompt": model.record(tokens=((16,), np.int32)),
+            "decode": model.record(),
+        }
+    kinds = {"prompt": QGEMM, "decode": QGEMV}
+    for label, recording in recordings.items():
+        packed = [s.op for s in recording.steps if isinstance(s.op, kinds[label])]
+        assert len(packed) >= 7 * 2, label  # q, k, v, o, gate, up, down a layer
+        images = _designs(recording, dev)
+        designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
+        assert designed == len(recording.steps), label
+        texts = [s.design.text for im in images for s in im.steps]
+        called = "qgemm_acc" if label == "prompt" else "qgemv_acc"
+        assert sum(f"func.call @{called}(" in t for t in texts) == len(packed), label
+        for text in texts:
+            for name, features in legality.emitted_fifo_features(text).items():
+                assert not features or features in legality.TESTED_FIFO_FEATURES, (
+                    label,
+                    name,
+                    sorted(features),
+                )
+
+
 def test_the_decode_loop_ends_in_an_emit_device(tiny):
     from iron.runtime import CarriedLoop
 

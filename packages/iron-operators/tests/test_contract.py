@@ -33,6 +33,7 @@ from iron.operators import (
     CATALOG,
     GEMM,
     GEMV,
+    QGEMM,
     QGEMV,
     CausalAttention,
     DecodeAttention,
@@ -172,6 +173,33 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ),
         example((64 * 256, 64 * 288 + 256 * 2 + 64 * 2), M=64, K=256, bits=8, group=16),
     ),
+    # a (M, K) bf16 once, the packed w rows once (N * row_bytes), out bf16.
+    "QGEMM": (
+        example(
+            (16 * 2048 * 2048, 16 * 2048 * 2 + 2048 * 1280 + 16 * 2048 * 2),
+            M=16,
+            K=2048,
+            N=2048,
+            bits=4,
+            group=32,
+        ),
+        example(
+            (64 * 2048 * 512, 64 * 2048 * 2 + 512 * 2176 + 64 * 512 * 2),
+            M=64,
+            K=2048,
+            N=512,
+            bits=8,
+            group=32,
+        ),
+        example(
+            (16 * 256 * 64, 16 * 256 * 2 + 64 * 288 + 16 * 64 * 2),
+            M=16,
+            K=256,
+            N=64,
+            bits=8,
+            group=16,
+        ),
+    ),
     # 16 packed q4 rows of 2048 read, 16 bf16 rows written.
     "DequantRows": (
         example(
@@ -216,6 +244,7 @@ GROW: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "Dequant": lambda f: {**f, "N": 2 * f["N"]},
     "Sample": lambda f: {**f, "vocab": 2 * f["vocab"]},
     "QGEMV": lambda f: {**f, "M": 2 * f["M"]},
+    "QGEMM": lambda f: {**f, "N": 2 * f["N"]},
     "DequantRows": lambda f: {**f, "rows": 2 * f["rows"]},
 }
 
@@ -808,6 +837,31 @@ REFUSED = [
         QGEMV(M=8, K=64, bits=4, group=32, tile_m=4, num_aie_columns=4),
         NPU2,
         message="M=8 is not a multiple of tile_m * num_aie_columns = 16",
+    ),
+    refused(
+        QGEMM(M=12, K=64, N=16, bits=4, group=32),
+        DEVICES,
+        words="M=12 is not a positive multiple of 8",
+    ),
+    refused(
+        QGEMM(M=16, K=64, N=24, bits=8, group=32),
+        NPU2,
+        message="N=24 is not a positive multiple of 16 (twice the aie2p bf16 mmul's n; the core multiplies the dequantized tile as GEMM does); pad N to a multiple of 16",
+    ),
+    refused(
+        QGEMM(
+            M=64,
+            K=2048,
+            N=2048,
+            bits=8,
+            group=32,
+            tile_m=32,
+            tile_k=256,
+            tile_n=32,
+            num_aie_columns=4,
+        ),
+        NPU1,
+        words="over a core's 65536",
     ),
     refused(
         DequantRows(rows=2, K=32, bits=4, group=32),

@@ -97,15 +97,16 @@ def test_qgemv_is_gemv_over_the_dequantized_weights_bit_for_bit(fmt):
 @pytest.mark.parametrize("rows", [16, 5])  # 5: a chunk bounded per call
 def test_qgemm_reference_holds_its_bound_and_is_gemm(fmt, rows):
     rng = np.random.default_rng(5)
-    packed, wb = weights(fmt, 24, 128, seed=6)
+    packed, wb = weights(fmt, 32, 128, seed=6)
     a = b16(rng.standard_normal((16, 128)) * 10.0 ** rng.integers(-3, 3, (16, 1)))[
         :rows
     ]
-    op = QGEMM(M=16, K=128, N=24, bits=fmt.bits, group=fmt.group).resolved("npu2")
+    # N a multiple of npu2's 16 (QGEMM's device tiles are GEMM's mmul's).
+    op = QGEMM(M=16, K=128, N=32, bits=fmt.bits, group=fmt.group).resolved("npu2")
     got = op.reference(a, packed)
-    assert got.shape == (rows, 24) and got.dtype == bfloat16
+    assert got.shape == (rows, 32) and got.dtype == bfloat16
     holds(op, got, exact(a, wb.T), a, packed)
-    ref = GEMM(M=16, K=128, N=24, b_transposed=True).reference(a, wb)
+    ref = GEMM(M=16, K=128, N=32, b_transposed=True).reference(a, wb)
     np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
 
 
@@ -222,3 +223,23 @@ def test_reference_refuses_operands_of_the_wrong_format():
         ValueError, match=r"w is packed q4 rows \[4, 40\] uint8; got \[4, 68\]"
     ):
         op.reference(packed, b16(np.ones(64)))
+
+
+@pytest.mark.parametrize("dev, unit_n", [(NPU1, 8), (NPU2, 16)])
+@pytest.mark.parametrize("k, n", [(2048, 2048), (2048, 512), (8192, 2048), (128, 384)])
+def test_qgemm_resolves_to_gemms_mmul_multiples_that_fit(dev, unit_n, k, n):
+    """The device multiplies the dequantized tile with GEMM's mmul: tile_m a
+    multiple of 8, tile_n of twice the mmul's n, and the core bytes fit."""
+    for fmt in FORMATS:
+        op = QGEMM(M=16, K=k, N=n, bits=fmt.bits, group=fmt.group).resolved(dev)
+        op.check(dev)
+        assert op.tile_m % 8 == 0 and op.tile_n % unit_n == 0
+        assert n % (op.tile_n * op.num_aie_columns) == 0
+        need = op.core_bytes(op.tile_m, op.tile_k, op.tile_n)
+        assert need <= dev.core_memory_bytes
+        # the longest K tile that fits: the next longer divisor does not
+        longer = [t for t in range(op.tile_k + 64, k + 1, 64) if k % t == 0]
+        if longer:
+            assert (
+                op.core_bytes(op.tile_m, longer[0], op.tile_n) > dev.core_memory_bytes
+            )

@@ -1,7 +1,8 @@
 // A scalar host model of the aie_api calls IRON's kernels make, so that the
 // kernel sources themselves compile for the host and tests judge their
 // algorithm and order of operations against the operators' references,
-// without the AIE toolchain. host_rows.cc and host_kernels.cc include it
+// without the AIE toolchain. host_rows.cc, host_kernels.cc and the other
+// host_*.cc harnesses include it
 // ahead of the kernel sources (the build puts an empty aie_api/aie.hpp on the
 // include path).
 //
@@ -24,7 +25,8 @@
 //      AIE2_FP32_EMULATION_ACCURACY_FAST/LOW is set; f = its "fast" variant
 //      (the six largest products).
 //   2. aie::reduce_add: t = halving tree (lanes i and i + 8, then + 4, + 2,
-//      + 1); q = lane 0, 1, ... in sequence.
+//      + 1); q = lane 0, 1, ... in sequence. aie::mmul's sum of a lane's
+//      products follows the same letter (below).
 //   3. aie::inv / aie::invsqrt estimates (fp32 backend only): 8 = the exact
 //      value truncated to 8 significant bits (a bf16-grade estimate); e = the
 //      exact value rounded to fp32.
@@ -158,6 +160,7 @@ inline bool parse_model(const char *m) {
 
 using int32 = int32_t;
 struct accfloat {};
+struct accauto {}; // aie::mmul's accumulator tag: fp32 for bf16 operands
 
 struct bfloat16 {
   uint16_t bits;
@@ -598,6 +601,63 @@ mask<N> lt(const vector<float, N> &, const vector<float, N> &) = delete;
 template <unsigned N> float reduce_max(const vector<float, N> &) = delete;
 
 #endif // IRON_HOST_AIE2
+
+// -- matrix multiply (bf16 x bf16 -> fp32) -------------------------------------
+
+// aie::transpose(v, rows, cols): v holds a rows x cols block row-major; the
+// result holds its cols x rows transpose row-major (a lane move, exact).
+template <class T, unsigned N>
+vector<T, N> transpose(const vector<T, N> &a, unsigned rows, unsigned cols) {
+  vector<T, N> out;
+  for (unsigned i = 0; i < rows; ++i)
+    for (unsigned j = 0; j < cols; ++j)
+      out.v[j * rows + i] = a.v[i * cols + j];
+  return out;
+}
+
+// aie::mmul<M, K, N, bfloat16, bfloat16, accauto>: C (M x N, fp32 lanes) +=
+// A (M x K) @ B (K x N), each block row-major. Every bf16 product is exact in
+// fp32 (the AIE's bf16 multiply); how the hardware sums a lane's K products
+// into the lane is not documented, so the model's reduction letter says: t =
+// the K products summed as a halving tree, then added to the lane; q = added
+// to the lane one by one, k ascending. Every add rounds to nearest even.
+template <unsigned M, unsigned K, unsigned N, class TA, class TB, class Acc>
+struct mmul {
+  static constexpr unsigned size_A = M * K;
+  static constexpr unsigned size_B = K * N;
+  static constexpr unsigned size_C = M * N;
+  float c[size_C];
+  explicit mmul(const vector<float, size_C> &v) {
+    for (unsigned i = 0; i < size_C; ++i)
+      c[i] = hostmodel::flush(v.v[i]);
+  }
+  void mac(const vector<TA, size_A> &a, const vector<TB, size_B> &b) {
+    for (unsigned i = 0; i < M; ++i)
+      for (unsigned j = 0; j < N; ++j) {
+        float p[K];
+        for (unsigned k = 0; k < K; ++k)
+          p[k] = hostmodel::flush(static_cast<float>(a.v[i * K + k]) *
+                                  static_cast<float>(b.v[k * N + j]));
+        float &lane = c[i * N + j];
+        if (!hostmodel::model.tree) {
+          for (unsigned k = 0; k < K; ++k)
+            lane = hostmodel::flush(lane + p[k]);
+          continue;
+        }
+        for (unsigned half = K / 2; half >= 1; half /= 2)
+          for (unsigned k = 0; k < half; ++k)
+            p[k] = hostmodel::flush(p[k] + p[k + half]);
+        lane = hostmodel::flush(lane + p[0]);
+      }
+  }
+  template <class T> vector<T, size_C> to_vector() const {
+    static_assert(std::is_same_v<T, float>, "the model keeps fp32 lanes");
+    vector<T, size_C> out;
+    for (unsigned i = 0; i < size_C; ++i)
+      out.v[i] = c[i];
+    return out;
+  }
+};
 
 } // namespace aie
 

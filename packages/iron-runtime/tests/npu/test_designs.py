@@ -242,6 +242,7 @@ _EXAMPLES = {
     "Repeat": {"rows": 8, "repeat": 4, "row_shape": (64,)},
     "Dequant": {"N": 4096},
     "QGEMV": {"M": 256, "K": 256, "bits": 4, "group": 32},
+    "QGEMM": {"M": 64, "K": 256, "N": 256, "bits": 4, "group": 32},
     "DequantRows": {"rows": 8, "K": 256, "bits": 8, "group": 16},
     "Sample": {"vocab": 4096},
 }

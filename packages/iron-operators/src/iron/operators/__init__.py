@@ -25,7 +25,7 @@ from iron.operators.elementwise import AXPY, ReLU
 from iron.operators.matmul import GEMM, GEMV
 from iron.operators.movers import Copy, Repeat, Transpose
 from iron.operators.norms import LayerNorm, RMSNorm
-from iron.operators.qmatmul import QGEMV, DequantRows
+from iron.operators.qmatmul import QGEMM, QGEMV, DequantRows
 from iron.operators.rope import RoPE
 from iron.operators.sample import Sample
 from iron.operators.softmax import Softmax
@@ -58,6 +58,7 @@ _ALL = (
     Repeat,
     Dequant,
     QGEMV,
+    QGEMM,
     DequantRows,
     Sample,
 )

@@ -28,7 +28,9 @@ whole 4-byte DMA words in every format); tiles of ``tile_m`` (GEMV) or
 of 64 dividing K, fitting a core with the dequantized tile. ``QGEMV`` and
 ``DequantRows`` have NPU designs (``iron.runtime.npu.designs.qmatmul``, whose
 kernel dequantizes a group at a time, so the tile count is an upper bound);
-``QGEMM`` runs on the emulated NPU and on the host only.
+``QGEMM``'s (``iron.runtime.npu.designs.qgemm``) is GEMM's whole-array design
+with the packed ``w`` tile dequantized into the core's bf16 tile and
+multiplied by GEMM's mmul, so its M and N tiles are GEMM's mmul multiples.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from iron.core.device import Device
 from iron.core.operator import Cost, DimensionConflictError, Operator, RefusedShapeError
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
-from iron.operators.matmul import STACK_BYTES, error_bound, model_product
+from iron.operators.matmul import STACK_BYTES, error_bound, mmul_shape, model_product
 from iron.operators.quantized import FORMATS, QuantFormat, dequantize, format_of
 
 __all__ = ["K_MULTIPLE", "QGEMM", "QGEMV", "DequantRows"]
@@ -261,6 +263,11 @@ class QGEMM(_Quantized):
     (module docstring). ``a``'s rows may be bounded per call (``a[:n]``).
     Output tiles of ``tile_m x tile_n`` over ``num_aie_columns`` columns,
     K in tiles of ``tile_k``, each packed ``w`` tile dequantized in the core.
+
+    On the device the product is GEMM's mmul at ``HIGHEST`` over the
+    dequantized tile: ``tile_m`` a multiple of twice the mmul's m (8),
+    ``tile_n`` of twice its n (8 on npu1, 16 on npu2), so M and N are
+    multiples of those (a Llama prompt chunk's rows and widths are).
     """
 
     M: int = param(doc="rows of a and of the result")
@@ -276,6 +283,8 @@ class QGEMM(_Quantized):
         domain=Divisors("K", multiple_of=K_MULTIPLE), doc="elements of K per call"
     )
     fifo_depth: ClassVar[int] = 2
+    #: The one level modelled: exact products, fp32 sums, one rounding.
+    effective_precision: ClassVar[Precision] = Precision.HIGHEST
     inputs = (Input("a", "M", "K"), Input("w", "N", "row_bytes", dtype=np.uint8))
     outputs = (Output("out", "M", "N", dtype=bfloat16),)
 
@@ -297,31 +306,54 @@ class QGEMM(_Quantized):
         }
 
     def core_bytes(self, tile_m: int, tile_k: int, tile_n: int) -> int:
-        """Core memory: a, packed w and the fp32 c tile double-buffered, the
-        dequantized bf16 w tile once, and a stack."""
+        """Core memory: ``fifo_depth`` a, packed w and bf16 output tiles, the
+        fp32 accumulator and the dequantized bf16 w tile once, and a stack."""
         packed = tile_n * self.quant_format.row_bytes(tile_k)
-        streamed = tile_m * tile_k * _BF16 + packed + tile_m * tile_n * _F32
-        return self.fifo_depth * streamed + tile_n * tile_k * _BF16 + STACK_BYTES
+        streamed = tile_m * tile_k * _BF16 + packed + tile_m * tile_n * _BF16
+        once = tile_m * tile_n * _F32 + tile_n * tile_k * _BF16
+        return self.fifo_depth * streamed + once + STACK_BYTES
 
     def _fits(self, dev: Device, m: int, k: int, n: int) -> bool:
         return self.core_bytes(m, k, n) <= dev.core_memory_bytes
 
+    def _units(self, dev: Device) -> tuple[int, int]:
+        """The M and N tile units: twice the mmul's m and n on ``dev``."""
+        r, _, t = mmul_shape(dev, Precision.HIGHEST)
+        return 2 * r, 2 * t
+
+    def _unit_rules(self, dev: Device, fields: Mapping[str, int]) -> None:
+        """Refuses an M or N field (a dimension or a tile) off the mmul units."""
+        units = dict(zip(("m", "n"), self._units(dev)))
+        for name, value in fields.items():
+            unit = units[name[-1].lower()]
+            if value <= 0 or value % unit:
+                raise RefusedShapeError(
+                    f"QGEMM on {dev}: {name}={value} is not a positive multiple of "
+                    f"{unit} (twice the {dev.arch} bf16 mmul's "
+                    f"{name[-1].lower()}; the core multiplies the dequantized "
+                    f"tile as GEMM does); pad {name[-1].upper()} to a multiple "
+                    f"of {unit}"
+                )
+
     def resolve(self, dev: Device) -> dict[str, Any]:
         self._format_rules(dev)
+        # M and N off the mmul units are check()'s to refuse (the host runs
+        # any); the tiles are then whatever divides.
+        unit_m, unit_n = self._units(dev)
+        if self.M % unit_m or self.N % unit_n:
+            unit_m, unit_n = 1, 1
         columns = self.num_aie_columns or max(
-            c for c in _COLUMNS if c <= dev.columns and self.N % c == 0
+            c for c in _COLUMNS if c <= dev.columns and self.N % (c * unit_n) == 0
         )
         per_column = self.N // columns if self.N % columns == 0 else self.N
-        ms = (
-            [self.tile_m]
-            if self.tile_m
-            else [t for t in (32, 16, 8, 4, 2, 1) if self.M % t == 0]
-        )
-        ns = (
-            [self.tile_n]
-            if self.tile_n
-            else [t for t in (64, 32, 16, 8, 4, 2, 1) if per_column % t == 0]
-        )
+
+        def sizes(dim: int, unit: int, given: int | None) -> list[int]:
+            if given:
+                return [given]
+            return [t for t in range(64, 0, -unit) if dim % t == 0] or [1]
+
+        ms = sizes(self.M, unit_m, self.tile_m)
+        ns = sizes(per_column, unit_n, self.tile_n)
         for m in ms:
             for n in ns:
                 k = self.tile_k or _largest_divisor(
@@ -344,10 +376,19 @@ class QGEMM(_Quantized):
     def check(self, dev: Device) -> None:
         name = f"QGEMM on {dev}"
         self._format_rules(dev)
+        self._unit_rules(
+            dev,
+            {"M": self.M, "N": self.N, "tile_m": self.tile_m, "tile_n": self.tile_n},
+        )
         if self.num_aie_columns > dev.columns:
             raise RefusedShapeError(
                 f"{name}: num_aie_columns={self.num_aie_columns} exceeds the "
                 f"device's {dev.columns} columns"
+            )
+        if self.M % self.tile_m:
+            raise RefusedShapeError(
+                f"{name}: M={self.M} is not a multiple of tile_m={self.tile_m}; "
+                f"give a tile_m dividing M"
             )
         if self.N % (self.tile_n * self.num_aie_columns):
             raise RefusedShapeError(
@@ -363,8 +404,9 @@ class QGEMM(_Quantized):
             raise RefusedShapeError(
                 f"{name}: tile_m={self.tile_m}, tile_k={self.tile_k}, tile_n="
                 f"{self.tile_n} need {self.core_bytes(self.tile_m, self.tile_k, self.tile_n)} "
-                f"bytes (a, packed w and fp32 c double-buffered, the dequantized "
-                f"bf16 tile, a stack), over a core's {dev.core_memory_bytes}"
+                f"bytes (a, packed w and bf16 c double-buffered, the fp32 "
+                f"accumulator and the dequantized bf16 tile, a stack), over a core's {dev.core_memory_bytes}; "
+                f"give smaller tiles"
             )
 
     def _operands(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -93,6 +93,7 @@ FAMILIES: tuple[str, ...] = (
     "movers",
     "dequant",
     "qmatmul",
+    "qgemm",
     "sample",
 )
 

@@ -109,9 +109,15 @@ __all__ = [
     "KERNEL_SOURCE",
     "STORE",
     "ZERO",
+    "a_fifos",
     "build",
+    "emit_a_fifos",
+    "emit_out_fifos",
     "handles",
     "layout",
+    "link",
+    "objectfifo",
+    "out_fifos",
     "stream_dims",
 ]
 
@@ -143,7 +149,7 @@ def handles(op: Any) -> bool:
     return isinstance(op, FAMILY)
 
 
-def stream_dims(op: GEMM, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
+def stream_dims(op: Any, p: GemmTiling, fifo: str) -> list[tuple[int, int]]:
     """The memory tile's ``dimensionsToStream`` ``(size, stride)`` of a FIFO kind.
 
     ``fifo`` is ``a`` (an A tile into ``r x s`` blocks), ``b`` (a B tile into
@@ -175,35 +181,19 @@ def layout(
     where = dict(where or {q: (q, 0) for q in PORTS})
     p = tiling(op, dev)
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
-    shim = [legality.Tile(c, 0) for c in range(cols)]
-    mem = [legality.Tile(c, _MEM_ROW) for c in range(cols)]
-    core = [[legality.Tile(c, _CORE_ROW + r) for r in range(R)] for c in range(cols)]
-    fifos = []
-    for g, rows in enumerate(p.groups):
-        fifos.append(
-            legality.Fifo(
-                f"a_{g}", shim[g], (mem[g],), op.fifo_depth, len(rows) * tm * tk
-            )
-        )
-        for r in rows:
-            row_cores = tuple(core[c][r] for c in range(cols))
-            fifos.append(
-                legality.Fifo(f"a_row{r}", mem[g], row_cores, op.fifo_depth, tm * tk)
-            )
+    fifos = a_fifos(p, op.fifo_depth)
     for c in range(cols):
         fifos += [
-            legality.Fifo(f"b_{c}", shim[c], (mem[c],), op.fifo_depth, tk * tn),
-            legality.Fifo(f"b_col{c}", mem[c], tuple(core[c]), op.fifo_depth, tk * tn),
+            legality.Fifo(
+                f"b_{c}", _shim_tile(c), (_mem_tile(c),), op.fifo_depth, tk * tn
+            ),
+            legality.Fifo(
+                f"b_col{c}", _mem_tile(c), _cores(c, R), op.fifo_depth, tk * tn
+            ),
         ]
-        fifos += [
-            legality.Fifo(f"c_{c}_{r}", core[c][r], (mem[c],), op.out_depth, tm * tn)
-            for r in range(R)
-        ]
-        fifos.append(
-            legality.Fifo(f"out_{c}", mem[c], (shim[c],), op.fifo_depth, R * tm * tn)
-        )
+        fifos += out_fifos(p, c, op.out_depth, op.fifo_depth)
     transfers, waits = sequence_transfers(op, p, dev, where, schedule(op, dev, where))
-    cores = tuple(t for column in core for t in column)
+    cores = tuple(t for c in range(cols) for t in _cores(c, R))
     return legality.Layout(
         repr(op),
         cores,
@@ -215,10 +205,59 @@ def layout(
     )
 
 
-# -- local emitters (candidates for mlir.py) ---------------------------------------
+def _shim_tile(c: int) -> legality.Tile:
+    return legality.Tile(c, 0)
 
 
-def _objectfifo(
+def _mem_tile(c: int) -> legality.Tile:
+    return legality.Tile(c, _MEM_ROW)
+
+
+def _cores(c: int, rows: int) -> tuple[legality.Tile, ...]:
+    """Column ``c``'s cores, rows 2 .. 2 + ``rows``."""
+    return tuple(legality.Tile(c, _CORE_ROW + r) for r in range(rows))
+
+
+def a_fifos(p: GemmTiling, depth: int) -> list[legality.Fifo]:
+    """The ``a`` FIFOs of tiling ``p`` (module docstring): per row group
+    ``a_<g>`` (shim to memory tile), per row ``a_row<r>`` to the row's cores."""
+    tm, tk = p.tm, p.tk
+    fifos = []
+    for g, rows in enumerate(p.groups):
+        fifos.append(
+            legality.Fifo(
+                f"a_{g}", _shim_tile(g), (_mem_tile(g),), depth, len(rows) * tm * tk
+            )
+        )
+        for r in rows:
+            row_cores = tuple(_cores(c, p.rows)[r] for c in range(p.columns))
+            fifos.append(
+                legality.Fifo(f"a_row{r}", _mem_tile(g), row_cores, depth, tm * tk)
+            )
+    return fifos
+
+
+def out_fifos(
+    p: GemmTiling, c: int, core_depth: int, depth: int
+) -> list[legality.Fifo]:
+    """Column ``c``'s output FIFOs: each core's ``c_<c>_<r>`` (of
+    ``core_depth``) and the joined ``out_<c>`` (memory tile to shim)."""
+    tm, tn, R = p.tm, p.tn, p.rows
+    core = _cores(c, R)
+    fifos = [
+        legality.Fifo(f"c_{c}_{r}", core[r], (_mem_tile(c),), core_depth, tm * tn)
+        for r in range(R)
+    ]
+    fifos.append(
+        legality.Fifo(f"out_{c}", _mem_tile(c), (_shim_tile(c),), depth, R * tm * tn)
+    )
+    return fifos
+
+
+# -- emitters (candidates for mlir.py) ---------------------------------------------
+
+
+def objectfifo(
     b: Builder,
     name: str,
     producer: str,
@@ -238,7 +277,7 @@ def _objectfifo(
     )
 
 
-def _link(
+def link(
     b: Builder,
     sources: Sequence[str],
     dests: Sequence[str],
@@ -256,6 +295,62 @@ def _link(
     b.line(
         f"aie.objectfifo.link {names(sources)} -> {names(dests)} "
         f"({ints(src_offsets)} {ints(dst_offsets)})"
+    )
+
+
+def emit_a_fifos(
+    b: Builder,
+    op: Any,
+    p: GemmTiling,
+    shim_v: Sequence[str],
+    mem_v: Sequence[str],
+    core_v: Sequence[Sequence[str]],
+) -> None:
+    """Emit :func:`a_fifos` and their links: each group's row tiles side by
+    side, distributed to the rows, re-laid into ``r x s`` blocks."""
+    tm, tk, depth = p.tm, p.tk, op.fifo_depth
+    a_t = memref((tm, tk))
+    for g, rows in enumerate(p.groups):
+        rows_t = memref(len(rows) * tm * tk)
+        objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t, depth)
+        for r in rows:
+            row_cores = [core_v[c][r] for c in range(p.columns)]
+            dims = stream_dims(op, p, "a")
+            objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, depth, dims)
+        link(
+            b,
+            [f"a_{g}"],
+            [f"a_row{r}" for r in rows],
+            dst_offsets=[i * tm * tk for i in range(len(rows))]
+            if len(rows) > 1
+            else (),
+        )
+
+
+def emit_out_fifos(
+    b: Builder,
+    op: Any,
+    p: GemmTiling,
+    c: int,
+    core_depth: int,
+    shim_v: Sequence[str],
+    mem_v: Sequence[str],
+    core_v: Sequence[Sequence[str]],
+) -> None:
+    """Emit column ``c``'s :func:`out_fifos` and their join, which the memory
+    tile streams to the shim row-major (``dimensionsToStream``)."""
+    tm, tn, R = p.tm, p.tn, p.rows
+    c_t = memref((tm, tn))
+    for r in range(R):
+        objectfifo(b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, core_depth)
+    dims = stream_dims(op, p, "out")
+    out_t = memref(R * tm * tn)
+    objectfifo(b, f"out_{c}", mem_v[c], [shim_v[c]], out_t, op.fifo_depth, dims)
+    link(
+        b,
+        [f"c_{c}_{r}" for r in range(R)],
+        [f"out_{c}"],
+        src_offsets=[r * tm * tn for r in range(R)] if R > 1 else (),
     )
 
 
@@ -318,40 +413,13 @@ def build(
         shim_v = [b.tile(c, 0, "shim_noc_tile") for c in range(cols)]
         mem_v = [b.tile(c, _MEM_ROW, "mem_tile") for c in range(cols)]
         core_v = [[b.tile(c, _CORE_ROW + r) for r in range(R)] for c in range(cols)]
-        for g, rows in enumerate(p.groups):
-            rows_t = memref(len(rows) * tm * tk)
-            _objectfifo(b, f"a_{g}", shim_v[g], [mem_v[g]], rows_t, depth)
-            for r in rows:
-                row_cores = [core_v[c][r] for c in range(cols)]
-                dims = stream_dims(op, p, "a")
-                _objectfifo(b, f"a_row{r}", mem_v[g], row_cores, a_t, depth, dims)
-            _link(
-                b,
-                [f"a_{g}"],
-                [f"a_row{r}" for r in rows],
-                dst_offsets=[i * tm * tk for i in range(len(rows))]
-                if len(rows) > 1
-                else (),
-            )
+        emit_a_fifos(b, op, p, shim_v, mem_v, core_v)
         for c in range(cols):
-            _objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn), depth)
+            objectfifo(b, f"b_{c}", shim_v[c], [mem_v[c]], memref(tk * tn), depth)
             dims = stream_dims(op, p, "b")
-            _objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, depth, dims)
-            _link(b, [f"b_{c}"], [f"b_col{c}"])
-            for r in range(R):
-                _objectfifo(
-                    b, f"c_{c}_{r}", core_v[c][r], [mem_v[c]], c_t, op.out_depth
-                )
-            dims = stream_dims(op, p, "out")
-            _objectfifo(
-                b, f"out_{c}", mem_v[c], [shim_v[c]], memref(R * tm * tn), depth, dims
-            )
-            _link(
-                b,
-                [f"c_{c}_{r}" for r in range(R)],
-                [f"out_{c}"],
-                src_offsets=[r * tm * tn for r in range(R)] if R > 1 else (),
-            )
+            objectfifo(b, f"b_col{c}", mem_v[c], core_v[c], b_t, depth, dims)
+            link(b, [f"b_{c}"], [f"b_col{c}"])
+            emit_out_fifos(b, op, p, c, op.out_depth, shim_v, mem_v, core_v)
         accs = {
             (c, r): b.buffer(core_v[c][r], f"acc_{c}_{r}", acc_t)
             for c in range(cols)

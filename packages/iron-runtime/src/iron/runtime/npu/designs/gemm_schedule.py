@@ -38,13 +38,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from iron.core.device import Device
-from iron.operators.matmul import GEMM, mmul_shape
+from iron.operators.matmul import mmul_shape
 from iron.runtime.npu import legality
 
 __all__ = [
     "ITEM",
     "PORTS",
     "GemmTiling",
+    "PackedRows",
     "Schedule",
     "schedule",
     "sequence_transfers",
@@ -98,8 +99,32 @@ class GemmTiling:
         return next(g for g, rows in enumerate(self.groups) if row in rows)
 
 
-def tiling(op: GEMM, dev: Device) -> GemmTiling:
+@dataclasses.dataclass(frozen=True)
+class PackedRows:
+    """``b`` as ``N`` rows of another item: a quantized weight's packed rows.
+
+    QGEMM's ``w`` (``(N, row_bytes)`` uint8, :mod:`iron.operators.quantized`)
+    is walked as a transposed ``b`` is, a tile being ``tile_n`` rows' K tiles,
+    with a row and its K tile counted in ``item``-byte items instead of bf16
+    elements. Given to :func:`schedule` and :func:`sequence_transfers`, it
+    replaces ``b``'s walk; ``a``'s and ``out``'s are GEMM's.
+
+    Attributes:
+        row: Items of one whole row (all of K).
+        tile: Items of one row's K tile.
+        item: Bytes of an item (1 for a byte argument, 2 in the arena).
+    """
+
+    row: int
+    tile: int
+    item: int
+
+
+def tiling(op: Any, dev: Device) -> GemmTiling:
     """The :class:`GemmTiling` of resolved, checked GEMM ``op`` on ``dev``.
+
+    ``op`` is a GEMM or an operator with its fields (``M``, ``K``, ``N``, the
+    tiles, ``num_aie_columns``, ``effective_precision``): QGEMM.
 
     Raises:
         ValueError: A tile does not divide its dimension.
@@ -130,7 +155,7 @@ def tiling(op: GEMM, dev: Device) -> GemmTiling:
 
 
 def _fold(
-    offset: int, dims: Sequence[tuple[int, int]], dev: Device
+    offset: int, dims: Sequence[tuple[int, int]], dev: Device, item: int = ITEM
 ) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """A loop nest of ``(size, stride)``, outermost first, as 4-D shim walks.
 
@@ -139,11 +164,11 @@ def _fold(
     with a nonzero stride become d2, d1, d0; the next one out is the
     iteration (split at the iteration limit); any further out are unrolled
     into separate transfers, as is any dimension whose stride exceeds the
-    step field (the transfer's offset carries it). Returns ``(offset, sizes,
-    strides)`` per walk.
+    step field (the transfer's offset carries it). Sizes and strides count
+    ``item``-byte items. Returns ``(offset, sizes, strides)`` per walk.
     """
     wrap = (1 << dev.dma_size_bits) - 1
-    inner_max = wrap * dev.dma_granule_bytes // ITEM
+    inner_max = wrap * dev.dma_granule_bytes // item
     nest: list[tuple[int, int]] = []  # innermost first
     for n, s in reversed([d for d in dims if d[0] > 1]):
         if nest and s and s == nest[-1][0] * nest[-1][1]:
@@ -152,7 +177,7 @@ def _fold(
                 nest[-1] = (size, nest[-1][1])
                 continue
         nest.append((n, s))
-    step_max = (1 << dev.dma_stride_bits) * dev.dma_granule_bytes // ITEM
+    step_max = (1 << dev.dma_stride_bits) * dev.dma_granule_bytes // item
     rest = list(reversed(nest))  # outermost first
     inner: list[tuple[int, int]] = []
     while rest and len(inner) < 3 and 0 < rest[-1][1] <= step_max:
@@ -175,9 +200,16 @@ def _fold(
 
 
 def _walks(
-    op: GEMM, p: GemmTiling, where: Mapping[str, tuple[str, int]], order: str
+    op: Any,
+    p: GemmTiling,
+    where: Mapping[str, tuple[str, int]],
+    order: str,
+    packed: PackedRows | None = None,
 ) -> dict[str, list[tuple[str, int, list[tuple[int, int]]]]]:
-    """Each shim FIFO's ``(argument, offset, loop nest)``, for tile order ``order``."""
+    """Each shim FIFO's ``(argument, offset, loop nest)``, for tile order ``order``.
+
+    ``b``'s nest counts ``packed.item`` items when ``packed`` is given, else bf16.
+    """
     K, N = op.K, op.N
     cols, R, tm, tk, tn = p.columns, p.rows, p.tm, p.tk, p.tn
     mn = order == "mn"
@@ -198,7 +230,16 @@ def _walks(
         found[f"a_{g}"] = [(arg, base + rows[0] * tm * K, nest)]
     for c in range(cols):
         arg, base = where["b"]
-        if op.b_transposed:  # (N, K): a tile is tile_n rows of tile_k
+        if packed is not None:  # packed rows: as (N, K), in the rows' items
+            row, tile = packed.row, packed.tile
+            nest = [
+                *passes(0, cols * tn * row),
+                (p.k_tiles, tile),
+                (tn, row),
+                (tile, 1),
+            ]
+            found[f"b_{c}"] = [(arg, base + c * tn * row, nest)]
+        elif op.b_transposed:  # (N, K): a tile is tile_n rows of tile_k
             nest = [*passes(0, cols * tn * K), (p.k_tiles, tk), (tn, K), (tk, 1)]
             found[f"b_{c}"] = [(arg, base + c * tn * K, nest)]
         else:
@@ -207,25 +248,32 @@ def _walks(
     return found
 
 
+def _item(name: str, packed: PackedRows | None) -> int:
+    """Bytes of an item of FIFO ``name``'s walk."""
+    return packed.item if packed is not None and name.startswith("b_") else ITEM
+
+
 def _transfers(
-    op: GEMM,
+    op: Any,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     order: str,
+    packed: PackedRows | None = None,
 ) -> list[legality.Transfer]:
     """The shim transfers of tile order ``order``: per column ``out``, ``a``, ``b``."""
-    walks = _walks(op, p, where, order)
+    walks = _walks(op, p, where, order, packed)
     transfers = []
     for c in range(p.columns):
         shim = legality.Tile(c, 0)
         bd = 0
         for name in (f"out_{c}", f"a_{c}", f"b_{c}"):
+            item = _item(name, packed)
             for arg, offset, nest in walks.get(name, []):
-                for off, sizes, strides in _fold(offset, nest, dev):
+                for off, sizes, strides in _fold(offset, nest, dev, item):
                     transfers.append(
                         legality.Transfer(
-                            name, shim, arg, off, sizes, strides, ITEM, bd
+                            name, shim, arg, off, sizes, strides, item, bd
                         )
                     )
                     bd += 1
@@ -274,6 +322,7 @@ def _block_transfers(
     inner: int,
     block: tuple[int, int],
     half: int,
+    packed: PackedRows | None = None,
 ) -> list[legality.Transfer]:
     """One block's transfers: per column ``a``, ``b``, then ``out``.
 
@@ -286,15 +335,16 @@ def _block_transfers(
         shim = legality.Tile(c, 0)
         bd = half * (dev.shim_bds // 2)
         for name in (f"a_{c}", f"b_{c}", f"out_{c}"):
+            item = _item(name, packed)
             for arg, offset, nest in walks.get(name, []):
                 (_, s_o), (_, s_i), *rest = nest
                 for o, i, n, whole in _runs(*block, inner):
                     base = offset + o * s_o + i * s_i
                     dims = [(n, s_o), nest[1], *rest] if whole else [(n, s_i), *rest]
-                    for off, sizes, strides in _fold(base, dims, dev):
+                    for off, sizes, strides in _fold(base, dims, dev, item):
                         found.append(
                             legality.Transfer(
-                                name, shim, arg, off, sizes, strides, ITEM, bd
+                                name, shim, arg, off, sizes, strides, item, bd
                             )
                         )
                         bd += 1
@@ -327,17 +377,18 @@ def _block_fits(transfers: Sequence[legality.Transfer], dev: Device) -> bool:
 
 
 def _blocks(
-    op: GEMM,
+    op: Any,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     order: str,
+    packed: PackedRows | None = None,
 ) -> tuple[tuple[int, int], ...]:
     """The fewest equal blocks (the last may be short) that each fit; () if none."""
-    walks = _walks(op, p, where, order)
+    walks = _walks(op, p, where, order, packed)
     inner = p.n_passes if order == "mn" else p.m_passes
     units = p.tiles
-    if not _block_fits(_block_transfers(p, dev, walks, inner, (0, 1), 0), dev):
+    if not _block_fits(_block_transfers(p, dev, walks, inner, (0, 1), 0, packed), dev):
         return ()  # not even one output tile a block
     tried = set()
     for count in range(2, units + 1):
@@ -347,7 +398,7 @@ def _blocks(
         tried.add(size)
         blocks = tuple((s, min(size, units - s)) for s in range(0, units, size))
         if all(
-            _block_fits(_block_transfers(p, dev, walks, inner, blk, 0), dev)
+            _block_fits(_block_transfers(p, dev, walks, inner, blk, 0, packed), dev)
             for blk in blocks
         ):
             return blocks
@@ -355,9 +406,14 @@ def _blocks(
 
 
 def schedule(
-    op: Any, dev: Device, where: Mapping[str, tuple[str, int]] | None = None
+    op: Any,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]] | None = None,
+    packed: PackedRows | None = None,
 ) -> Schedule:
     """How resolved ``op``'s sequence runs on ``dev``: the tile order, and blocks.
+
+    ``packed``: ``b`` is packed rows (:class:`PackedRows`), walked as such.
 
     Unblocked when the order of fewer descriptors on the busiest shim (then
     fewer in all; ``mn`` on a tie) fits a shim's descriptors at once; else
@@ -367,7 +423,7 @@ def schedule(
     """
     where = dict(where or {q: (q, 0) for q in PORTS})
     p = tiling(op, dev)
-    walks = {o: _transfers(op, p, dev, where, o) for o in ("mn", "nm")}
+    walks = {o: _transfers(op, p, dev, where, o, packed) for o in ("mn", "nm")}
 
     def busiest(order: str) -> tuple[int, int]:
         per = collections.Counter(t.shim for t in walks[order])
@@ -379,7 +435,7 @@ def schedule(
     found = [
         Schedule(order, blocks)
         for order in dict.fromkeys((first, "mn", "nm"))
-        if (blocks := _blocks(op, p, dev, where, order))
+        if (blocks := _blocks(op, p, dev, where, order, packed))
     ]
     return min(found, key=lambda s: len(s.blocks)) if found else Schedule(first)
 
@@ -398,22 +454,26 @@ def tile_order(
 
 
 def sequence_transfers(
-    op: GEMM,
+    op: Any,
     p: GemmTiling,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
     sch: Schedule,
+    packed: PackedRows | None = None,
 ) -> tuple[list[legality.Transfer], tuple[tuple[int, str], ...]]:
-    """The transfers of ``sch`` and the sequence's waits (none unblocked)."""
+    """The transfers of ``sch`` and the sequence's waits (none unblocked).
+
+    ``packed``: ``b`` is packed rows (:class:`PackedRows`), walked as such.
+    """
     if not sch.blocks:
-        return _transfers(op, p, dev, where, sch.order), ()
-    walks = _walks(op, p, where, sch.order)
+        return _transfers(op, p, dev, where, sch.order, packed), ()
+    walks = _walks(op, p, where, sch.order, packed)
     inner = p.n_passes if sch.order == "mn" else p.m_passes
     outs = [f"out_{c}" for c in range(p.columns)]
     transfers: list[legality.Transfer] = []
     waits: list[tuple[int, str]] = []
     for i, blk in enumerate(sch.blocks):
-        transfers += _block_transfers(p, dev, walks, inner, blk, i % 2)
+        transfers += _block_transfers(p, dev, walks, inner, blk, i % 2, packed)
         if i:  # the previous block's outputs: its descriptor ids are free after
             waits += [(len(transfers), f) for f in outs]
     waits += [(len(transfers), f) for f in outs]

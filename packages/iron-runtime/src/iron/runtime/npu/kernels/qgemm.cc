@@ -1,0 +1,244 @@
+//===- qgemm.cc - IRON kernels for the QGEMM design -------------------*- C++ -*-===//
+//
+// IRON kernel contract
+//   symbol: qgemm
+//   operator: QGEMM (packed q4, q8 or q8_16 rows of iron.operators.quantized as the right operand, a (N, K) weight's rows; the design calls qgemm_acc once per K tile of an output tile)
+//   arguments: qgemm_f32_zero(acc: float[tile_m*tile_n]; tile_m, tile_n: int32); qgemm_acc(a: bfloat16[tile_m*tile_k] in r x s blocks; w: uint8[tile_n*row_bytes(tile_k)] (the tile's packed rows back to back, each its groups in order: fp16 scale, fp16 min for 4-bit, then the codes); acc: float[tile_m*tile_n] in r x t blocks; deq: bfloat16[tile_n*tile_k] (the core's dequantized tile, written here); tile_m, tile_k, tile_n, bits, group: int32); qgemm_bf16_store(acc: float[tile_m*tile_n]; out: bfloat16[tile_m*tile_n], both in r x t blocks; tile_m, tile_n: int32)
+//   tile: (r, s, t) = (4, 8, 4) on AIE2 (npu1), (4, 8, 8) on AIE2P (npu2), GEMM's HIGHEST mmul; tile_m a multiple of 2r, tile_n of 2t, tile_k a positive multiple of 64 (whole groups in whole 4-byte words); group 32 (q4, q8) or 16 (q8_16), a multiple of s
+//   computes: each weight w[n, k] = scale * q + min (4-bit: unsigned codes 0..15, element 2i in the low nibble of code byte i; 8-bit: signed codes, min 0) into deq, then acc += a @ deq.T per K tile (acc zeroed per output tile by qgemm_f32_zero); out = acc
+//   rounding: a weight is scale * q (exact in fp32: the fp16 scale split into two bf16 pieces, each product exact, their sum exact) plus min (one fp32 rounding), rounded once to bf16 (nearest even): quantized.dequantize(...).astype(bfloat16), bit for bit; the product then as GEMM at HIGHEST: bf16 products exact in fp32, fp32 sums across every K tile, one rounding to bf16 (nearest even) at qgemm_bf16_store (QGEMM.reference)
+//   stack: 896 bytes; assumed, not measured (no Peano build here): the 1 KiB stack upstream's aie_api kernels of this shape run with (AIETargetModel getDefaultCoreStackSize, mlir-aie v1.4.1), less the core body's 128 (legality.CORE_BODY_STACK_BYTES); the deepest call holds one group of 32 bf16 values (64 bytes) on the stack; a host build models vectors as arrays in memory and says nothing of AIE register use; every Peano build measures it (-fstack-usage) and refuses a kernel over it
+//
+// The packed tile never leaves the core as bf16: qgemm_acc dequantizes it
+// into deq, the core-local bf16 tile the design allocates (QGEMM.core_bytes
+// counts it), in the t x s blocks of a transposed GEMM b ((N, K) layout, n
+// blocks outer, t rows of s elements inside), then multiplies a by it with
+// GEMM's mmul loop (gemm.cc's mac_tile for a transposed b: each t x s block
+// transposed in registers). deq is rewritten every K tile.
+//
+// A group's dequantization is qmatmul.cc's (the QGEMV kernel's), the same
+// arithmetic: the fp16 scale and minimum become fp32 by integer work, each
+// split into a bf16 high piece (its top 8 significant bits) and a bf16 low
+// piece (the other 3, exact), so bf16 x bf16 -> fp32 multiplies make scale *
+// q exactly; a code becomes its bf16 bit pattern by integer work; the one
+// rounding of scale * q + min is the accumulator add's, the one rounding to
+// bf16 the to_vector<bfloat16> under conv_even.
+//
+// The mmul geometry is gemm.cc's (mlir-aie's aie_kernels/aie2/mm.cc
+// matmul_vectorized_4x8x4_bf16_f32 and aie_kernels/aie2p/mm.cc
+// matmul_vectorized_4x8x8_bf16_f32), iron.operators.matmul.mmul_shape at
+// HIGHEST. The code below is IRON's own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "iron_kernel.h"
+
+namespace iron_qgemm {
+
+// The AIE architecture Peano compiles for: __AIE_ARCH__ is 20 on AIE2 and
+// 21 on AIE2P (as aie_api's own configuration reads it).
+#if defined(__AIE_ARCH__) && __AIE_ARCH__ >= 21
+constexpr unsigned kR = 4, kS = 8, kT = 8;
+#else
+constexpr unsigned kR = 4, kS = 8, kT = 4;
+#endif
+
+using Mmul = aie::mmul<kR, kS, kT, bfloat16, bfloat16, accauto>;
+using VecA = aie::vector<bfloat16, Mmul::size_A>;
+using VecB = aie::vector<bfloat16, Mmul::size_B>;
+
+// -- dequantizing a group (qmatmul.cc's arithmetic) ----------------------------
+
+// A group's fp16 field as the fp32 value it holds (exact), by integer work.
+inline float f16_value(const uint8_t *p) {
+  const uint32_t h = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8);
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t man = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1Fu) { // infinity or NaN
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) { // normal: rebias 15 -> 127
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) { // signed zero
+    bits = sign;
+  } else { // subnormal man * 2**-24: normal in fp32
+    const uint32_t top = 31u - static_cast<uint32_t>(__builtin_clz(man));
+    bits = sign | ((top + 103u) << 23) | ((man << (23u - top)) & 0x7FFFFFu);
+  }
+  return iron::f32_from_bits(static_cast<int32_t>(bits));
+}
+
+// An fp32 value of at most 11 significant bits as hi + lo, both bf16 (see
+// qmatmul.cc): hi its top 8 significant bits, lo the rest (exact), or a zero
+// of the value's sign when there is no rest. An infinity or NaN is all hi.
+struct Pieces {
+  bfloat16 hi;
+  bfloat16 lo;
+};
+
+inline Pieces pieces(float v) {
+  const int32_t bits = iron::bits_of_f32(v);
+  int32_t top = static_cast<int32_t>(static_cast<uint32_t>(bits) & 0xFFFF0000u);
+  if ((bits & 0x7F800000) == 0x7F800000 && (bits & 0x7FFFFF) != 0)
+    top |= 0x00400000; // a NaN stays a NaN in its top half (quiet)
+  const int32_t sign = static_cast<int32_t>(static_cast<uint32_t>(bits) & 0x80000000u);
+  int32_t rest = sign;
+  if ((bits & 0x7F800000) != 0x7F800000 && top != bits) {
+    rest = iron::bits_of_f32(v - iron::f32_from_bits(top)); // exact
+  }
+  return {iron::bf16_from_bits(static_cast<int32_t>(static_cast<uint32_t>(top) >> 16)),
+          iron::bf16_from_bits(static_cast<int32_t>(static_cast<uint32_t>(rest) >> 16))};
+}
+
+// The bf16 bit pattern of a code q in -128..127 (exact in bf16).
+inline uint16_t code_bits(int32_t q) {
+  if (q == 0)
+    return 0;
+  const uint32_t sign = q < 0 ? 0x8000u : 0u;
+  const uint32_t a = static_cast<uint32_t>(q < 0 ? -q : q);
+  const uint32_t top = 31u - static_cast<uint32_t>(__builtin_clz(a)); // 0..7
+  return static_cast<uint16_t>(sign | ((127u + top) << 7) | ((a << (7u - top)) & 0x7Fu));
+}
+
+// Bytes a group takes: its fp16 scale (and min, 4-bit) and its codes.
+inline int32_t group_bytes(int32_t bits, int32_t group) {
+  return (bits == 4 ? 4 : 2) + group * bits / 8;
+}
+
+// One group's weights, rounded to bf16, into `values` (group elements).
+inline void dequant_group(const uint8_t *__restrict g, int32_t bits,
+                          int32_t group, bfloat16 *__restrict values) {
+  if (bits == 4) {
+    for (int32_t i = 0; i < group / 2; ++i) {
+      const uint8_t b = g[4 + i];
+      const uint16_t lo = code_bits(b & 0x0F), hi = code_bits(b >> 4);
+      __builtin_memcpy(values + 2 * i, &lo, sizeof lo);
+      __builtin_memcpy(values + 2 * i + 1, &hi, sizeof hi);
+    }
+  } else {
+    for (int32_t i = 0; i < group; ++i) {
+      const uint16_t c = code_bits(static_cast<int8_t>(g[2 + i]));
+      __builtin_memcpy(values + i, &c, sizeof c);
+    }
+  }
+  const Pieces s = pieces(f16_value(g));
+  iron::accf minimum = aie::zeros<accfloat, iron::kLanes>();
+  if (bits == 4) {
+    // min = hi + 1 * lo, exact in fp32 (at most 11 significant bits).
+    const Pieces m = pieces(f16_value(g + 2));
+    minimum.from_vector(aie::broadcast<bfloat16, iron::kLanes>(m.hi));
+    minimum = aie::mac(minimum, aie::broadcast<bfloat16, iron::kLanes>(
+                                    iron::bf16_from_bits(0x3F80)),
+                       m.lo);
+  }
+  for (int32_t h = 0; h < group; h += iron::kLanes) {
+    const iron::vbf16 q = aie::load_v<iron::kLanes>(values + h);
+    iron::accf v = aie::mac(aie::mul(q, s.hi), q, s.lo); // scale * q, exact
+    if (bits == 4)
+      v = aie::add(v, minimum); // the one fp32 rounding
+    aie::store_v(values + h, v.to_vector<bfloat16>());
+  }
+}
+
+// Group elements is at most this (q4 and q8: 32; q8_16: 16).
+constexpr int32_t kMaxGroup = 32;
+
+// The packed tile (tile_n rows of tile_k) into deq: row n's elements k in
+// the t x s block (n / t, k / s), n blocks outer, row n % t, column k % s.
+inline void dequant_tile(const uint8_t *__restrict w, bfloat16 *__restrict deq,
+                         int32_t tile_k, int32_t tile_n, int32_t bits,
+                         int32_t group) {
+  alignas(64) bfloat16 values[kMaxGroup]; // one group, on the stack
+  const int32_t gb = group_bytes(bits, group);
+  const int32_t groups = tile_k / group;
+  const int32_t k_blocks = tile_k / static_cast<int32_t>(kS);
+  for (int32_t n = 0; n < tile_n; ++n) {
+    const int32_t nb = n / static_cast<int32_t>(kT), nr = n % static_cast<int32_t>(kT);
+    bfloat16 *row = deq + (nb * k_blocks * kT + nr) * kS; // block (nb, 0), row nr
+    for (int32_t g = 0; g < groups; ++g) {
+      dequant_group(w + (n * groups + g) * gb, bits, group, values);
+      for (int32_t j = 0; j < group; j += static_cast<int32_t>(kS)) {
+        const int32_t kb = (g * group + j) / static_cast<int32_t>(kS);
+        __builtin_memcpy(row + kb * Mmul::size_B, values + j, kS * sizeof(bfloat16));
+      }
+    }
+  }
+}
+
+// acc (r x t blocks) += a (r x s blocks) @ b, b the dequantized tile in t x s
+// blocks (n blocks outer), two row blocks by two column blocks at a time,
+// each 2 x 2 group held in four accumulators over all k: gemm.cc's loop for
+// a transposed b.
+inline void mac_tile(const bfloat16 *__restrict a, const bfloat16 *__restrict b,
+                     float *__restrict acc, int32_t tile_m, int32_t tile_k,
+                     int32_t tile_n) {
+  const unsigned rows = tile_m / kR;  // row blocks of a and acc
+  const unsigned inner = tile_k / kS; // k blocks
+  const unsigned cols = tile_n / kT;  // column blocks of b and acc
+  const unsigned b_col = inner * Mmul::size_B; // column block j's first k block
+  for (unsigned z = 0; z < rows; z += 2) {
+    float *__restrict c0 = acc + z * cols * Mmul::size_C;
+    float *__restrict c1 = c0 + cols * Mmul::size_C;
+    for (unsigned j = 0; j < cols; j += 2) {
+      const bfloat16 *__restrict a0 = a + z * inner * Mmul::size_A;
+      const bfloat16 *__restrict a1 = a0 + inner * Mmul::size_A;
+      const bfloat16 *__restrict b0 = b + j * b_col;
+      const bfloat16 *__restrict b1 = b0 + b_col;
+      Mmul m00(aie::load_v<Mmul::size_C>(c0));
+      Mmul m01(aie::load_v<Mmul::size_C>(c0 + Mmul::size_C));
+      Mmul m10(aie::load_v<Mmul::size_C>(c1));
+      Mmul m11(aie::load_v<Mmul::size_C>(c1 + Mmul::size_C));
+      for (unsigned i = 0; i < inner; ++i) {
+        const VecA x0 = aie::load_v<Mmul::size_A>(a0);
+        const VecA x1 = aie::load_v<Mmul::size_A>(a1);
+        const VecB y0 = aie::transpose(aie::load_v<Mmul::size_B>(b0), kT, kS);
+        const VecB y1 = aie::transpose(aie::load_v<Mmul::size_B>(b1), kT, kS);
+        a0 += Mmul::size_A;
+        a1 += Mmul::size_A;
+        b0 += Mmul::size_B;
+        b1 += Mmul::size_B;
+        m00.mac(x0, y0);
+        m01.mac(x0, y1);
+        m10.mac(x1, y0);
+        m11.mac(x1, y1);
+      }
+      aie::store_v(c0, m00.template to_vector<float>());
+      aie::store_v(c0 + Mmul::size_C, m01.template to_vector<float>());
+      aie::store_v(c1, m10.template to_vector<float>());
+      aie::store_v(c1 + Mmul::size_C, m11.template to_vector<float>());
+      c0 += 2 * Mmul::size_C;
+      c1 += 2 * Mmul::size_C;
+    }
+  }
+}
+
+} // namespace iron_qgemm
+
+extern "C" {
+
+void qgemm_f32_zero(float *__restrict acc, int32_t tile_m, int32_t tile_n) {
+  for (int32_t i = 0; i < tile_m * tile_n; ++i)
+    acc[i] = 0.0f;
+}
+
+void qgemm_acc(bfloat16 *__restrict a, uint8_t *__restrict w,
+               float *__restrict acc, bfloat16 *__restrict deq, int32_t tile_m,
+               int32_t tile_k, int32_t tile_n, int32_t bits, int32_t group) {
+  using namespace iron_qgemm;
+  iron::round_nearest_even();
+  dequant_tile(w, deq, tile_k, tile_n, bits, group);
+  mac_tile(a, deq, acc, tile_m, tile_k, tile_n);
+}
+
+void qgemm_bf16_store(float *__restrict acc, bfloat16 *__restrict out,
+                      int32_t tile_m, int32_t tile_n) {
+  iron::round_nearest_even();
+  iron::accf lanes;
+  for (int32_t i = 0; i < tile_m * tile_n; i += iron::kLanes) {
+    lanes.from_vector(aie::load_v<iron::kLanes>(acc + i));
+    aie::store_v(out + i, lanes.to_vector<bfloat16>()); // one rounding, even
+  }
+}
+
+} // extern "C"
