@@ -407,7 +407,14 @@ def test_every_code_and_nonfinite_fields_dequantize_as_the_reference(host_qmatmu
 @pytest.mark.parametrize("fmt", [Q4, Q8, Q8_16], ids=lambda f: f.name)
 def test_the_kernel_product_meets_qgemv_reference(host_qmatmul, fmt):
     rng = np.random.default_rng(5)
-    tilings = [(32, 512, 4, 128), (8, 1024, 8, 1024), (4, 256, 1, 64)]
+    # The last: tiles as large as resolve() now picks (256 packed rows a
+    # call, a group at a time, no dequantized tile held).
+    tilings = [
+        (32, 512, 4, 128),
+        (8, 1024, 8, 1024),
+        (4, 256, 1, 64),
+        (512, 256, 256, 128),
+    ]
     for (m, k, tm, tk), case in itertools.product(tilings, CASES):
         op = _qgemv(fmt, M=m, K=k, tile_m=tm, tile_k=tk, num_aie_columns=1)
         w = _weights(fmt, m, k, case, seed=m + k)

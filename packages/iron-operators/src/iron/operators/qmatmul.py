@@ -212,7 +212,9 @@ class QGEMV(_Quantized):
             "tile_k": self.tile_k or K_MULTIPLE,
         }
 
-    def _tiling_seconds(self, dev: Device, rows: int, tile_m: int, tile_k: int) -> float:
+    def _tiling_seconds(
+        self, dev: Device, rows: int, tile_m: int, tile_k: int
+    ) -> float:
         """A column's kernel calls and the ``x`` rereads of ``M // rows``
         columns, in seconds (:meth:`cost`'s ``calls`` and ``reread_bytes``)."""
         calls = rows // tile_m * (self.K // tile_k)

@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         help="only these operators, comma-separated (GEMV,GEMM); the profile's "
         "other entries are kept",
     )
+    parser.add_argument(
+        "--weights",
+        default="bf16",
+        help="the weights the versions hold, comma-separated: bf16 (default), "
+        "q8, q4 (the matrices packed as --weights of iron-lm generate holds "
+        "them, so QGEMV and QGEMM are tuned; e.g. --weights q4,q8 --ops QGEMV)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--out",
@@ -158,8 +165,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from iron.lm.applications import application as find
     from iron.lm.config import ConfigError
 
+    weights = tuple(w.strip() for w in args.weights.split(",") if w.strip())
+    from iron.lm.quantize import WEIGHTS
+
+    if not weights or any(w not in WEIGHTS for w in weights):
+        return _fail(
+            f"--weights takes one or more of {', '.join(WEIGHTS)}, comma-separated; "
+            f"got {args.weights!r}"
+        )
     try:
-        app = find(args.application)
+        app = find(
+            args.application, **({} if weights == ("bf16",) else {"weights": weights})
+        )
     except KeyError as error:
         return _fail(error.args[0])
     source = args.checkpoint or app.default_config()

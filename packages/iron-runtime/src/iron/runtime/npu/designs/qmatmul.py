@@ -24,6 +24,18 @@ bf16 GEMV design does (:mod:`.gemv`). Per column three object FIFOs of depth
   tile (the iteration dimension with stride 0).
 * ``out_<c>``: ``tile_m`` bf16 results per row tile.
 
+The runtime sequence per column drains ``out``, then fills ``w`` and ``x``,
+then waits on every ``out``. Walks needing more buffer descriptors than a
+shim has (many row tiles in K tiles: Llama-2-7B's head, M=32000 and
+K=4096, in tiles of 4 x 2048) run in blocks of a column's row tiles
+instead, as GEMV's (:mod:`.gemv`): each block per column ``w``, ``x``, then
+``out``, whose transfer issues a token; blocks alternate between the two
+halves of a shim's descriptor ids, and after issuing block ``i`` the
+sequence waits on block ``i - 1``'s ``out`` of every column (which retires
+its ``w`` and ``x``: the core consumed them before its last result left),
+and on the last block at the end. A block holds at most half a shim's ids
+and two transfers per FIFO (``legality.TileLimits.task_queue``).
+
 The core keeps an fp32 accumulator of ``tile_m`` in a core-local
 ``aie.buffer``: per row tile ``qmatmul_f32_zero``, per K tile
 ``qgemv_acc(w, x, acc, tile_m, tile_k, bits, group)``, then
@@ -185,8 +197,14 @@ def _qgemv_transfers(
             for offset, sizes, strides in walks[port]:
                 found.append(
                     legality.Transfer(
-                        f"{port}_{c}", shim, where[port][0], offset, sizes, strides,
-                        item, bd,
+                        f"{port}_{c}",
+                        shim,
+                        where[port][0],
+                        offset,
+                        sizes,
+                        strides,
+                        item,
+                        bd,
                     )
                 )
                 bd += 1
@@ -449,8 +467,8 @@ def build(
 
     Raises:
         iron.runtime.npu.legality.LegalityError: A device limit is broken (a
-            packed tile row past the shim's wrap, more walks than a shim has
-            descriptors, an arena ``w`` off a 4-byte boundary, say).
+            packed tile row past the shim's wrap, walks no blocking fits in a
+            shim's descriptors, an arena ``w`` off a 4-byte boundary, say).
         iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
         ValueError: A placement is too small, misplaced, or names no port.
     """
