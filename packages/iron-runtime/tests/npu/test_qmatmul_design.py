@@ -205,6 +205,23 @@ def test_legality_counts_the_packed_tiles_the_accumulator_and_the_stack():
     assert need > dev.core_memory_bytes
 
 
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("fmt", [Q4, Q8, Q8_16], ids=lambda f: f.name)
+def test_the_operators_core_bytes_are_what_the_design_places(dev, fmt):
+    # QGEMV.core_bytes (what resolve() and check() fit tiles by) counts the
+    # core's FIFO buffers, its fp32 sums and its stack, nothing more: no
+    # dequantized tile, as the kernel holds none.
+    device = as_device(dev)
+    for m, k in ((2048, 2048), (128256, 2048), (2048, 8192)):
+        op = _qgemv(fmt, M=m, K=k).resolved(dev)
+        lay = build_design(op, dev).layout
+        core = lay.cores[0]
+        held = sum(f.depth * f.element_bytes for f in lay.fifos if core in f.consumers)
+        held += sum(f.depth * f.element_bytes for f in lay.fifos if f.producer == core)
+        held += sum(n for t, n in lay.buffers if t == core) + lay.stack_bytes
+        assert op.core_bytes(op.tile_m, op.tile_k) == held <= device.core_memory_bytes
+
+
 @pytest.mark.parametrize(
     "dev, fields",
     [

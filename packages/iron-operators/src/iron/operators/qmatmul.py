@@ -25,9 +25,9 @@ quantized embedding table (``table[ids]`` gathers the packed rows).
 Device rules: ``K`` a multiple of 64 (whole groups whose packed rows are
 whole 4-byte DMA words in every format); tiles of ``tile_m`` (GEMV) or
 ``tile_n`` (GEMM) packed rows by ``tile_k`` elements, ``tile_k`` a multiple
-of 64 dividing K, fitting a core (QGEMV's kernel dequantizes a group at a
-time, so it holds no dequantized tile; QGEMM's count holds one). ``QGEMV``
-and ``DequantRows`` have NPU designs (``iron.runtime.npu.designs.qmatmul``);
+of 64 dividing K, fitting a core with what its kernel holds (QGEMV's
+dequantizes a group at a time: no dequantized tile). ``QGEMV`` and
+``DequantRows`` have NPU designs (``iron.runtime.npu.designs.qmatmul``);
 ``QGEMM`` runs on the emulated NPU and on the host only.
 """
 
