@@ -490,6 +490,17 @@ def test_shipped_profile_matches_the_1b_application(device):
     assert meta["command"].endswith(f"llama-3.2-1b.json --device {device}")
 
 
+def test_check_of_the_shipped_profiles_covers_every_weights(capsys):
+    # The shipped profiles hold bf16 and packed (QGEMV) entries: a plain
+    # --check records the versions of all three weights, so none is stale;
+    # checked against bf16 alone the QGEMV entries match no step.
+    assert tune.main(["--check", "llama", "--device", "npu2"]) == 0
+    assert "clean for llama" in capsys.readouterr().out
+    check = ["--check", "llama", "--device", "npu2", "--weights", "bf16"]
+    assert tune.main(check) == tune.EXIT_CHECK
+    assert "QGEMV(M=128256, K=2048, bits=4" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("device", ["npu1", "npu2"])
 def test_shipped_profile_is_applied_by_default(device):
     config = LlamaConfig.from_json(DEFAULT_CONFIG)

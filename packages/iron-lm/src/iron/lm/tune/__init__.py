@@ -43,7 +43,8 @@ Usage::
 (default ``bf16``) names the weights the versions hold, comma-separated:
 ``q8`` or ``q4`` records them with the matrices packed, as ``iron-lm
 generate --weights q4`` holds them, so ``QGEMV`` and ``QGEMM`` shapes are
-tuned (``--weights q4,q8 --ops QGEMV`` tunes both formats' ``QGEMV``).
+tuned (``--weights q4,q8 --ops QGEMV`` tunes both formats' ``QGEMV``);
+``--check`` records all three unless told otherwise.
 
 The package, one job a module: :mod:`~iron.lm.tune.shapes` (operator shapes
 and their settings), :mod:`~iron.lm.tune.measure` (the cost model and device

@@ -73,10 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--weights",
-        default="bf16",
-        help="the weights the versions hold, comma-separated: bf16 (default), "
-        "q8, q4 (the matrices packed as --weights of iron-lm generate holds "
-        "them, so QGEMV and QGEMM are tuned; e.g. --weights q4,q8 --ops QGEMV)",
+        help="the weights the versions hold, comma-separated: bf16, q8, q4 (the "
+        "matrices packed as --weights of iron-lm generate holds them, so QGEMV "
+        "and QGEMM are tuned; e.g. --weights q4,q8 --ops QGEMV); default bf16, "
+        "and for --check all three (the profiles serve every weights)",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -165,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from iron.lm.applications import application as find
     from iron.lm.config import ConfigError
 
-    weights = tuple(w.strip() for w in args.weights.split(",") if w.strip())
     from iron.lm.quantize import WEIGHTS
+
+    given = args.weights or (",".join(WEIGHTS) if args.check else "bf16")
+    weights = tuple(w.strip() for w in given.split(",") if w.strip())
 
     if not weights or any(w not in WEIGHTS for w in weights):
         return _fail(
