@@ -164,7 +164,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.setLevel(logging.INFO)
     from iron.lm.applications import application as find
     from iron.lm.config import ConfigError
-
     from iron.lm.quantize import WEIGHTS
 
     given = args.weights or (",".join(WEIGHTS) if args.check else "bf16")
