@@ -81,7 +81,11 @@ def _tune(out: Path, **kwargs):
     )
 
 
-def _graph(config: LlamaConfig, profile) -> Llama:
+def _graph(config: LlamaConfig, profile, weights: str = "bf16") -> Llama:
+    if weights != "bf16":  # the application's graph, with this profile
+        graph = LlamaApplication(weights=weights).graph(config)
+        graph.profile = profile
+        return graph
     graph = Llama(config, context=2048, rows=16, profile=profile)
     graph.load_state_dict(placeholder_state_dict(config))
     return graph
@@ -285,6 +289,28 @@ def test_check_of_a_missing_profile_fails(config_json, tmp_path, capsys):
     assert "no profile for npu1" in capsys.readouterr().out
 
 
+def test_weights_q4_tunes_the_packed_versions_qgemv(config_json, tmp_path, capsys):
+    # A bf16 tune records no QGEMV; --weights q4 holds the matrices packed,
+    # as iron-lm generate --weights q4 does, so its QGEMV shapes are tuned.
+    out = tmp_path / "profiles"
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    argv += ["--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "--no-progress"]
+    assert tune.main([*argv, "--weights", "q4", "--ops", "QGEMV"]) == 0
+    profile = Profile.load(out / f"{DEVICE}.json")
+    config = LlamaConfig.tiny()
+    steps = _steps(_graph(config, None, "q4"), DEVICE)
+    shapes = {(op.M, op.K, op.bits) for op in steps if type(op).__name__ == "QGEMV"}
+    entries = {(d["M"], d["K"], d["bits"]) for cls, d, _ in profile}
+    assert shapes and entries == shapes
+    assert all(cls.__name__ == "QGEMV" for cls, _, _ in profile)
+    assert profile.meta["versions"][-1].endswith("weights=q4")
+    capsys.readouterr()
+    assert tune.main([*argv, "--weights", "q5"]) == tune.EXIT_ERROR
+    assert "--weights takes one or more of bf16, q8, q4" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"weights takes one or more of"):
+        LlamaApplication(weights="q5")
+
+
 # -- call-site keywords --------------------------------------------------------------
 
 
@@ -443,19 +469,36 @@ def test_versions_record_without_weights():
 
 @pytest.mark.parametrize("device", ["npu1", "npu2"])
 def test_shipped_profile_matches_the_1b_application(device):
-    app = LlamaApplication()
+    # bf16, and 4-bit and 8-bit weights: the QGEMV entries match the packed
+    # versions' steps (python -m iron.lm.tune llama --weights q4,q8 --ops QGEMV).
+    app = LlamaApplication(weights=("bf16", "q4", "q8"))
     config = app.load_config(DEFAULT_CONFIG)
     label = f"llama-3.2-1b (sha256 {app.config_digest(config)})"
     problems, notes = tune.check_profiles(
         app, config, PROFILES, [device], config_label=label
     )
     assert problems == []
-    assert notes == []  # every operator shape of both versions has an entry
+    # Every operator shape of every version has an entry but the packed
+    # prompt's QGEMM (not tuned here).
+    assert all("QGEMM(" in note for note in notes)
+    entries = Profile.for_device(PROFILES, device)
+    assert sum(cls.__name__ == "QGEMV" for cls, _, _ in entries) == 10
     meta = Profile.load(PROFILES / f"{device}.json").meta
     assert meta["measured_by"] == "cost model (emulated NPU)" and meta["modelled"]
     assert (meta["device"], meta["config"]) == (device, label)
     assert meta["command"].startswith("python -m iron.lm.tune llama --checkpoint ")
     assert meta["command"].endswith(f"llama-3.2-1b.json --device {device}")
+
+
+def test_check_of_the_shipped_profiles_covers_every_weights(capsys):
+    # The shipped profiles hold bf16 and packed (QGEMV) entries: a plain
+    # --check records the versions of all three weights, so none is stale;
+    # checked against bf16 alone the QGEMV entries match no step.
+    assert tune.main(["--check", "llama", "--device", "npu2"]) == 0
+    assert "clean for llama" in capsys.readouterr().out
+    check = ["--check", "llama", "--device", "npu2", "--weights", "bf16"]
+    assert tune.main(check) == tune.EXIT_CHECK
+    assert "QGEMV(M=128256, K=2048, bits=4" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("device", ["npu1", "npu2"])
@@ -466,7 +509,10 @@ def test_shipped_profile_is_applied_by_default(device):
     graph.load_state_dict(placeholder_state_dict(config))
     profile = Profile.for_device(PROFILES, device)
     used = set()
-    for op in _steps(graph, device):
+    steps = _steps(graph, device)
+    for weights in ("q4", "q8"):  # a packed model's QGEMV steps take theirs
+        steps += _steps(_graph(config, PROFILES, weights), device)
+    for op in steps:
         given = profile.tunables_for(type(op), tune.call_dims(op))
         assert {k: getattr(op, k) for k in given} == given
         for index, (cls, dims, _) in enumerate(profile):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
+from iron.core.cost import step_time
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError, RefusedShapeError
 from iron.core.tolerance import Tolerance, compare
@@ -193,6 +194,66 @@ def test_resolve_gives_tiles_check_accepts_and_cost_counts_packed_bytes(dev, fmt
     assert g.cost(dev).bytes == 16 * k * 2 + n * fmt.row_bytes(k) + 16 * n * 2
     r = DequantRows(rows=4, K=k, bits=fmt.bits, group=fmt.group).resolved(dev)
     assert r.cost(dev).bytes == 4 * fmt.row_bytes(k) + 4 * k * 2
+
+
+def test_core_bytes_count_what_the_kernel_holds_no_dequantized_tile():
+    # The kernel dequantizes one group at a time on its stack: a core holds
+    # the packed w, x and bf16 out tiles double-buffered, the fp32 sums and
+    # the stack. A Llama-3.2-1B projection's 256 x 128 q4 tile fits npu2 so;
+    # with a whole bf16 tile besides (64 KiB more) it could not.
+    op = QGEMV(M=2048, K=2048, bits=4, group=32)
+    want = 2 * (256 * 80 + 128 * 2 + 256 * 2) + 256 * 4 + 1024
+    assert op.core_bytes(256, 128) == want
+    assert op.core_bytes(256, 128) + 256 * 128 * 2 > NPU2.core_memory_bytes
+    op.replace(num_aie_columns=8, tile_m=256, tile_k=128).check(NPU2)
+    with pytest.raises(
+        RefusedShapeError,
+        match=r"tile_k=256 need 86016 bytes \(packed w, x and bf16 out",
+    ):
+        op.replace(num_aie_columns=8, tile_m=256, tile_k=256).check(NPU2)
+
+
+def _least_modelled(op, dev):
+    """The least modelled time of any tiling of ``op`` that check accepts."""
+    best = math.inf
+    for cols in (1, 2, 4, 8):
+        if cols > dev.columns or op.M % cols:
+            continue
+        rows = op.M // cols
+        for m in (d for d in range(1, rows + 1) if rows % d == 0):
+            for k in range(64, op.K + 1, 64):
+                if op.K % k or op.core_bytes(m, k) > dev.core_memory_bytes:
+                    continue
+                tried = op.replace(num_aie_columns=cols, tile_m=m, tile_k=k)
+                tried.check(dev)
+                best = min(best, step_time(tried, dev, dispatches=0).seconds)
+    return best
+
+
+@pytest.mark.parametrize(
+    "dev, fmt, m, k, want",
+    [
+        # Llama-3.2-1B's q/o projection and tied LM head, 4-bit, on npu2.
+        (NPU2, Q4, 2048, 2048, (8, 256, 128)),
+        (NPU2, Q4, 128256, 2048, (8, 668, 64)),
+        (NPU1, Q8, 2048, 8192, (4, 256, 64)),
+        (NPU2, Q8, 512, 2048, (8, 64, 256)),
+    ],
+)
+def test_resolve_picks_the_tiling_of_least_modelled_time(dev, fmt, m, k, want):
+    op = QGEMV(M=m, K=k, bits=fmt.bits, group=fmt.group)
+    got = op.resolved(dev)
+    got.check(dev)
+    assert (got.num_aie_columns, got.tile_m, got.tile_k) == want
+    seconds = step_time(got, dev, dispatches=0).seconds
+    assert seconds == pytest.approx(_least_modelled(op, dev), rel=1e-12)
+
+
+def test_resolve_keeps_a_given_tile():
+    op = QGEMV(M=2048, K=2048, bits=4, group=32, tile_m=4).resolved(NPU2)
+    assert (op.tile_m, op.tile_k) == (4, 2048)
+    op = QGEMV(M=2048, K=2048, bits=4, group=32, tile_k=64).resolved(NPU2)
+    assert (op.tile_m, op.tile_k) == (256, 64)
 
 
 def test_device_rules_name_what_breaks():

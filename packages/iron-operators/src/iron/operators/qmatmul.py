@@ -25,9 +25,9 @@ quantized embedding table (``table[ids]`` gathers the packed rows).
 Device rules: ``K`` a multiple of 64 (whole groups whose packed rows are
 whole 4-byte DMA words in every format); tiles of ``tile_m`` (GEMV) or
 ``tile_n`` (GEMM) packed rows by ``tile_k`` elements, ``tile_k`` a multiple
-of 64 dividing K, fitting a core with the dequantized tile. ``QGEMV`` and
+of 64 dividing K, fitting a core with what its kernel holds. ``QGEMV`` and
 ``DequantRows`` have NPU designs (``iron.runtime.npu.designs.qmatmul``, whose
-kernel dequantizes a group at a time, so the tile count is an upper bound);
+kernel dequantizes a group at a time as it multiplies: no dequantized tile);
 ``QGEMM``'s (``iron.runtime.npu.designs.qgemm``) is GEMM's whole-array design
 with the packed ``w`` tile dequantized into the core's bf16 tile and
 multiplied by GEMM's mmul, so its M and N tiles are GEMM's mmul multiples.
@@ -114,6 +114,12 @@ class _Quantized(Operator):
             )
 
 
+def _divisors(n: int) -> list[int]:
+    """Every positive divisor of ``n``, ascending."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
 def _largest_divisor(n: int, unit: int, ok: Any) -> int | None:
     return next(
         (t for t in range(n - n % unit, 0, -unit) if n % t == 0 and ok(t)), None
@@ -125,8 +131,8 @@ class QGEMV(_Quantized):
 
     ``bits`` and ``group`` (the format) are read off ``w``'s row bytes and
     ``x``'s length in a graph. Each column's core takes ``tile_m`` packed rows
-    at a time and walks K in tiles of ``tile_k``, dequantizing each tile to
-    bf16 in the core. The result is ``(M,)`` bf16 (module docstring).
+    at a time and walks K in tiles of ``tile_k``, dequantizing one group at
+    a time as it multiplies. The result is ``(M,)`` bf16 (module docstring).
     """
 
     M: int = param(doc="rows of w (outputs)")
@@ -159,37 +165,63 @@ class QGEMV(_Quantized):
         }
 
     def core_bytes(self, tile_m: int, tile_k: int) -> int:
-        """Core memory: packed w and x tiles and fp32 sums double-buffered, the
-        dequantized bf16 tile once, and a stack."""
+        """Core memory: what the kernel holds (``qmatmul.cc``).
+
+        The packed ``w`` tile, the ``x`` tile and the bf16 results
+        double-buffered, the fp32 sums once, and a stack. No dequantized tile:
+        the kernel dequantizes one group at a time on its stack (64 bytes,
+        within the stack its contract declares) and multiplies it at once.
+        """
         packed = tile_m * self.quant_format.row_bytes(tile_k)
-        streamed = packed + tile_k * _BF16 + tile_m * _F32
-        return self.fifo_depth * streamed + tile_m * tile_k * _BF16 + STACK_BYTES
+        streamed = packed + tile_k * _BF16 + tile_m * _BF16
+        return self.fifo_depth * streamed + tile_m * _F32 + STACK_BYTES
 
     def resolve(self, dev: Device) -> dict[str, Any]:
+        """The tile that fits a core with the least call and reread time.
+
+        What the tiling changes in :meth:`cost`: a core's kernel calls (one
+        per tile, at ``dev.kernel_call_seconds``) and ``x`` sent again per
+        row tile (at ``dev.dma_bytes_per_s``); of equal times the most rows.
+        ``tile_m`` divides the rows of a column, ``tile_k`` is a multiple of
+        64 dividing K, and the pair fits a core (:meth:`core_bytes`); a given
+        tunable stays as given.
+        """
         self._format_rules(dev)
         columns = self.num_aie_columns or max(
             c for c in _COLUMNS if c <= dev.columns and self.M % c == 0
         )
-        for rows in [self.tile_m] if self.tile_m else [4, 2, 1]:
-            if self.M % (columns * rows):
-                continue
-            ks = [self.tile_k] if self.tile_k else None
-            k = (
-                ks[0]
-                if ks
-                else _largest_divisor(
-                    self.K,
-                    K_MULTIPLE,
-                    lambda t, r=rows: self.core_bytes(r, t) <= dev.core_memory_bytes,
-                )
-            )
-            if k is not None:
-                return {"num_aie_columns": columns, "tile_m": rows, "tile_k": k}
+        rows = self.M // columns if self.M % columns == 0 else self.M
+        ms = [self.tile_m] if self.tile_m else _divisors(rows)
+        ks = (
+            [self.tile_k]
+            if self.tile_k
+            else list(range(K_MULTIPLE, self.K + 1, K_MULTIPLE))
+        )
+        fits = [
+            (self._tiling_seconds(dev, rows, m, k), -m, k)
+            for m in ms
+            for k in ks
+            if self.K % k == 0
+            and rows % m == 0
+            and self.core_bytes(m, k) <= dev.core_memory_bytes
+        ]
+        if fits:
+            _, m, k = min(fits)
+            return {"num_aie_columns": columns, "tile_m": -m, "tile_k": k}
         return {
             "num_aie_columns": columns,
             "tile_m": self.tile_m or 1,
             "tile_k": self.tile_k or K_MULTIPLE,
         }
+
+    def _tiling_seconds(
+        self, dev: Device, rows: int, tile_m: int, tile_k: int
+    ) -> float:
+        """A column's kernel calls and the ``x`` rereads of ``M // rows``
+        columns, in seconds (:meth:`cost`'s ``calls`` and ``reread_bytes``)."""
+        calls = rows // tile_m * (self.K // tile_k)
+        reread = (self.M // tile_m - 1) * self.K * _BF16
+        return calls * dev.kernel_call_seconds + reread / dev.dma_bytes_per_s
 
     def check(self, dev: Device) -> None:
         name = f"QGEMV on {dev}"
@@ -213,8 +245,9 @@ class QGEMV(_Quantized):
         if need > dev.core_memory_bytes:
             raise RefusedShapeError(
                 f"{name}: tile_m={self.tile_m}, tile_k={self.tile_k} need {need} "
-                f"bytes (packed w, x, fp32 sums double-buffered, the dequantized "
-                f"bf16 tile, a stack), over a core's {dev.core_memory_bytes}"
+                f"bytes (packed w, x and bf16 out double-buffered, the fp32 sums, "
+                f"a stack), over a core's {dev.core_memory_bytes}; take a smaller "
+                f"tile_m or tile_k"
             )
 
     def reference(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:

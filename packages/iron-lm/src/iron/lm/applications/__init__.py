@@ -71,11 +71,12 @@ class Application(Protocol):
 APPLICATIONS: dict[str, type] = {"llama": LlamaApplication}
 
 
-def application(name: str) -> Application:
+def application(name: str, **options: Any) -> Application:
     """The application registered as ``name``, constructed.
 
     Args:
         name: A key of :data:`APPLICATIONS` (``"llama"``).
+        **options: Passed to its constructor (``weights=("q4", "q8")``).
 
     Returns:
         An instance of that application.
@@ -92,4 +93,4 @@ def application(name: str) -> Application:
             f"no application {name!r}{hint}; the known applications are "
             f"{sorted(APPLICATIONS)} (iron.lm.applications.APPLICATIONS)"
         )
-    return cls()
+    return cls(**options)

@@ -34,11 +34,17 @@ application's versions, and fields a newer operator no longer declares
 Usage::
 
     python -m iron.lm.tune llama --checkpoint DIR_OR_CONFIG_JSON \\
-        [--device npu1|npu2] [--ops GEMV,GEMM] [--out DIR | --shipped] [--jobs N]
-    python -m iron.lm.tune --check llama [--checkpoint ...] [--out DIR]
+        [--device npu1|npu2] [--ops GEMV,GEMM] [--weights bf16|q8|q4[,...]] \\
+        [--out DIR | --shipped] [--jobs N]
+    python -m iron.lm.tune --check llama [--checkpoint ...] [--weights ...] [--out DIR]
 
 ``--out`` defaults to ``./profiles`` in the working directory; only
-``--shipped`` rewrites the profiles inside the package.
+``--shipped`` rewrites the profiles inside the package. ``--weights``
+(default ``bf16``) names the weights the versions hold, comma-separated:
+``q8`` or ``q4`` records them with the matrices packed, as ``iron-lm
+generate --weights q4`` holds them, so ``QGEMV`` and ``QGEMM`` shapes are
+tuned (``--weights q4,q8 --ops QGEMV`` tunes both formats' ``QGEMV``);
+``--check`` records all three unless told otherwise.
 
 The package, one job a module: :mod:`~iron.lm.tune.shapes` (operator shapes
 and their settings), :mod:`~iron.lm.tune.measure` (the cost model and device

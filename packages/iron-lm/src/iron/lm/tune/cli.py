@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         help="only these operators, comma-separated (GEMV,GEMM); the profile's "
         "other entries are kept",
     )
+    parser.add_argument(
+        "--weights",
+        help="the weights the versions hold, comma-separated: bf16, q8, q4 (the "
+        "matrices packed as --weights of iron-lm generate holds them, so QGEMV "
+        "and QGEMM are tuned; e.g. --weights q4,q8 --ops QGEMV); default bf16, "
+        "and for --check all three (the profiles serve every weights)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--out",
@@ -157,9 +164,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.setLevel(logging.INFO)
     from iron.lm.applications import application as find
     from iron.lm.config import ConfigError
+    from iron.lm.quantize import WEIGHTS
 
+    given = args.weights or (",".join(WEIGHTS) if args.check else "bf16")
+    weights = tuple(w.strip() for w in given.split(",") if w.strip())
+
+    if not weights or any(w not in WEIGHTS for w in weights):
+        return _fail(
+            f"--weights takes one or more of {', '.join(WEIGHTS)}, comma-separated; "
+            f"got {args.weights!r}"
+        )
     try:
-        app = find(args.application)
+        app = find(
+            args.application, **({} if weights == ("bf16",) else {"weights": weights})
+        )
     except KeyError as error:
         return _fail(error.args[0])
     source = args.checkpoint or app.default_config()

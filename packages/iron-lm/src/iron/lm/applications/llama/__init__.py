@@ -41,6 +41,7 @@ __all__ = [
     "PROFILES",
     "ROWS",
     "LlamaApplication",
+    "packed_shapes",
     "placeholder_state_dict",
 ]
 
@@ -62,27 +63,68 @@ CONTEXT = 2048
 ROWS = 16
 
 
-def placeholder_state_dict(config: LlamaConfig) -> dict[str, np.ndarray]:
+def placeholder_state_dict(
+    config: LlamaConfig, weights: str = "bf16"
+) -> dict[str, np.ndarray]:
     """Zero-cost stand-ins for every weight of ``config``, at Hugging Face's names.
 
-    Each is ``np.broadcast_to`` of a single bf16 zero: the right shape and
-    dtype for ``Graph.load_state_dict``, no memory of its own (an 8B config's
+    Each is ``np.broadcast_to`` of a single zero: the right shape and dtype
+    for ``Graph.load_state_dict``, no memory of its own (an 8B config's
     weights take a few kilobytes). Recording only reads shapes, so a graph
     bound to these records exactly as one bound to the checkpoint; it must
     not be run.
 
     Args:
         config: The model's configuration.
+        weights: ``"bf16"`` (every weight bf16), or ``"q8"``/``"q4"``: the
+            matrices ``Llama.from_pretrained(..., weights=...)`` quantizes
+            (:func:`packed_shapes`) as their packed rows, ``uint8``.
 
     Returns:
         Parameter name -> read-only zero array of that parameter's shape.
     """
     from iron.lm.tiny import state_dict_shapes
 
-    zero = np.zeros((), bfloat16)
+    packed = packed_shapes(config, weights)
+    zero, zero8 = np.zeros((), bfloat16), np.zeros((), np.uint8)
     return {
-        name: np.broadcast_to(zero, shape)
+        name: np.broadcast_to(zero8, packed[name])
+        if name in packed
+        else np.broadcast_to(zero, shape)
         for name, shape in state_dict_shapes(config).items()
+    }
+
+
+def packed_shapes(config: LlamaConfig, weights: str) -> dict[str, tuple[int, int]]:
+    """The packed ``(rows, row_bytes)`` of each matrix ``weights`` quantizes.
+
+    As ``iron.lm.quantize`` decides: a 2-D ``.weight`` that is not a norm,
+    whose rows are a multiple of ``iron.operators.qmatmul.K_MULTIPLE``
+    elements; none for ``"bf16"``.
+
+    Raises:
+        ValueError: ``weights`` is not ``"bf16"``, ``"q8"`` or ``"q4"``.
+    """
+    from iron.lm.quantize import WEIGHTS
+    from iron.lm.tiny import state_dict_shapes
+    from iron.operators.qmatmul import K_MULTIPLE
+    from iron.operators.quantized import FORMATS
+
+    if weights not in WEIGHTS:
+        raise ValueError(
+            f"weights takes one of {list(WEIGHTS)}, got {weights!r}; the tuner's "
+            f"--weights names the same"
+        )
+    if weights == "bf16":
+        return {}
+    fmt = FORMATS[weights]
+    return {
+        name: (shape[0], fmt.row_bytes(shape[1]))
+        for name, shape in state_dict_shapes(config).items()
+        if len(shape) == 2
+        and name.endswith(".weight")
+        and "norm" not in name
+        and shape[1] % K_MULTIPLE == 0
     }
 
 
@@ -94,15 +136,39 @@ class LlamaApplication:
             :data:`CONTEXT`; a model with fewer uses all of its own).
         rows: Tokens per prompt chunk (default :data:`ROWS`).
 
+        weights: The weights its versions hold: ``"bf16"`` (the default),
+            ``"q8"`` or ``"q4"`` (the matrices packed, as
+            ``Llama.from_pretrained(..., weights=...)`` holds them), or
+            several: a pair of versions for each.
+
     Attributes:
         name: ``"llama"``.
+        weights: The weights its versions hold, in order.
+
+    Raises:
+        ValueError: ``weights`` names none or something else.
     """
 
     name = "llama"
 
-    def __init__(self, *, context: int = CONTEXT, rows: int = ROWS) -> None:
+    def __init__(
+        self,
+        *,
+        context: int = CONTEXT,
+        rows: int = ROWS,
+        weights: str | tuple[str, ...] = "bf16",
+    ) -> None:
         self.context = context
         self.rows = rows
+        from iron.lm.quantize import WEIGHTS
+
+        self.weights = (weights,) if isinstance(weights, str) else tuple(weights)
+        bad = [w for w in self.weights if w not in WEIGHTS]
+        if bad or not self.weights:
+            raise ValueError(
+                f"LlamaApplication: weights takes one or more of {list(WEIGHTS)}, "
+                f"got {list(self.weights)}"
+            )
 
     def profiles_dir(self) -> Path:
         """The shipped profiles' directory (:data:`PROFILES`)."""
@@ -142,26 +208,41 @@ class LlamaApplication:
         text = json.dumps(config.to_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def graph(self, config: LlamaConfig) -> Any:
+    def graph(self, config: LlamaConfig, weights: str | None = None) -> Any:
         """A ``Llama`` for ``config`` bound to placeholders, with no profile.
 
         The profile is None so the recorded steps carry each operator's own
         ``resolve()`` defaults (what tuning starts from), whatever the
-        shipped profiles say.
+        shipped profiles say. With ``weights`` ``"q8"`` or ``"q4"`` (default:
+        the first of the application's ``weights``) the matrices are held
+        packed, as ``Llama.from_pretrained(..., weights=...)`` holds them, so
+        the projections record ``QGEMV`` and ``QGEMM``.
         """
+        import iron
         from iron.lm.model import Llama
 
+        weights = weights or self.weights[0]
         context = min(config.max_position_embeddings, self.context)
         graph = Llama(config, context=context, rows=self.rows, profile=None)
-        graph.load_state_dict(placeholder_state_dict(config))
+        for name, packed in packed_shapes(config, weights).items():
+            *path, leaf = name.split(".")
+            node: Any = graph
+            for part in path:
+                node = node[int(part)] if part.isdigit() else getattr(node, part)
+            setattr(node, leaf, iron.param(*packed, dtype=np.uint8))
+        graph.load_state_dict(placeholder_state_dict(config, weights))
         return graph
 
     def labels(self, config: LlamaConfig) -> list[str]:
         """What each version is, in words (for a profile's ``meta``)."""
         context = min(config.max_position_embeddings, self.context)
         return [
-            f"prompt: rows={self.rows}, context={context}",
-            f"decode: context={context}",
+            f"{label}: {detail}{'' if w == 'bf16' else f', weights={w}'}"
+            for w in self.weights
+            for label, detail in (
+                ("prompt", f"rows={self.rows}, context={context}"),
+                ("decode", f"context={context}"),
+            )
         ]
 
     def versions(self, config: LlamaConfig, dev: Device | str) -> dict[str, Recording]:
@@ -173,11 +254,15 @@ class LlamaApplication:
 
         Returns:
             ``{"prompt": ..., "decode": ...}``: the two recordings, shapes
-            only (placeholder weights, no profile).
+            only (placeholder weights, no profile); for weights other than
+            bf16 labelled ``"prompt q4"``, ``"decode q4"``, one pair per
+            weights the application names.
         """
-        graph = self.graph(config)
-        with use_device(dev):
-            return {
-                "prompt": graph.record(tokens=((self.rows,), np.int32)),
-                "decode": graph.record(),
-            }
+        found = {}
+        for w in self.weights:
+            graph = self.graph(config, w)
+            tail = "" if w == "bf16" else f" {w}"
+            with use_device(dev):
+                found[f"prompt{tail}"] = graph.record(tokens=((self.rows,), np.int32))
+                found[f"decode{tail}"] = graph.record()
+        return found

@@ -24,6 +24,18 @@ bf16 GEMV design does (:mod:`.gemv`). Per column three object FIFOs of depth
   tile (the iteration dimension with stride 0).
 * ``out_<c>``: ``tile_m`` bf16 results per row tile.
 
+The runtime sequence per column drains ``out``, then fills ``w`` and ``x``,
+then waits on every ``out``. Walks needing more buffer descriptors than a
+shim has (many row tiles in K tiles: Llama-2-7B's head, M=32000 and
+K=4096, in tiles of 4 x 2048) run in blocks of a column's row tiles
+instead, as GEMV's (:mod:`.gemv`): each block per column ``w``, ``x``, then
+``out``, whose transfer issues a token; blocks alternate between the two
+halves of a shim's descriptor ids, and after issuing block ``i`` the
+sequence waits on block ``i - 1``'s ``out`` of every column (which retires
+its ``w`` and ``x``: the core consumed them before its last result left),
+and on the last block at the end. A block holds at most half a shim's ids
+and two transfers per FIFO (``legality.TileLimits.task_queue``).
+
 The core keeps an fp32 accumulator of ``tile_m`` in a core-local
 ``aie.buffer``: per row tile ``qmatmul_f32_zero``, per K tile
 ``qgemv_acc(w, x, acc, tile_m, tile_k, bits, group)``, then
@@ -49,6 +61,8 @@ The kernels' contract is in ``qmatmul.cc``
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,46 +131,135 @@ def _qgemv_sizes(op: Any) -> dict[str, int]:
 
 
 def _qgemv_walks(
-    op: Any, dev: Device, where: Mapping[str, tuple[str, int]], c: int
+    op: Any,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    c: int,
+    first: int = 0,
+    count: int | None = None,
 ) -> dict[str, list[_Walk]]:
-    """Column ``c``'s walks of ``out``, ``w`` and ``x`` (module docstring)."""
+    """Column ``c``'s walks of ``out``, ``w`` and ``x`` over its row tiles
+    ``first`` to ``first + count`` (all by default; module docstring)."""
     cols, tm, tk, K = op.num_aie_columns, op.tile_m, op.tile_k, op.K
     rows = op.M // cols
-    row_tiles, k_tiles = rows // tm, K // tk
+    k_tiles = K // tk
+    n = rows // tm - first if count is None else count
     iters = dev.dma_iteration_max
     u = _item(where, "w")
     rb, rbk = op.row_bytes // u, _packed(op, tk) // u
     walks: dict[str, list[_Walk]] = {}
-    sizes, strides = linear_walk(rows, _BF16, dev)
-    walks["out"] = [(where["out"][1] + c * rows, sizes, strides)]
-    block = where["w"][1] + c * rows * rb
+    sizes, strides = linear_walk(n * tm, _BF16, dev)
+    walks["out"] = [(where["out"][1] + c * rows + first * tm, sizes, strides)]
+    block = where["w"][1] + (c * rows + first * tm) * rb
     if k_tiles == 1 or tm == 1:  # the tile walk is the rows' own order
-        sizes, strides = linear_walk(rows * rb, u, dev)
+        sizes, strides = linear_walk(n * tm * rb, u, dev)
         walks["w"] = [(block, sizes, strides)]
     else:
         walks["w"] = [
-            (block + s * tm * rb, (n, k_tiles, tm, rbk), (tm * rb, rbk, rb, 1))
-            for s, n in _groups(row_tiles, iters)
+            (block + s * tm * rb, (g, k_tiles, tm, rbk), (tm * rb, rbk, rb, 1))
+            for s, g in _groups(n, iters)
         ]
     base = where["x"][1]
     xs, xt = linear_walk(K, _BF16, dev)
-    if k_tiles == 1:  # whole, once
-        walks["x"] = [(base, xs, xt)]
+    if k_tiles == 1:  # whole, once, with the column's first row tile
+        walks["x"] = [(base, xs, xt)] if first == 0 else []
     elif xs[0] == 1:  # again for every row tile: the iteration, stride 0
-        walks["x"] = [
-            (base, (n, *xs[1:]), (0, *xt[1:])) for _, n in _groups(row_tiles, iters)
-        ]
+        walks["x"] = [(base, (g, *xs[1:]), (0, *xt[1:])) for _, g in _groups(n, iters)]
     else:
-        walks["x"] = [(base, xs, xt)] * row_tiles
+        walks["x"] = [(base, xs, xt)] * n
     return walks
+
+
+def _qgemv_transfers(
+    op: Any,
+    dev: Device,
+    where: Mapping[str, tuple[str, int]],
+    block: tuple[int, int] | None = None,
+    half: int | None = None,
+) -> list[legality.Transfer]:
+    """Every column's transfers of its row tiles ``block`` (``(first,
+    count)``; all by default).
+
+    ``half`` None: all at once, per column ``out``, ``w``, ``x``, ids from 0.
+    Else one block of a sequence with waits: per column ``w``, ``x``, then
+    ``out``, whose transfer issues the token, ids from ``half`` times half a
+    shim's.
+    """
+    first, count = block or (0, None)
+    ports = ("out", "w", "x") if half is None else ("w", "x", "out")
+    found: list[legality.Transfer] = []
+    for c in range(op.num_aie_columns):
+        shim = legality.Tile(c, 0)
+        walks = _qgemv_walks(op, dev, where, c, first, count)
+        bd = 0 if half is None else half * (dev.shim_bds // 2)
+        for port in ports:
+            item = _item(where, "w") if port == "w" else _BF16
+            for offset, sizes, strides in walks[port]:
+                found.append(
+                    legality.Transfer(
+                        f"{port}_{c}",
+                        shim,
+                        where[port][0],
+                        offset,
+                        sizes,
+                        strides,
+                        item,
+                        bd,
+                    )
+                )
+                bd += 1
+        if half is not None:
+            found[-1] = dataclasses.replace(found[-1], token=True)
+    return found
+
+
+def _fits_shims(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
+    """At most ``bds`` transfers per shim, each within the walk limits."""
+    shims = collections.Counter(t.shim for t in transfers)
+    return max(shims.values()) <= bds and not any(
+        legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
+        for t in transfers
+    )
+
+
+def _qgemv_blocks(
+    op: Any, dev: Device, where: Mapping[str, tuple[str, int]]
+) -> tuple[tuple[int, int], ...]:
+    """The fewest equal blocks of a column's row tiles that each fit; () if none.
+
+    A block holds at most half a shim's descriptor ids and two transfers per
+    FIFO, so two blocks in flight stay within the ids and a channel's task
+    queue (``legality.TileLimits.task_queue``), as GEMV's blocks
+    (:mod:`.gemv`). A block's ``out`` is whole 4-byte words.
+    """
+    units = op.M // op.num_aie_columns // op.tile_m
+    per_fifo = legality.TILE_LIMITS[dev.arch].task_queue // 2
+    words = dev.dma_granule_bytes
+
+    def fits(blk: tuple[int, int]) -> bool:
+        if blk[1] * op.tile_m * _BF16 % words:
+            return False
+        ts = _qgemv_transfers(op, dev, where, blk, 0)
+        most = max(collections.Counter(t.fifo for t in ts).values())
+        return most <= per_fifo and _fits_shims(ts, dev, dev.shim_bds // 2)
+
+    for count in range(2, units + 1):
+        size = -(-units // count)
+        blocks = tuple((s, min(size, units - s)) for s in range(0, units, size))
+        if all(fits(blk) for blk in blocks):
+            return blocks
+    return ()
 
 
 def _qgemv_layout(
     op: Any, dev: Device, where: Mapping[str, tuple[str, int]]
 ) -> legality.Layout:
+    """The columns' FIFOs and walks: at once when they fit a shim's
+    descriptors, else in blocks of row tiles with waits (module docstring),
+    else at once (legality refuses them, naming the shim and the limit)."""
     cols, tm, tk = op.num_aie_columns, op.tile_m, op.tile_k
     x_elems = op.K if tk == op.K else tk
-    fifos, transfers = [], []
+    fifos = []
     for c in range(cols):
         shim, core = legality.Tile(c, 0), legality.Tile(c, _CORE_ROW)
         fifos += [
@@ -166,18 +269,18 @@ def _qgemv_layout(
             legality.Fifo(f"x_{c}", shim, (core,), op.fifo_depth, x_elems),
             legality.Fifo(f"out_{c}", core, (shim,), op.fifo_depth, tm),
         ]
-        walks = _qgemv_walks(op, dev, where, c)
-        bd = 0
-        for port in ("out", "w", "x"):
-            arg = where[port][0]
-            item = _item(where, "w") if port == "w" else _BF16
-            for offset, sizes, strides in walks[port]:
-                transfers.append(
-                    legality.Transfer(
-                        f"{port}_{c}", shim, arg, offset, sizes, strides, item, bd
-                    )
-                )
-                bd += 1
+    transfers = _qgemv_transfers(op, dev, where)
+    waits: list[tuple[int, str]] = []
+    if not _fits_shims(transfers, dev, dev.shim_bds) and (
+        blocks := _qgemv_blocks(op, dev, where)
+    ):
+        outs = [f"out_{c}" for c in range(cols)]
+        transfers = []
+        for i, blk in enumerate(blocks):
+            transfers += _qgemv_transfers(op, dev, where, blk, i % 2)
+            if i:  # the block before: its descriptor ids are free after
+                waits += [(len(transfers), f) for f in outs]
+        waits += [(len(transfers), f) for f in outs]
     cores = tuple(legality.Tile(c, _CORE_ROW) for c in range(cols))
     return legality.Layout(
         repr(op),
@@ -186,6 +289,7 @@ def _qgemv_layout(
         tuple(transfers),
         legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=tuple((t, tm * _F32) for t in cores),
+        waits=tuple(waits),
     )
 
 
@@ -305,7 +409,9 @@ def _build_qgemv(
                         b.release(f"x_{c}", "Consume")
                 b.end()
         dtypes = {"w": "i8"}
-        runtime_sequence(b, args, lay.transfers, ["out"], cols, dtypes=dtypes)
+        runtime_sequence(
+            b, args, lay.transfers, ["out"], cols, dtypes=dtypes, points=lay.waits
+        )
     return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 
@@ -361,8 +467,8 @@ def build(
 
     Raises:
         iron.runtime.npu.legality.LegalityError: A device limit is broken (a
-            packed tile row past the shim's wrap, more walks than a shim has
-            descriptors, an arena ``w`` off a 4-byte boundary, say).
+            packed tile row past the shim's wrap, walks no blocking fits in a
+            shim's descriptors, an arena ``w`` off a 4-byte boundary, say).
         iron.core.operator.RefusedShapeError: The operator refuses ``dev``.
         ValueError: A placement is too small, misplaced, or names no port.
     """
