@@ -137,7 +137,7 @@ class CallProgram:
             checked = check_values(self.who, self.declared, full, needed=self.needed)
         try:
             atoms = [
-                checked[a] if type(a) is str else a.evaluate(checked)
+                checked[a] if isinstance(a, str) else a.evaluate(checked)
                 for a in self.atoms
             ]
         except KeyError:  # a value none gives: the general path says where
