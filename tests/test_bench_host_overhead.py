@@ -25,7 +25,7 @@ from iron.runtime.emu.execute import RunProgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from figures.host_overhead import DeviceClock, KernelClock  # noqa: E402
+from figures.host_overhead import DeviceClock, KernelClock, hot_spots  # noqa: E402
 
 PAUSE = 0.02
 
@@ -93,3 +93,13 @@ def test_runs_on_the_worker_thread_are_counted_and_the_clock_restores():
     assert device.runs == 2
     assert device.seconds > 0
     assert EmuRun.__dict__["execute"] is original
+
+
+def test_the_hot_spots_are_the_hosts_alone():
+    version, x = _version()
+    version(x, x, n=256)
+    rows = hot_spots(lambda i: version(x, x, n=256), 5, limit=200)
+    where = [row[0] for row in rows]
+    assert any("compiled.py" in w for w in where)  # the host's call is there
+    # the device's walk is not: its loop, its steps, its reads of the words
+    assert not [w for w in where if "emu/execute.py" in w], where

@@ -193,6 +193,8 @@ class CompiledGraph:
             if place.where != "arena"
         ]
         self._weight_names = frozenset(h.name for _, h in recording.weights.values())
+        # the arena generation on which every weight was last seen uploaded
+        self._uploaded: int | None = None
         #: The Emit program each run is given (``emit_to`` composes it).
         self.program: np.ndarray | None = None
         self.emits_to: CompiledGraph | None = None
@@ -303,8 +305,17 @@ class CompiledGraph:
     def _upload(
         self, release: Callable[[np.ndarray], None] | None, piece_bytes: int
     ) -> None:
-        if self._weight_names <= self.arena.loaded:
-            return  # every weight is on the device (the arena's record, now)
+        arena = self.arena
+        if self._uploaded == arena.generation and arena.nbytes:
+            # every weight was on this buffer when last checked, and the
+            # arena's record only grows while its buffer lives (a release
+            # empties both, and the next buffer is a new generation)
+            return
+        if self._weight_names <= arena.loaded:
+            # every weight is on the device (the arena's record, now)
+            if arena.nbytes:
+                self._uploaded = arena.generation
+            return
         for tensor, h in self.recording.weights.values():
             if h.name in self.arena.loaded:
                 continue
