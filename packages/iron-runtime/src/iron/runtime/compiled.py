@@ -30,14 +30,13 @@ import numpy as np
 
 from iron.core.access import read
 from iron.core.arena import ArenaPlan
+from iron.core.callprogram import Call, CallProgram
 from iron.core.carry import Carry, evaluate_carry
 from iron.core.emit import EmitSite, program_for
 from iron.core.handle import Handle
 from iron.core.held import State, Weight
-from iron.core.percall import check_values
 from iron.core.plan import IdleProgram, Plan
 from iron.core.recording import Recording
-from iron.core.words import evaluate_words
 from iron.runtime.arena import ScratchArena
 from iron.runtime.driver import BufferObject, DriverDevice, LoadedImage, Run, RunState
 from iron.runtime.image import ImageSpec, build_images
@@ -179,6 +178,14 @@ class CompiledGraph:
         )
         # which steps of each image a call's values idle, prepared once
         self._idle = [IdleProgram.of(spec.steps) for spec in self.images]
+        # a call's checks, words, carried slots and idle steps, in one pass
+        self._program = CallProgram(
+            self.name,
+            recording,
+            self.words,
+            carried=self.images[0].carried,
+            idle=self._idle,
+        )
         # the run arguments outside the arena: their keys and sizes
         self._io_keys = [
             (f"{place.where}:{name}", place.nbytes)
@@ -186,6 +193,8 @@ class CompiledGraph:
             if place.where != "arena"
         ]
         self._weight_names = frozenset(h.name for _, h in recording.weights.values())
+        # the arena generation on which every weight was last seen uploaded
+        self._uploaded: int | None = None
         #: The Emit program each run is given (``emit_to`` composes it).
         self.program: np.ndarray | None = None
         self.emits_to: CompiledGraph | None = None
@@ -296,8 +305,17 @@ class CompiledGraph:
     def _upload(
         self, release: Callable[[np.ndarray], None] | None, piece_bytes: int
     ) -> None:
-        if self._weight_names <= self.arena.loaded:
-            return  # every weight is on the device (the arena's record, now)
+        arena = self.arena
+        if self._uploaded == arena.generation and arena.nbytes:
+            # every weight was on this buffer when last checked, and the
+            # arena's record only grows while its buffer lives (a release
+            # empties both, and the next buffer is a new generation)
+            return
+        if self._weight_names <= arena.loaded:
+            # every weight is on the device (the arena's record, now)
+            if arena.nbytes:
+                self._uploaded = arena.generation
+            return
         for tensor, h in self.recording.weights.values():
             if h.name in self.arena.loaded:
                 continue
@@ -381,25 +399,15 @@ class CompiledGraph:
                 )
         return given
 
-    def _values(self, values: Mapping[str, Any]) -> dict[str, int]:
-        full = {n: d for n, d in self.declared.items() if d is not None}
-        full.update(values)
-        needed = [p.name for p in self.parameters]
-        checked = check_values(self.name, self.declared, full, needed=needed)
-        self.recording.check_values(checked)
-        return checked
+    def _values(self, values: Mapping[str, Any]) -> Call:
+        """Check ``values`` (defaults merged in); the words and idle steps they give."""
+        return self._program(values)
 
-    def _scratchpad(self, values: Mapping[str, int]) -> np.ndarray:
-        spec = self.images[0]
-        pad = np.zeros(spec.scratchpad_words, np.int32)
-        pad[: len(self.words)] = evaluate_words(self.words, values)
-        for name in spec.carried:
-            pad[spec.carried_slot(name)] = values.get(name, 0)
-        return pad
-
-    def _stage(self, tensors: Sequence[Any], values: Mapping[str, Any]):
+    def _stage(
+        self, tensors: Sequence[Any], values: Mapping[str, Any]
+    ) -> tuple[Call, dict[str, BufferObject]]:
         given = self._given(tensors)
-        checked = self._values(values)
+        call = self._values(values)
         for run in self.callable.runs:  # loads the images
             Loaded.wait_out(run)
         self.upload()
@@ -410,7 +418,7 @@ class CompiledGraph:
             bo.host()[: raw.size] = raw
             bo.to_device(0, raw.size)
         self.arena.called = True
-        return checked, args
+        return call, args
 
     def _host_steps_after(self, done: int, values: Mapping[str, int]) -> None:
         views = _HostViews(self)
@@ -443,16 +451,16 @@ class CompiledGraph:
             return self._call(tensors, values)
 
     def _call(self, tensors: Sequence[Any], values: Mapping[str, Any]) -> Any:
-        checked, args = self._stage(tensors, values)
-        pad = self._scratchpad(checked)
+        call, args = self._stage(tensors, values)
+        checked, pad = call.values, call.scratchpad
         loaded = self.callable
         self._host_steps_after(0, checked)
-        for spec, idle, run in zip(self.images, self._idle, loaded.runs):
+        for spec, idle, run in zip(self.images, call.idle, loaded.runs):
             run.set_args(args)
             run.bind_feedback(None)
             run.write_scratchpad(pad)
             try:
-                run.call(idle(checked))
+                run.call(idle)
             except BaseException:
                 Loaded.wait_out(run)
                 raise
@@ -489,11 +497,11 @@ class CompiledGraph:
             )
         with self.use.lock:
             self.use.check(f"a start of {self.name}")
-            checked, args = self._stage(tensors, values)
+            call, args = self._stage(tensors, values)
             Loaded.wait_out(run)
             run.set_args(args)
-            run.write_scratchpad(self._scratchpad(checked))
-            run.start(idle=self._idle[0](checked))
+            run.write_scratchpad(call.scratchpad)
+            run.start(idle=call.idle[0])
 
     def restart(self, run: Run) -> None:
         """Start ``run`` again on the scratchpad its feeder's Emit wrote."""
