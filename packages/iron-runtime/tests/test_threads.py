@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import signal
 import threading
+import time
 import tracemalloc
 import weakref
 
@@ -206,16 +207,10 @@ def test_a_call_behind_a_run_in_flight_runs_after_it_on_the_worker(gate, monkeyp
     assert all(name.startswith("iron-emu-") for _, name in seen)
 
 
-def test_ctrl_c_during_a_call_run_here_is_held_until_the_run_ends(monkeypatch):
-    """As an interrupted wait waits out its run: the run completes, then Ctrl-C."""
-    graph = Mixed()
-    version = graph.compile(x=F32(SIZE), y=F32(SIZE))
+def _ctrl_c_lands_during_a_run_here(monkeypatch, version, x, y, n):
+    """Ctrl-C as the run starts in this thread: it completes, then raises."""
     original = EmuRun.execute
     finished = []
-    x, y, n = _inputs(5, 1)[0]
-    # Runs earlier tests left queued on this device finish before this one
-    # (one worker, in order): the next call finds the device idle and runs here.
-    version(x, y, n=n)
 
     def execute(self):
         here = threading.current_thread() is threading.main_thread()
@@ -229,6 +224,29 @@ def test_ctrl_c_during_a_call_run_here_is_held_until_the_run_ends(monkeypatch):
     assert finished == [(True, RunState.COMPLETED)]
     monkeypatch.undo()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_during_a_call_run_here_is_held_until_the_run_ends(monkeypatch):
+    """As an interrupted wait waits out its run: the run completes, then Ctrl-C."""
+    graph = Mixed()
+    version = graph.compile(x=F32(SIZE), y=F32(SIZE))
+    x, y, n = _inputs(5, 1)[0]
+    # Runs earlier tests left queued on this device finish before this one
+    # (one worker, in order): the next call finds the device idle and runs here.
+    version(x, y, n=n)
+    device = version.callable.images[0].device
+    deadline = time.monotonic() + 30
+    while not device.begin_here():  # idle, as the call below will find it
+        assert time.monotonic() < deadline, "the device never fell idle"
+        time.sleep(0.01)
+    device.end_here()
+    # A shell that starts the tests in the background ignores SIGINT, and a
+    # call holds Ctrl-C only where Python's own handler is installed.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_lands_during_a_run_here(monkeypatch, version, x, y, n)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     np.testing.assert_array_equal(version(x, y, n=n), graph.reference(x, y, n=n))
 
 
