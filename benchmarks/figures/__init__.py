@@ -10,6 +10,7 @@ from . import (
     arena,
     compile_cost,
     decode,
+    decode_memory,
     gguf_loading,
     host_overhead,
     loading,
@@ -32,6 +33,7 @@ FIGURES = {
     9: quantized_decode.run,
     10: quantized_emulated.run,
     11: gguf_loading.run,
+    12: decode_memory.run,
 }
 
 __all__ = ["FIGURES"]
