@@ -22,6 +22,7 @@ IRON's default at most 1.5x the weights' bytes above the baseline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,26 @@ def hf_child(folder: str, new: int) -> dict[str, Any]:
 
 
 # -- the figure ----------------------------------------------------------------------------
+
+
+def with_every_copy(measure: Callable[[Context], dict[str, Any]]):
+    """``measure`` with the emulator keeping every float32 copy of the weights.
+
+    A speed figure (figure 4) measures the emulator at its fastest: the
+    memory budget raised to ``inf`` for the figure, then back to the default.
+    """
+
+    @functools.wraps(measure)
+    def run(ctx: Context) -> dict[str, Any]:
+        from iron.runtime import set_emu_memory
+
+        set_emu_memory(float("inf"))
+        try:
+            return measure(ctx)
+        finally:
+            set_emu_memory(None)
+
+    return run
 
 
 def _measure(*args: str) -> dict[str, Any]:
