@@ -3,7 +3,10 @@
 A functional model of the device at the level the runtime sees. Device
 memory is real host memory: every buffer object has a host view and a
 separate device copy, moved only by ``to_device``/``from_device`` (so a
-missing sync is a wrong answer here too). Runs execute in order on one
+missing sync is a wrong answer here too); a range of a host view released
+once on the device (``release_host``: an uploaded weight) gives its pages
+back, and float32 copies of bf16 weights are kept within the memory budget
+(:mod:`iron.runtime.emu.memory`). Runs execute in order on one
 worker thread, so ``start`` returns at once, ``wait`` blocks, and several
 runs can be in flight; a run's Emit writes the scratchpad of the run its
 feedback is bound to. The emulator is named as one wherever it is used; it
