@@ -151,8 +151,10 @@ def _run_products(budget: float) -> tuple[list[np.ndarray], int]:
     graph = TwoProducts()
     version = graph.compile(x=(576,), rows=(8, 576))
     x, rows = _bf16((576,), seed=3), _bf16((8, 576), seed=4)
+    # the session's device is shared: count the copies this call made
+    before = version.device.widenings.kept
     out = [np.asarray(o).copy() for o in version(x, rows)]
-    kept = version.device.widenings.kept
+    kept = version.device.widenings.kept - before
     want = graph.reference(x, rows)
     version.release()
     return out + [np.asarray(w) for w in want], kept
@@ -162,7 +164,7 @@ def test_results_are_the_same_bits_with_no_copies_and_with_every_copy():
     """Per-call widening (budget 1) and kept float32 copies (inf): same bits."""
     without, kept_none = _run_products(1)
     with_all, kept_all = _run_products(float("inf"))
-    assert kept_none == 0  # every weight was widened per call
+    assert kept_none <= 0  # every weight was widened per call (none kept)
     assert kept_all == 4 * (1000 * 576 + 8192 * 576)  # both kept, in float32
     for a, b in zip(without, with_all):
         assert a.dtype == b.dtype == bfloat16
