@@ -178,7 +178,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['os']}; Python {m['python']}, numpy {m['numpy']}, torch "
         f"{m['torch'] or 'not installed'}, transformers "
         f"{m['transformers'] or 'not installed'}; commit {m['commit'] or '?'}; "
-        f"{m['date']}. No NPU: IRON runs on its emulated NPU (figures 3, 4, 6, 8, 10, 11) "
+        f"{m['date']}. No NPU: IRON runs on its emulated NPU (figures 3, 4, 6, 8, 10, 11, 12) "
         f"or its cost model (figures 5, 7 and 9).",
         "",
     ]

@@ -454,8 +454,9 @@ def test_a_weight_pushed_again_is_read_anew():
     np.testing.assert_array_equal(version(x), np.full(256, 3, bfloat16))
 
 
-def test_a_float32_copy_is_made_once_per_upload_and_anew_after_a_write():
+def test_a_float32_copy_is_made_once_per_upload_and_anew_after_a_write(monkeypatch):
     """EmuBuffer.widened keeps one float32 copy until the bytes are sent again."""
+    monkeypatch.setenv("IRON_EMU_MEMORY", "inf")  # room for the copy
     values = _bf16(64, seed=9)
     bo = EmuBuffer(4 * values.nbytes, "arena")
     bo.host()[values.nbytes : 2 * values.nbytes] = values.view(np.uint8)

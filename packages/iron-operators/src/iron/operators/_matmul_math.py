@@ -33,6 +33,15 @@ FLUSH = 2.0**-126
 #: The most bytes of K-tile products ``model_product`` makes in one call: an
 #: L2's worth, so the products are still cached when they are summed.
 _PARTS_BYTES = 1 << 20
+#: The most float32 bytes of a narrow (bf16) matrix ``model_product`` widens
+#: at a time for a matrix-vector product: an L2's worth, multiplied while
+#: cached, instead of a float32 copy of the whole weight.
+_WIDEN_BYTES = 1 << 20
+#: Row and column blocks start at multiples of this (see ``_row_block``).
+_ROW_MULTIPLE = 64
+#: A matrix product's ``b`` up to this many float32 bytes is multiplied
+#: whole (see ``_column_block``); a larger one in ``_WIDEN_BYTES`` blocks.
+_WHOLE_BYTES = 16 << 20
 
 AMD_GEMV = Tolerance.relative(
     0.04,
@@ -53,6 +62,15 @@ def model_product(
 ) -> np.ndarray:
     """``a @ b`` as a bf16 kernel at ``level`` computes it, rounded to bf16.
 
+    A matrix-vector product (``N == 1``) whose ``a`` is not float32 (a bf16
+    weight) is widened and multiplied ``_WIDEN_BYTES`` of float32 rows at a
+    time rather than whole: the same float32 values, each row's product its
+    own (the rows' bits are those of the whole call), and no float32 copy of
+    the weight held beside it. A matrix product (``N > 1``) whose ``b`` is
+    over ``_WHOLE_BYTES`` in float32 is made ``_WIDEN_BYTES`` of ``b``'s
+    columns at a time, whatever ``b``'s dtype: the same calls on the same
+    values, so a bf16 ``b`` and its float32 copy give the same bits.
+
     Args:
         a: ``(..., M, K)`` values (bf16 or float32).
         b: ``(..., K, N)`` values.
@@ -63,6 +81,77 @@ def model_product(
     Returns:
         The ``(..., M, N)`` bf16 result.
     """
+    a, b = np.asarray(a), np.asarray(b)
+    rows = _row_block(a, b)
+    if rows:
+        m = a.shape[-2]
+        parts = [
+            _product(a[..., first : first + rows, :], b, level, tile_k)
+            for first in range(0, m, rows)
+        ]
+        return np.concatenate(parts, axis=-2)
+    cols = _column_block(b)
+    if cols:
+        n = b.shape[-1]
+        parts = [
+            _product(a, b[..., first : first + cols], level, tile_k)
+            for first in range(0, n, cols)
+        ]
+        return np.concatenate(parts, axis=-1)
+    return _product(a, b, level, tile_k)
+
+
+def _block(size: int, other: int, count: int) -> int:
+    """How many of ``count`` rows (or columns) of ``other`` elements to widen at once.
+
+    ``size`` is how many matrices (the lead dimensions); 0 when the whole
+    fits in ``_WIDEN_BYTES``.
+    """
+    if 4 * count * other * size <= _WIDEN_BYTES:
+        return 0
+    block = _WIDEN_BYTES // (4 * other * size) // _ROW_MULTIPLE * _ROW_MULTIPLE
+    block = max(block, _ROW_MULTIPLE)
+    return block if block < count else 0
+
+
+def _row_block(a: np.ndarray, b: np.ndarray) -> int:
+    """Rows of ``a`` widened at a time for ``a @ b``, or 0 for the whole call.
+
+    Only a matrix-vector product (``b`` one column) of a narrow ``a`` larger
+    than ``_WIDEN_BYTES`` in float32 is split, by a multiple of
+    ``_ROW_MULTIPLE`` rows: OpenBLAS's sgemv walks a row-major matrix's rows
+    four at a time (``sgemv_kernel_4x4``) and only the last one to three
+    with other kernels, each row's sum in the same K blocks
+    (https://github.com/OpenMathLib/OpenBLAS, kernel/x86_64/sgemv_t_4.c),
+    so blocks starting at multiples of four give every row the bits of the
+    whole call (tested).
+    """
+    if a.dtype == np.float32 or a.ndim < 2 or b.shape[-1] != 1:
+        return 0
+    lead = int(np.prod(a.shape[:-2], dtype=np.int64))
+    return _block(lead, a.shape[-1], a.shape[-2])
+
+
+def _column_block(b: np.ndarray) -> int:
+    """Columns of ``b`` multiplied at a time for ``a @ b``, or 0 for the whole.
+
+    A matrix product's columns are split only when ``b`` (a weight, as a
+    GEMM reads it) is over ``_WHOLE_BYTES`` in float32, in any dtype: a
+    GEMM's bits depend on how its columns are split (BLAS picks kernels and
+    threads by shape), so a bf16 ``b`` and its float32 copy are split alike.
+    """
+    if b.ndim < 2 or b.shape[-1] == 1:
+        return 0
+    lead = int(np.prod(b.shape[:-2], dtype=np.int64))
+    if 4 * b.shape[-1] * b.shape[-2] * lead <= _WHOLE_BYTES:
+        return 0
+    return _block(lead, b.shape[-2], b.shape[-1])
+
+
+def _product(
+    a: np.ndarray, b: np.ndarray, level: Precision, tile_k: int | None
+) -> np.ndarray:
+    """:func:`model_product` on one block of rows."""
     a = np.asarray(a, dtype=np.float32)  # no copy when already float32
     b = np.asarray(b, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):

@@ -2,7 +2,8 @@
 
 ``Graph.compile`` finds it through the ``iron.backends`` entry point. The
 backend is the emulated NPU unless an NPU with XRT is present
-(``IRON_BACKEND=emu|xrt|auto``, or :func:`set_backend`).
+(``IRON_BACKEND=emu|xrt|auto``, or :func:`set_backend`); the emulated NPU's
+host memory is budgeted by ``IRON_EMU_MEMORY`` or :func:`set_emu_memory`.
 """
 
 from iron.runtime.__about__ import __version__
@@ -11,6 +12,7 @@ from iron.runtime.carried import CarriedLoop
 from iron.runtime.compiled import UPLOAD_PIECE, CompiledGraph
 from iron.runtime.driver import RunError
 from iron.runtime.emu.execute import StepCheckError
+from iron.runtime.emu.memory import set_emu_memory
 from iron.runtime.select import backend_name, default_device, set_backend, set_poison
 from iron.runtime.use import InUseError
 from iron.runtime.xrt import BackendUnavailableError
@@ -28,5 +30,6 @@ __all__ = [
     "backend_name",
     "default_device",
     "set_backend",
+    "set_emu_memory",
     "set_poison",
 ]

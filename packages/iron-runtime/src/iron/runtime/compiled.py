@@ -333,6 +333,7 @@ class CompiledGraph:
                     narrow = part.astype(h.dtype).view(np.uint8)
                     host[start : start + narrow.size] = narrow
                     bo.to_device(start, narrow.size)
+                    bo.release_host(start, narrow.size)  # on the device now
                     if release is not None:
                         release(part)
                 self.arena.loaded.add(h.name)
@@ -342,6 +343,7 @@ class CompiledGraph:
                 end = min(start + piece_bytes, nbytes)
                 host[offset + start : offset + end] = flat[start:end]
                 bo.to_device(offset + start, end - start)
+                bo.release_host(offset + start, end - start)  # on the device now
                 if release is not None:
                     release(flat[start:end])
             self.arena.loaded.add(h.name)

@@ -60,6 +60,16 @@ class BufferObject(abc.ABC):
     def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         """Bring ``[offset, offset + nbytes)`` of device memory to the host view."""
 
+    def release_host(self, offset: int = 0, nbytes: int | None = None) -> None:
+        """The host no longer needs ``[offset, offset + nbytes)`` of its view.
+
+        Said once the device holds the bytes (weights after upload), so a
+        driver whose host view is memory of its own may give the pages back
+        (the emulator does); ``from_device`` brings the range back. Here, a
+        host view the device reads from (XRT's): nothing to do.
+        """
+        return  # the default keeps the host view
+
     @abc.abstractmethod
     def free(self) -> None:
         """Release the device memory; the object is unusable after."""

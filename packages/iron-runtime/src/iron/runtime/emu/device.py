@@ -3,7 +3,10 @@
 A functional model of the device at the level the runtime sees. Device
 memory is real host memory: every buffer object has a host view and a
 separate device copy, moved only by ``to_device``/``from_device`` (so a
-missing sync is a wrong answer here too). Runs execute in order on one
+missing sync is a wrong answer here too); a range of a host view released
+once on the device (``release_host``: an uploaded weight) gives its pages
+back, and float32 copies of bf16 weights are kept within the memory budget
+(:mod:`iron.runtime.emu.memory`). Runs execute in order on one
 worker thread, so ``start`` returns at once, ``wait`` blocks, and several
 runs can be in flight; a run's Emit writes the scratchpad of the run its
 feedback is bound to. The emulator is named as one wherever it is used; it
@@ -12,11 +15,15 @@ models no timing, placement or routing.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
+import math
+import mmap
 import queue
 import signal
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,25 +40,66 @@ from iron.runtime.driver import (
     RunState,
 )
 from iron.runtime.emu.execute import RunProgram, execute
+from iron.runtime.emu.memory import emu_memory
 from iron.runtime.image import ImageSpec
 
-__all__ = ["EmuBuffer", "EmuDevice", "EmuImage", "EmuRun"]
+__all__ = ["EmuBuffer", "EmuDevice", "EmuImage", "EmuRun", "Widenings"]
 
 logger = logging.getLogger("iron.runtime.emu")
 
 
-class EmuBuffer(BufferObject):
-    """A buffer object: a host view and the device's own copy of its bytes."""
+class Widenings:
+    """The float32 copies of bf16 weights one device keeps, within its budget.
 
-    def __init__(self, nbytes: int, name: str) -> None:
+    The budget (:func:`iron.runtime.emu.memory.emu_memory`) is read on every
+    request, so a changed budget applies from the next weight read: a copy
+    is made while the copies fit in ``(budget - 1)`` times the device's
+    memory (its live buffers' bytes), first come first kept, and a kept
+    copy is dropped when it no longer fits.
+    """
+
+    def __init__(self) -> None:
+        self.buffers: weakref.WeakSet[EmuBuffer] = weakref.WeakSet()
+        #: The bytes of every copy kept now.
+        self.kept = 0
+
+    def device_bytes(self) -> int:
+        """The device memory: every live buffer's bytes."""
+        return sum(b.nbytes for b in list(self.buffers) if not b.freed)
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether the copies kept and ``nbytes`` more fit in the budget."""
+        budget = emu_memory()
+        if math.isinf(budget):
+            return True
+        return self.kept + nbytes <= (budget - 1) * self.device_bytes()
+
+
+class EmuBuffer(BufferObject):
+    """A buffer object: a host view and the device's own copy of its bytes.
+
+    Args:
+        nbytes: Its size.
+        name: Named in errors.
+        widenings: The device's float32 copies and their budget (a buffer
+            made alone has its own).
+    """
+
+    def __init__(
+        self, nbytes: int, name: str, widenings: Widenings | None = None
+    ) -> None:
         self.nbytes = int(nbytes)
         self.name = name
-        self._host = np.zeros(self.nbytes, np.uint8)
+        self._mapped, self._host = _host_memory(self.nbytes)
+        # [start, end) byte ranges the host released (sorted, disjoint)
+        self._released: list[tuple[int, int]] = []
         self.device = np.zeros(self.nbytes, np.uint8)
         self.freed = False
         # float32 copies of bf16 weights, each with the write count it saw
         self._widened: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._writes = 0
+        self._widenings = Widenings() if widenings is None else widenings
+        self._widenings.buffers.add(self)
 
     def _range(self, offset: int, nbytes: int | None) -> slice:
         if self.freed:
@@ -71,33 +119,146 @@ class EmuBuffer(BufferObject):
 
     def to_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         span = self._range(offset, nbytes)
+        if (
+            self._released
+            and span.start < span.stop
+            and _overlaps(self._released, span.start, span.stop)
+        ):
+            start, end = next(
+                (max(s, span.start), min(e, span.stop))
+                for s, e in self._released
+                if s < span.stop and span.start < e
+            )
+            raise RunError(
+                f"buffer {self.name}: bytes [{start}, {end}) of the host view were "
+                f"released once on the device (release_host), so the host holds "
+                f"nothing to send there; read them back with from_device before "
+                f"changing and sending them"
+            )
         self.device[span] = self._host[span]
         self._writes += 1
+        if self._widened:  # stale now: their memory is given back at once
+            self._widenings.kept -= sum(w.nbytes for _, w in self._widened.values())
+            self._widened.clear()
+
+    def release_host(self, offset: int = 0, nbytes: int | None = None) -> None:
+        """Drop the host view's pages under ``[offset, offset + nbytes)``.
+
+        The device copy keeps the bytes; the host view reads zeros there
+        (the pages are given back with ``madvise(MADV_DONTNEED)``; a page
+        shared with bytes not released keeps them) until ``from_device``
+        brings the range back, and ``to_device`` refuses to send a released
+        byte: a stale host view is never sent unnoticed.
+        """
+        span = self._range(offset, nbytes)
+        if span.start == span.stop:
+            return
+        self._released, start, end = _merged(self._released, span.start, span.stop)
+        if self._mapped is None:
+            return
+        # the whole pages inside the released run this range joined
+        first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+        last = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if first < last:
+            self._mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
     def widened(self, offset: int, nbytes: int, shape: tuple[int, ...]) -> np.ndarray:
-        """The bf16 values at ``[offset, offset + nbytes)`` as float32, kept.
+        """The bf16 values at ``[offset, offset + nbytes)``, as float32 if kept.
 
-        A weight's kernel model computes in float32 on every call; widening
-        once per upload (every ``to_device`` makes the copy stale) keeps the
-        emulator from converting the model's weights on every step. The
-        values are the same: every bf16 is exactly a float32.
+        A weight's kernel model computes in float32 on every call; a copy
+        widened once per upload (every ``to_device`` makes it stale) keeps
+        the emulator from converting the weight on every step. Copies are
+        kept within the device's memory budget
+        (:func:`iron.runtime.set_emu_memory`); beyond it the bf16 values are
+        given as they are, which every kernel model widens itself (a GEMV
+        in cache-sized blocks). The values are the same either way: every
+        bf16 is exactly a float32.
         """
         key = (offset, nbytes)
-        kept = self._widened.get(key)
-        if kept is None or kept[0] != self._writes:
-            raw = self.device[offset : offset + nbytes].view(bfloat16)
-            kept = (self._writes, raw.astype(np.float32).reshape(shape))
-            self._widened[key] = kept
-        return kept[1]
+        pool = self._widenings
+        kept = self._widened.pop(key, None)
+        if kept is not None:
+            pool.kept -= kept[1].nbytes
+            if kept[0] == self._writes and pool.fits(kept[1].nbytes):
+                self._widened[key] = kept
+                pool.kept += kept[1].nbytes
+                return kept[1]
+        raw = self.device[offset : offset + nbytes].view(bfloat16).reshape(shape)
+        if not pool.fits(2 * nbytes):
+            return raw
+        wide = raw.astype(np.float32)
+        self._widened[key] = (self._writes, wide)
+        pool.kept += wide.nbytes
+        return wide
 
     def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         span = self._range(offset, nbytes)
         self._host[span] = self.device[span]
+        if self._released:
+            self._released = _without(self._released, span.start, span.stop)
 
     def free(self) -> None:
         self.freed = True
+        self._widenings.kept -= sum(w.nbytes for _, w in self._widened.values())
         self._widened.clear()
         self._host = self.device = np.zeros(0, np.uint8)
+        self._mapped = None
+        self._released = []
+
+
+def _host_memory(nbytes: int) -> tuple[mmap.mmap | None, np.ndarray]:
+    """A zeroed host view of ``nbytes``, in private anonymous pages where it can.
+
+    Private anonymous pages are what ``release_host`` can give back
+    (``madvise(MADV_DONTNEED)``: https://man7.org/linux/man-pages/man2/madvise.2.html);
+    elsewhere the view is a numpy array and releasing only marks the bytes.
+    """
+    flags = getattr(mmap, "MAP_PRIVATE", None)
+    anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
+    if nbytes < mmap.PAGESIZE or None in (
+        flags,
+        anonymous,
+        getattr(mmap, "MADV_DONTNEED", None),
+    ):
+        return None, np.zeros(nbytes, np.uint8)
+    mapped = mmap.mmap(-1, nbytes, flags=flags | anonymous)  # type: ignore[operator]
+    return mapped, np.frombuffer(mapped, np.uint8)
+
+
+def _overlaps(runs: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` overlaps one of the sorted, disjoint ``runs``."""
+    i = bisect.bisect_right(runs, (start, math.inf)) - 1
+    if i >= 0 and runs[i][1] > start:
+        return True
+    return i + 1 < len(runs) and runs[i + 1][0] < end
+
+
+def _merged(
+    runs: list[tuple[int, int]], start: int, end: int
+) -> tuple[list[tuple[int, int]], int, int]:
+    """``runs`` with ``[start, end)`` added, and the run it now lies in."""
+    kept = []
+    for s, e in runs:
+        if e < start or s > end:
+            kept.append((s, e))
+        else:
+            start, end = min(s, start), max(e, end)
+    kept.append((start, end))
+    kept.sort()
+    return kept, start, end
+
+
+def _without(
+    runs: list[tuple[int, int]], start: int, end: int
+) -> list[tuple[int, int]]:
+    """``runs`` less ``[start, end)``."""
+    kept = []
+    for s, e in runs:
+        if s < start:
+            kept.append((s, min(e, start)))
+        if e > end:
+            kept.append((max(s, end), e))
+    return kept
 
 
 class EmuRun(Run):
@@ -256,6 +417,8 @@ class EmuDevice(DriverDevice):
         self.description = description
         self.name = description.name
         self.poison = poison
+        #: The float32 copies of bf16 weights its buffers keep.
+        self.widenings = Widenings()
         self._queue: queue.Queue[EmuRun | None] = queue.Queue()
         # runs submitted and not yet finished, and whether the device closed
         self._pending = 0
@@ -310,7 +473,7 @@ class EmuDevice(DriverDevice):
         self._executing.release()
 
     def alloc(self, nbytes: int, name: str) -> EmuBuffer:
-        return EmuBuffer(nbytes, name)
+        return EmuBuffer(nbytes, name, self.widenings)
 
     def load(self, image: ImageSpec) -> EmuImage:
         return EmuImage(self, image)

@@ -1,0 +1,76 @@
+"""The emulated NPU's memory budget: ``IRON_EMU_MEMORY`` or :func:`set_emu_memory`.
+
+The emulator's device memory is host memory. Beyond it, the emulator may
+keep float32 copies of bf16 weights, so a weight's kernel model (a GEMV's
+float32 products) reads them instead of widening the weight on every call:
+faster, at twice the weight's bytes each. The budget is the host memory the
+emulator may hold as a multiple of its device memory (every live buffer's
+bytes): ``1.25``, the default, keeps float32 copies of up to a quarter of the
+device memory, in the order the weights are first read; a weight beyond
+that is widened in cache-sized blocks on every call instead (the same
+float32 values, so the same results, bit for bit). ``1`` keeps none (least
+memory), ``inf`` keeps every one (fastest: what the decode benchmarks use).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+__all__ = ["DEFAULT_EMU_MEMORY", "emu_memory", "set_emu_memory"]
+
+#: The default budget: the device memory and a quarter of it in float32 copies.
+DEFAULT_EMU_MEMORY = 1.25
+
+_ENV = "IRON_EMU_MEMORY"
+_chosen: float | None = None
+
+
+def _checked(value: object, where: str) -> float:
+    """``value`` as a budget, or a ValueError naming ``where`` it came from."""
+    fix = (
+        "give a number >= 1: the emulator's host memory as a multiple of its "
+        "device memory (1 keeps no float32 copies of weights, inf keeps all)"
+    )
+    if isinstance(value, bool):
+        raise TypeError(f"{where}={value!r} is a bool; {fix}")
+    try:
+        budget = float(value)  # type: ignore[arg-type]  # any number or str
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}={value!r} is not a number; {fix}") from None
+    if math.isnan(budget) or budget < 1:
+        raise ValueError(f"{where}={value!r} is below 1; {fix}")
+    return budget
+
+
+def set_emu_memory(budget: float | None) -> None:
+    """Set the emulator's memory budget (None: back to ``IRON_EMU_MEMORY``).
+
+    Args:
+        budget: The host memory the emulated NPU may hold, as a multiple of
+            its device memory (>= 1; ``float("inf")`` for no limit). Float32
+            copies of bf16 weights fill what is above 1, in the order the
+            weights are first read; the rest are widened per call, slower
+            and to the same results. Copies beyond a lowered budget are
+            dropped when their weight is next read.
+
+    Raises:
+        ValueError: ``budget`` is not a number, or is below 1 or NaN.
+        TypeError: ``budget`` is a bool.
+    """
+    global _chosen
+    _chosen = None if budget is None else _checked(budget, "budget")
+
+
+def emu_memory() -> float:
+    """The budget in force: :func:`set_emu_memory`'s, else ``IRON_EMU_MEMORY``'s.
+
+    Raises:
+        ValueError: ``IRON_EMU_MEMORY`` is not a number >= 1.
+    """
+    if _chosen is not None:
+        return _chosen
+    given = os.environ.get(_ENV, "").strip()
+    if not given:
+        return DEFAULT_EMU_MEMORY
+    return _checked(given, _ENV)
