@@ -92,7 +92,7 @@ _Place = tuple[str, int, int, np.dtype, tuple[int, ...], bool]
 
 def _places(spec: ImageSpec) -> dict[str, _Place]:
     """Each placed buffer's :data:`_Place`, worked out once."""
-    places = {}
+    places: dict[str, _Place] = {}
     for name, place in spec.placement.items():
         buffer = spec.recording.buffers.get(name)
         if buffer is None:
