@@ -368,6 +368,33 @@ def test_references_give_the_limits(op, x, want):
     assert np.all(np.isnan(op.reference(bf16([np.nan]))))
 
 
+def test_the_minus_inf_limit_is_selected_by_the_isneginf_mask_bit_for_bit():
+    """-inf is found by one comparison (NaN compares unequal, as isneginf says
+    no): SiLU, both GELUs and SiLUMul give the bits of the isneginf form on
+    every bf16 value, -0.0 at -inf, NaN kept."""
+    from iron.operators import activations
+
+    def isneginf_form(x, y):
+        return np.where(np.isneginf(x), np.float32(-0.0), y)
+
+    ops = (SiLU(size=16), GELU(size=16), GELU(size=16, form="erf"))
+    got = [op.reference(EVERY_BF16) for op in ops]
+    up = bf16(np.full(EVERY_BF16.size, -3.5))
+    got.append(SiLUMul(size=16).reference(EVERY_BF16, up))
+    original = activations._at_minus_inf_zero
+    activations._at_minus_inf_zero = isneginf_form
+    try:
+        want = [op.reference(EVERY_BF16) for op in ops]
+        want.append(SiLUMul(size=16).reference(EVERY_BF16, up))
+    finally:
+        activations._at_minus_inf_zero = original
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16))
+    assert got[0][np.isneginf(EVERY_BF16.astype(np.float32))].view(
+        np.uint16
+    ).tolist() == [0x8000]
+
+
 def test_one_ulp_is_needed_even_for_the_fp32_reference():
     # sigmoid(-2**-8) = 0.5 - 2**-10 + ~2**-29.6: just above the midpoint
     # 0.4990234375 between two bf16 values, so it rounds up to 0.5; fp32

@@ -650,3 +650,63 @@ def test_dimension_conflicts_name_both_sources():
         )
         with pytest.raises(DimensionConflictError, match="max_len is 64 from k_cache"):
             Decode().record(q=(8, 16), k=(2, 64, 16), v=(2, 32, 16))
+
+
+def _attend_head_by_head(q, k, v, limits):
+    """The kernel model as it was written first: one key-value head and 32
+    rows at a time, every mask applied (attend must give these bits)."""
+    rows, heads, head_dim = q.shape
+    kv_heads = k.shape[0]
+    group = heads // kv_heads
+    end = int(limits.max()) if rows else 0
+    scale = np.float32(1.0 / math.sqrt(head_dim))
+    qf = q.astype(np.float32).reshape(rows, kv_heads, group, head_dim)
+    kf = k[:, :end].astype(np.float32)
+    vf = v[:, :end].astype(np.float32)
+    out = np.empty((rows, kv_heads, group, head_dim), np.float32)
+    attended = np.arange(end)[None, :] < limits[:, None]
+    with np.errstate(all="ignore"):
+        for g in range(kv_heads):
+            for r in range(0, rows, 32):
+                mask = attended[r : r + 32]
+                scores = np.matmul(qf[r : r + 32, g], kf[g].T) * scale
+                scores = np.where(mask[:, None, :], scores, np.float32(-np.inf))
+                top = scores.max(axis=-1, keepdims=True)
+                weights = np.exp(scores - top)
+                weights = np.where(mask[:, None, :], weights, np.float32(0))
+                total = weights.sum(axis=-1, keepdims=True, dtype=np.float32)
+                values = np.where(mask[:, :, None], vf[g][None], np.float32(0))
+                acc = np.matmul(weights, values)
+                out[r : r + 32, g] = acc / total
+    return out.reshape(rows, heads, head_dim).astype(bfloat16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([(1, 1), (4, 1), (9, 3), (32, 8), (4, 4)]),
+    st.sampled_from([1, 2, 5, 33, 70]),
+    st.sampled_from([8, 64]),
+    st.integers(1, 300),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_all_heads_at_once_give_the_bits_of_one_head_at_a_time(
+    heads, rows, head_dim, positions, causal, seed
+):
+    """Figure 4's decode (one row, 9/3 and 32/8 heads) and prompt chunks:
+    the heads batched into one call per product are the same bits as the
+    head-by-head loop, masks skipped or not, NaNs past the limits unread."""
+    n_heads, kv_heads = heads
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((rows, n_heads, head_dim)) * 3).astype(bfloat16)
+    k = (rng.standard_normal((kv_heads, positions + 4, head_dim)) * 3).astype(bfloat16)
+    v = rng.standard_normal((kv_heads, positions + 4, head_dim)).astype(bfloat16)
+    if causal:
+        limits = np.minimum(positions - rows + 1 + np.arange(rows), positions)
+        limits = np.maximum(limits, 1)
+    else:
+        limits = np.full(rows, positions)
+    k[:, int(limits.max()) :] = np.nan  # past every limit: never read
+    v[:, int(limits.max()) :] = np.nan
+    got, want = attend(q, k, v, limits), _attend_head_by_head(q, k, v, limits)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

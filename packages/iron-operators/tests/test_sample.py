@@ -30,6 +30,7 @@ from iron.operators.sample import (
     draw,
     exp2_f32,
     hash32,
+    ranked,
     temperature_code,
     temperature_of,
     top_p_code,
@@ -147,6 +148,47 @@ def test_nan_ranks_last():
     assert sample(4).reference(logits)[0] == 3
     assert sample(2).reference(np.array([np.nan, np.nan], bfloat16))[0] == 0
     assert sample(2).reference(np.array([-np.inf, -np.inf], bfloat16))[0] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 3000),
+    st.sampled_from(["ties", "special", "normal"]),
+    st.integers(0, 2**32 - 1),
+    st.data(),
+)
+def test_the_first_k_ranked_are_those_of_the_full_stable_sort(vocab, style, seed, data):
+    """A partition finds the top k (greedy: an argmax) with the sort's order
+    and tie-breaking: the same indices as the first k of a stable argsort."""
+    rng = np.random.default_rng(seed)
+    if style == "ties":
+        logits = rng.integers(-3, 3, vocab).astype(bfloat16)
+    elif style == "special":
+        choices = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 3e38])
+        logits = rng.choice(choices, vocab).astype(bfloat16)
+    else:
+        logits = rng.standard_normal(vocab).astype(np.float32)
+    k = data.draw(st.integers(1, vocab))
+    key = logits.astype(np.float32)
+    key = np.where(np.isnan(key), np.float32(-np.inf), key)
+    full = np.argsort(-key, kind="stable")
+    np.testing.assert_array_equal(ranked(logits, k), full[:k])
+    np.testing.assert_array_equal(ranked(logits), full)
+
+
+def test_greedy_over_a_large_vocabulary_ties_to_the_lowest_index():
+    """Figure 4's case: 128256 logits, greedy, the largest value tied (and
+    -0.0 tied with 0.0 as the largest, NaNs ranking last)."""
+    logits = np.full(128256, -5.0, bfloat16)
+    logits[[70000, 5, 128255]] = 7.0
+    assert sample(128256).reference(logits)[0] == 5
+    logits = np.full(128256, -1.0, bfloat16)
+    logits[[9, 100]] = np.nan
+    logits[[40, 30]] = [0.0, -0.0]
+    assert sample(128256).reference(logits)[0] == 30
+    np.testing.assert_array_equal(ranked(logits, 4), [30, 40, 0, 1])
+    with pytest.raises(ValueError, match="k=0 is below 1"):
+        ranked(logits, 0)
 
 
 def test_ties_to_the_highest_index_are_caught():

@@ -521,7 +521,7 @@ def test_the_lean_loop_with_fixed_operands_writes_what_step_by_step_does(monkeyp
     def results(fixed: bool) -> list[np.ndarray]:
         if not fixed:
 
-            def nothing_fixed(self, step):
+            def nothing_fixed(self, step, *where):
                 self.op, self.inputs = None, (None,) * len(step.inputs)
                 self.outputs = (None,) * len(step.outputs)
 
@@ -563,3 +563,134 @@ def test_the_lean_loop_refuses_a_result_of_the_wrong_shape(monkeypatch):
             chain(_bf16(256), _bf16(256, seed=1))
     finally:
         iron.runtime.set_poison(None)
+
+
+class Columns(iron.Graph):
+    """Writes ``x`` down column ``position`` of a state (a strided walk moved
+    per call), returns that column read back and the whole state."""
+
+    def __init__(self, rows: int = 8, cols: int = 16) -> None:
+        self.cache = iron.state((rows, cols), np.float32)
+
+    def body(self, x, *, position: iron.Scratchpad[int]):
+        Take.step(x, out=self.cache[:, position])
+        return Take.step(self.cache[:, position]), Take2.step(self.cache)
+
+
+def _kinds(version) -> set[str]:
+    program = RunProgram(version.images[0])
+    return {
+        where[0]
+        for fixed in program.fixed.values()
+        for where in (*fixed.inputs, *fixed.outputs)
+        if where is not None
+    }
+
+
+def test_the_lean_loop_locates_per_call_runs_and_walks_as_read_and_write_do(
+    monkeypatch,
+):
+    """A row at a per-call offset (a contiguous run) and a column at one (a
+    strided walk), written and read back: located from the scratchpad word
+    at load, or bound and walked per call, the same bytes."""
+    from iron.runtime.emu import execute as emu_execute
+
+    def results(fixed: bool) -> list[np.ndarray]:
+        if not fixed:
+
+            def nothing_fixed(self, step, *where):
+                self.op, self.inputs = None, (None,) * len(step.inputs)
+                self.outputs = (None,) * len(step.outputs)
+
+            monkeypatch.setattr(emu_execute.FixedStep, "__init__", nothing_fixed)
+        out = []
+        rows = Cache().compile(x=((64,), np.float32))
+        columns = Columns().compile(x=((8,), np.float32))
+        for position in (3, 0, 7, 15):
+            if position < 8:
+                out.append(
+                    rows(np.arange(64, dtype=np.float32) - position, position=position)
+                )
+            out.extend(
+                columns(np.arange(8, dtype=np.float32) * position, position=position)
+            )
+        monkeypatch.undo()
+        return [np.asarray(o).copy() for o in out]
+
+    iron.runtime.set_poison(False)
+    try:
+        assert {"run"} <= _kinds(Cache().compile(x=((64,), np.float32)))
+        assert {"walk", "arena"} <= _kinds(Columns().compile(x=((8,), np.float32)))
+        fast, slow = results(True), results(False)
+    finally:
+        iron.runtime.set_poison(None)
+    assert len(fast) == len(slow) == 11
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+    column, state = fast[-2:]
+    np.testing.assert_array_equal(column, np.arange(8) * 15)
+    np.testing.assert_array_equal(state[:, 15], column)
+
+
+def test_a_walk_that_visits_an_element_twice_is_not_located_at_load():
+    from iron.runtime.emu.execute import _injective
+
+    assert _injective((8, 1, 64), (16384, 0, 1))  # a size-1 axis may stride 0
+    assert _injective((3, 64), (64, 1)) and _injective((64, 3), (1, 64))
+    assert not _injective((2, 64), (0, 1))  # the same row twice
+    assert not _injective((4, 64), (32, 1))  # rows overlapping
+
+
+class Diamond(iron.Graph):
+    """``a = 2x; b = 2a; a + b``: two transients live together at step 1."""
+
+    def body(self, x):
+        a = Scale32.step(x, factor=2.0)
+        return Add32.step(a, Scale32.step(a, factor=2.0))
+
+
+def test_the_lean_loop_reads_a_placement_changed_after_load():
+    """As test_arena_runtime's overlap test, without poison: the operands
+    located at load are located again when a buffer moves."""
+    iron.runtime.set_poison(False)
+    try:
+        graph = Diamond()
+        version = graph.compile(x=((256,), np.float32))
+        x = np.linspace(-1, 1, 256, dtype=np.float32)
+        np.testing.assert_array_equal(version(x), graph.reference(x))
+        spec = version.images[0]
+        a, b = (s.outputs[0].name for s in version.recording.steps[:2])
+        spec.placement[b] = dataclasses.replace(
+            spec.placement[b], offset=spec.placement[a].offset
+        )
+        assert not np.array_equal(version(x), graph.reference(x))
+    finally:
+        iron.runtime.set_poison(None)
+
+
+@pytest.mark.parametrize("graph", ["rows", "columns"])
+def test_a_per_call_offset_outside_its_buffer_fails_as_read_and_write_say(graph):
+    """A word the host never writes (past the state's end) reaches the device:
+    the lean loop leaves the located operand to write() and read(), which
+    name the elements, as the step-by-step loop (poison on) does."""
+    if graph == "rows":
+        version = Cache().compile(x=((64,), np.float32))
+        values = {"position": 9}
+    else:
+        version = Columns().compile(x=((8,), np.float32))
+        values = {"position": 16}
+    spec = version.images[0]
+    arena = max(p.offset + p.nbytes for p in spec.placement.values())
+    memory = {"arena": np.zeros(arena, np.uint8)}
+    for name, place in spec.placement.items():
+        if place.where != "arena":
+            memory[f"{place.where}:{name}"] = np.zeros(place.nbytes, np.uint8)
+    pad = np.asarray(evaluate_words(spec.words, values), np.int32)
+    errors = []
+    for poison in (False, True):
+        with pytest.raises(
+            RunError, match=r"step 0 Take failed: .* writes elements"
+        ) as caught:
+            execute(spec, memory, pad, poison=poison, program=RunProgram(spec))
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]

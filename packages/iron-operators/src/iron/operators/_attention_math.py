@@ -38,6 +38,12 @@ def attend(
 ) -> np.ndarray:
     """The kernel model: fp32 grouped-query attention, rounded once to bf16.
 
+    Every key-value head at once: per row and head, the same matrix
+    products (one BLAS call each, of the same shapes and strides), the same
+    elementwise operations and the same reductions along contiguous rows as
+    a loop over the heads would make, so the same bits. Masking selects
+    nothing away when every row attends to every position read.
+
     Args:
         q: ``(rows, heads, head_dim)`` queries.
         k: ``(kv_heads, positions, head_dim)`` keys (only the first
@@ -56,22 +62,28 @@ def attend(
     qf = q.astype(np.float32).reshape(rows, kv_heads, group, head_dim)
     kf = k[:, :end].astype(np.float32)
     vf = v[:, :end].astype(np.float32)
+    keys = kf.transpose(0, 2, 1)  # (kv_heads, head_dim, end): each head's k.T
     out = np.empty((rows, kv_heads, group, head_dim), np.float32)
     attended = np.arange(end)[None, :] < limits[:, None]  # (rows, end)
+    # as many rows at a time as a head at a time took ROW_BLOCK rows
+    block = max(1, ROW_BLOCK // max(kv_heads, 1))
     with np.errstate(all="ignore"):
-        for g in range(kv_heads):
-            for r in range(0, rows, ROW_BLOCK):
-                mask = attended[r : r + ROW_BLOCK]
-                scores = np.matmul(qf[r : r + ROW_BLOCK, g], kf[g].T) * scale
-                scores = np.where(mask[:, None, :], scores, np.float32(-np.inf))
-                top = scores.max(axis=-1, keepdims=True)
-                weights = np.exp(scores - top)
-                weights = np.where(mask[:, None, :], weights, np.float32(0))
-                total = weights.sum(axis=-1, keepdims=True, dtype=np.float32)
-                # Positions not attended are selected away: a NaN there is unread.
-                values = np.where(mask[:, :, None], vf[g][None], np.float32(0))
-                acc = np.matmul(weights, values)  # (block, group, head_dim) fp32
-                out[r : r + ROW_BLOCK, g] = acc / total
+        for r in range(0, rows, block):
+            mask = attended[r : r + block]
+            every = bool(mask.all())
+            scores = np.matmul(qf[r : r + block], keys)  # (b, kv, group, end)
+            scores *= scale
+            if not every:
+                scores = np.where(mask[:, None, None, :], scores, np.float32(-np.inf))
+            top = scores.max(axis=-1, keepdims=True)
+            weights = np.exp(scores - top)
+            if not every:
+                weights = np.where(mask[:, None, None, :], weights, np.float32(0))
+            total = weights.sum(axis=-1, keepdims=True, dtype=np.float32)
+            # Positions not attended are selected away: a NaN there is unread.
+            values = np.where(mask[:, None, :, None], vf[None], np.float32(0))
+            acc = np.matmul(weights, values)  # (b, kv, group, head_dim) fp32
+            np.divide(acc, total, out=out[r : r + block])
     return out.reshape(rows, heads, head_dim).astype(bfloat16)
 
 

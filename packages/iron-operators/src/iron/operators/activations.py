@@ -87,7 +87,8 @@ def _sigmoid32(z: np.ndarray) -> np.ndarray:
 
 def _at_minus_inf_zero(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``y`` with ``-0`` where ``x`` is ``-inf``: the limit of ``x * (->0)``."""
-    return np.where(np.isneginf(x), _F32(-0.0), y)
+    # x == -inf is isneginf's mask (NaN compares unequal) in one ufunc call
+    return np.where(x == _F32(-np.inf), _F32(-0.0), y)
 
 
 def _silu32(x: np.ndarray) -> np.ndarray:

@@ -199,7 +199,7 @@ def _vector(v: np.ndarray | None, cols: int, what: str, cls: str) -> np.ndarray 
             f"{cls}.reference: {what} has shape {v.shape}, but a row has {cols} "
             f"elements; give a ({cols},) {what}"
         )
-    return v.astype(np.float32)
+    return v.astype(np.float32, copy=False)  # a float32 weight is only read
 
 
 def _given(operand: str, value: Any) -> tuple[bool, str]:

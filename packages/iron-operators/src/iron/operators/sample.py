@@ -130,11 +130,35 @@ def exp2_f32(y: np.ndarray) -> np.ndarray:
     return out
 
 
-def ranked(logits: np.ndarray) -> np.ndarray:
-    """Indices by logit, largest first, ties by lower index, NaN as -inf."""
-    key = np.asarray(logits).astype(np.float32)
-    key = np.where(np.isnan(key), np.float32(-np.inf), key)
-    return np.argsort(-key, kind="stable")
+def _keys(logits: np.ndarray) -> np.ndarray:
+    """The logits as float32 ranking keys, a NaN as ``-inf``."""
+    key = np.asarray(logits).reshape(-1).astype(np.float32)
+    if key.size and np.isnan(key[int(np.argmax(key))]):  # argmax stops at a NaN
+        key = np.where(np.isnan(key), np.float32(-np.inf), key)
+    return key
+
+
+def ranked(logits: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Indices by logit, largest first, ties by lower index, NaN as -inf.
+
+    With ``k``, only the first ``k`` of them (the same indices in the same
+    order): the ``k``-th largest key is found by a partition, every index
+    with a larger key and the lowest-indexed ties at it are kept, and only
+    those are sorted (stably, by index within a value). ``-0.0`` and ``0.0``
+    rank as equal, as in a sort.
+    """
+    key = _keys(logits)
+    if k is None or k >= key.size:
+        return np.argsort(-key, kind="stable")
+    if k < 1:
+        raise ValueError(f"ranked: k={k} is below 1; give k >= 1 or None for all")
+    if k == 1:
+        return np.array([np.argmax(key)], np.intp)  # the first of the largest
+    kth = key[np.argpartition(-key, k - 1)[k - 1]]  # the k-th largest value
+    above = np.flatnonzero(key > kth)
+    ties = np.flatnonzero(key == kth)[: k - above.size]
+    kept = np.sort(np.concatenate([above, ties]))  # in index order
+    return kept[np.argsort(-key[kept], kind="stable")]
 
 
 def _bits(value: float) -> int:
@@ -210,10 +234,10 @@ def draw(
     logits = np.asarray(logits).reshape(-1)
     if logits.size == 0:
         raise ValueError("Sample: no logits to sample from")
-    order = ranked(logits)
     if temperature == 0:
-        return int(order[0])
+        return int(ranked(logits, 1)[0])
     k = min(int(top_k), logits.size)
+    order = ranked(logits, k if k >= 1 else None)
     with np.errstate(all="ignore"):
         inv = np.float32(1) / np.float32(temperature)
         z = logits[order[:k]].astype(np.float32) * inv

@@ -26,6 +26,7 @@ from iron.core.access import bounded, read, write
 from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of, stored
 from iron.core.handle import Handle
+from iron.core.layout import Strided
 from iron.core.percall import Affine, evaluate
 from iron.core.plan import IdleProgram
 from iron.core.recording import Recording, Step
@@ -51,34 +52,29 @@ class DeviceViews(Mapping[str, np.ndarray]):
         spec: ImageSpec,
         memory: Mapping[str, np.ndarray],
         widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
+        places: Mapping[str, _Place] | None = None,
     ) -> None:
         self.spec = spec
         self.memory = memory
         self.widen = widen
         self.buffers = spec.recording.buffers
+        self.places = places if places is not None else _places(spec)
         self._cache: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
         view = self._cache.get(name)
         if view is not None:
             return view
-        buffer = self.buffers[name]
-        place = self.spec.placement.get(name)
+        place = self.places.get(name)
         if place is None:
+            self.buffers[name]  # an unknown name is a KeyError, as a mapping's
             raise RunError(f"{self.spec.name}: buffer {name} has no placement")
-        key = "arena" if place.where == "arena" else f"{place.where}:{name}"
-        if (
-            self.widen is not None
-            and buffer.role == "weight"
-            and place.where == "arena"
-            and np.dtype(buffer.dtype) == np.dtype(bfloat16)
-        ):
+        key, offset, nbytes, dtype, shape, widens = place
+        if widens and self.widen is not None:
             # weights never change during a run: their float32 values, kept
-            view = self.widen(place.offset, buffer.nbytes, buffer.shape)
-            self._cache[name] = view
-            return view
-        raw = self.memory[key][place.offset : place.offset + buffer.nbytes]
-        view = raw.view(buffer.dtype).reshape(buffer.shape)
+            view = self.widen(offset, nbytes, shape)
+        else:
+            view = self.memory[key][offset : offset + nbytes].view(dtype).reshape(shape)
         self._cache[name] = view
         return view
 
@@ -87,6 +83,31 @@ class DeviceViews(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self.spec.placement)
+
+
+#: Where a buffer's bytes are: memory key, byte offset, bytes, dtype, shape,
+#: and whether it is a bf16 weight in the arena (read widened when it can be).
+_Place = tuple[str, int, int, np.dtype, tuple[int, ...], bool]
+
+
+def _places(spec: ImageSpec) -> dict[str, _Place]:
+    """Each placed buffer's :data:`_Place`, worked out once."""
+    places: dict[str, _Place] = {}
+    for name, place in spec.placement.items():
+        buffer = spec.recording.buffers.get(name)
+        if buffer is None:
+            continue
+        dtype = np.dtype(buffer.dtype)
+        arena = place.where == "arena"
+        places[name] = (
+            "arena" if arena else f"{place.where}:{name}",
+            place.offset,
+            buffer.nbytes,
+            dtype,
+            tuple(buffer.shape),
+            arena and buffer.role == "weight" and dtype == np.dtype(bfloat16),
+        )
+    return places
 
 
 def scratchpad_evaluator(spec: ImageSpec, scratchpad: np.ndarray):
@@ -154,8 +175,26 @@ class RunProgram:
         for placed in spec.transients:
             self.born.setdefault(placed.first, []).append(placed)
             self.dead.setdefault(placed.last, []).append(placed)
+        self._locate(spec)
+
+    def _locate(self, spec: ImageSpec) -> None:
+        #: The placement the operands below were located in.
+        self.placement = dict(spec.placement)
+        #: Where each buffer is placed, worked out once.
+        self.places = _places(spec)
         #: Each step's operands and operator as far as they are fixed at load.
-        self.fixed = {step.index: FixedStep(step) for step in spec.steps}
+        self.fixed = {
+            step.index: FixedStep(step, spec, self.places) for step in spec.steps
+        }
+
+    def refresh(self, spec: ImageSpec) -> None:
+        """Locate the operands again if ``spec``'s placement changed since.
+
+        A dict comparison that finds the same placement objects (a few
+        microseconds); a test may move a buffer after load.
+        """
+        if spec.placement != self.placement:
+            self._locate(spec)
 
     def zero_rows(self, scratchpad: np.ndarray) -> frozenset[int]:
         """The steps (outside :attr:`unread`) with zero rows for ``scratchpad``."""
@@ -174,35 +213,103 @@ def _no_values(expr: Affine) -> int:
     raise _PerCall(expr)
 
 
-#: A handle fixed at load: its buffer, first and end element, shape.
-_Span = tuple[str, int, int, tuple[int, ...]]
+#: Where the lean loop finds an operand's elements, worked out at load:
+#:
+#: - ``("arena", dtype, first, end, shape)``: a contiguous run at a fixed
+#:   offset of a buffer in the arena (not a weight read widened), in elements
+#:   of the whole arena seen as ``dtype``;
+#: - ``("span", name, first, end, shape)``: a contiguous run at a fixed offset
+#:   of buffer ``name`` (a weight, an input or output buffer);
+#: - ``("run", name, slot, elements, shape)``: a contiguous run of ``name``
+#:   starting at the element a scratchpad word holds this call;
+#: - ``("walk", name, slot, offset, strides, shape)``: one strided walk over
+#:   ``name`` that visits each element once, starting at ``offset`` plus the
+#:   scratchpad word ``slot`` (when not None), ``strides`` in elements.
+#:
+#: An operand with bounds, or any other layout, has none: it is read and
+#: written through ``read``/``write`` each call.
+_Operand = tuple[Any, ...]
 
 
-def _span(h: Handle | None) -> _Span | None:
-    """Where ``h``'s elements are, when no call can move or bound them."""
-    if h is None or not h.layout.contiguous or h.valid:
+def _injective(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a walk visits no element twice (each stride clears the inner dims)."""
+    reach = 0
+    for stride, size in sorted((st, n) for n, st in zip(sizes, strides) if n > 1):
+        if stride <= reach:
+            return False
+        reach += (size - 1) * stride
+    return True
+
+
+def _operand(
+    h: Handle | None, spec: ImageSpec | None, places: Mapping[str, _Place]
+) -> _Operand | None:
+    """How the lean loop finds ``h``'s elements (:data:`_Operand`), or None."""
+    if h is None or h.valid:
         return None
-    start = h.layout.static_offset
-    if start is None:
+    shape = tuple(h.shape)
+    layout = h.layout
+    if layout.contiguous:
+        start = layout.static_offset
+        if start is not None or h.elements == 0:
+            start = 0 if h.elements == 0 else start  # an empty run reads nothing
+            assert start is not None
+            place = places.get(h.name)
+            if place is not None and place[0] == "arena" and not place[5]:
+                offset, itemsize = place[1], place[3].itemsize
+                inside = start + h.elements <= place[2] // itemsize
+                if offset % itemsize == 0 and inside:
+                    first = offset // itemsize + start
+                    return ("arena", place[3], first, first + h.elements, shape)
+            return ("span", h.name, start, start + h.elements, shape)
+        slot = _slot(spec, layout.start)
+        if slot is None:
+            return None
+        return ("run", h.name, slot, h.elements, shape)
+    if not isinstance(layout, Strided) or isinstance(layout.tap, tuple):
         return None
-    if h.elements == 0:
-        start = 0  # an empty handle reads nothing, wherever it starts
-    return (h.name, start, start + h.elements, tuple(h.shape))
+    tap = layout.tap
+    if layout.repeat is not None or layout.length is not None:
+        return None
+    if tuple(tap.sizes) != shape or not _injective(tap.sizes, tap.strides):
+        return None
+    shift = layout.shift
+    slot = None
+    if not isinstance(shift, int):
+        slot = _slot(spec, shift)
+        if slot is None:
+            return None
+        shift = 0
+    return ("walk", h.name, slot, tap.offset + shift, tuple(tap.strides), shape)
+
+
+def _slot(spec: ImageSpec | None, expr: Any) -> int | None:
+    """The scratchpad word holding ``expr`` (a per-call expression), or None."""
+    if spec is None or not isinstance(expr, Affine):
+        return None
+    return spec.slot_of_key.get(expr.key())
 
 
 class FixedStep:
     """What a step reads, writes and runs as, where no call can change it.
 
     The operator, when it has no per-call field (``bind`` gives it back
-    unchanged whatever the values), and each operand that is a contiguous
-    run at a fixed offset without bounds, as its element span. The lean
-    loop takes these instead of binding and locating them again each run;
-    anything else is bound and read per call, as ``Recording.run_step`` does.
+    unchanged whatever the values), and where each operand's elements are
+    (:data:`_Operand`): a contiguous run at a fixed offset, or at the offset
+    a scratchpad word holds, or one strided walk visiting each element once.
+    The lean loop takes these instead of binding and locating them again
+    each run; anything else is bound and read per call, as
+    ``Recording.run_step`` does.
     """
 
     __slots__ = ("op", "inputs", "outputs")
 
-    def __init__(self, step: Step) -> None:
+    def __init__(
+        self,
+        step: Step,
+        spec: ImageSpec | None = None,
+        places: Mapping[str, _Place] | None = None,
+    ) -> None:
         try:
             # bind takes a mapping or, as here, a device's evaluator
             no_values: Any = _no_values
@@ -210,8 +317,10 @@ class FixedStep:
         except Exception:  # any error is raised again by the run, in its place
             fixed = False
         self.op = step.op if fixed else None
-        self.inputs = tuple(_span(h) for h in step.inputs)
-        self.outputs = tuple(_span(h) for h in step.outputs)
+        if places is None:
+            places = {} if spec is None else _places(spec)
+        self.inputs = tuple(_operand(h, spec, places) for h in step.inputs)
+        self.outputs = tuple(_operand(h, spec, places) for h in step.outputs)
 
     def run(self, step: Step, ev: Any, flats: _Flats) -> None:
         """Run ``step`` as ``Recording.run_step`` does: reads, kernel, writes.
@@ -219,20 +328,29 @@ class FixedStep:
         The same values, bytes and errors; an operand outside its buffer is
         left to ``read``/``write``, which say which elements.
         """
-        views = flats.views
         op = self.op if self.op is not None else step.op.bind(ev)
         args: list[np.ndarray | None] = []
-        for h, span in zip(step.inputs, self.inputs):
+        for h, where in zip(step.inputs, self.inputs):
             if h is None:
                 args.append(None)
                 continue
-            if span is not None:
-                name, first, end, shape = span
-                elements = flats[name]
-                if end <= elements.size:  # else read() says which elements
-                    args.append(elements[first:end].reshape(shape))
+            if where is not None:
+                kind = where[0]
+                if kind == "arena":
+                    elements = flats.typed(where[1])
+                elif kind == "span":
+                    elements = flats[where[1]]
+                else:
+                    found = _located(where, flats)
+                    if found is not None:
+                        # a walk is gathered into a contiguous copy, as read() does
+                        args.append(found.copy() if kind == "walk" else found)
+                        continue
+                    elements = None
+                if elements is not None and where[3] <= elements.size:
+                    args.append(elements[where[2] : where[3]].reshape(where[4]))
                     continue
-            args.append(read(h, ev, views))
+            args.append(read(h, ev, flats.views))  # else read() says which elements
         result = op.reference(*args)  # type: ignore[arg-type]
         results = result if isinstance(result, tuple) else (result,)
         if len(results) != len(step.outputs):
@@ -240,38 +358,84 @@ class FixedStep:
                 f"{type(op).__name__}.reference returned {len(results)} arrays "
                 f"for {len(step.outputs)} outputs"
             )
-        for h, span, r in zip(step.outputs, self.outputs, results):
+        for h, where, r in zip(step.outputs, self.outputs, results):
             r = np.asarray(r)
-            if span is None:
+            target = None
+            if where is not None:
+                kind = where[0]
+                if kind == "arena" or kind == "span":
+                    elements = (
+                        flats.typed(where[1]) if kind == "arena" else flats[where[1]]
+                    )
+                    if where[3] <= elements.size:
+                        target = elements[where[2] : where[3]].reshape(where[4])
+                else:
+                    target = _located(where, flats)
+            if target is None:
                 cut = bounded(h, ev)
                 if r.shape == tuple(h.shape) and any(c != slice(None) for c in cut):
                     r = r[cut]
-                write(h, ev, views, r)
+                write(h, ev, flats.views, r)
                 continue
-            name, first, end, shape = span
-            elements = flats[name]
-            if end > elements.size:
-                write(h, ev, views, r)
-                continue
-            target = elements[first:end].reshape(shape)
             if r.shape != target.shape:
                 raise ValueError(
                     f"{h!r} takes shape {list(target.shape)} this call, got "
                     f"{list(r.shape)}"
                 )
-            target[...] = r.astype(elements.dtype, copy=False)
+            target[...] = r.astype(target.dtype, copy=False)
+
+
+def _located(where: _Operand, flats: _Flats) -> np.ndarray | None:
+    """A per-call operand's elements this call (a view), or None when outside
+    its buffer (``read``/``write`` then say which elements)."""
+    if where[0] == "run":
+        _, name, slot, count, shape = where
+        elements = flats[name]
+        first = int(flats.words[slot])
+        if first < 0 or first + count > elements.size:
+            return None
+        return elements[first : first + count].reshape(shape)
+    _, name, slot, offset, strides, shape = where
+    elements = flats[name]
+    if slot is not None:
+        offset += int(flats.words[slot])
+    last = offset + sum((n - 1) * st for n, st in zip(shape, strides))
+    if offset < 0 or last >= elements.size:
+        return None
+    size = elements.itemsize
+    return np.ndarray(
+        shape,
+        elements.dtype,
+        buffer=elements,
+        offset=offset * size,
+        strides=tuple(st * size for st in strides),
+    )
 
 
 class _Flats(dict[str, np.ndarray]):
-    """Each buffer's device view, flat, made once a run on first use."""
+    """Each buffer's device view, flat, made once a run on first use.
 
-    def __init__(self, views: DeviceViews) -> None:
+    Also the run's scratchpad words, and the arena seen as each dtype.
+    """
+
+    def __init__(self, views: DeviceViews, words: np.ndarray | None = None) -> None:
         super().__init__()
         self.views = views
+        self.words = words if words is not None else np.zeros(0, np.int32)
+        self._typed: dict[np.dtype, np.ndarray] = {}
 
     def __missing__(self, name: str) -> np.ndarray:
         flat = self[name] = self.views[name].reshape(-1)
         return flat
+
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        """The whole arena as ``dtype`` elements (a trailing partial one left out)."""
+        found = self._typed.get(dtype)
+        if found is None:
+            arena = self.views.memory["arena"]
+            whole = arena.size - arena.size % dtype.itemsize
+            found = self._typed[dtype] = arena[:whole].view(dtype)
+        return found
 
 
 def execute(
@@ -298,7 +462,8 @@ def execute(
     """
     if program is None:
         program = RunProgram(spec)
-    views = DeviceViews(spec, memory, widen)
+    program.refresh(spec)
+    views = DeviceViews(spec, memory, widen, program.places)
     ev = scratchpad_evaluator(spec, scratchpad)
     # the steps that do nothing this run: the host's idle ones, and those
     # the scratchpad's words give zero rows (read once, as the bounds are
@@ -307,7 +472,7 @@ def execute(
     unread = program.unread
     if not poison and not spec.check and not unread:
         steps = [s for s in spec.steps if s.index not in skip]
-        _run_steps(spec, steps, ev, views, program.fixed)
+        _run_steps(spec, steps, ev, _Flats(views, scratchpad), program.fixed)
         if spec.emit is not None and feedback is not None:
             _emit(spec, memory, views, scratchpad, feedback)
         return
@@ -347,7 +512,7 @@ def _run_steps(
     spec: ImageSpec,
     steps: list[Any],
     ev: Any,
-    views: DeviceViews,
+    flats: _Flats,
     fixed: Mapping[int, FixedStep],
 ) -> None:
     """Run ``steps`` (none idle; no poison, no check): the loop above, lean.
@@ -355,7 +520,6 @@ def _run_steps(
     Each step by :meth:`FixedStep.run`: as ``Recording.run_step`` runs it,
     with what was fixed at load taken from there.
     """
-    flats = _Flats(views)
     step = None
     try:
         for step in steps:
