@@ -9,6 +9,7 @@ host view of an uploaded weight is given back.
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -68,6 +69,32 @@ def test_a_bad_environment_budget_is_refused_naming_the_variable(monkeypatch):
     monkeypatch.setenv("IRON_EMU_MEMORY", "0.9")
     with pytest.raises(ValueError, match=r"IRON_EMU_MEMORY='0.9' is below 1"):
         emu_memory()
+    with pytest.raises(ValueError, match="is below 1"):  # every read, not once
+        emu_memory()
+    monkeypatch.setenv("IRON_EMU_MEMORY", "2")  # a changed value is read anew
+    assert emu_memory() == 2.0
+
+
+def test_the_device_memory_counts_buffers_as_they_come_and_go():
+    device = EmuDevice(NPU2)
+    try:
+        base = device.widenings.device_bytes()
+        kept = device.alloc(4096, "kept")
+        freed = device.alloc(1000, "freed")
+        dropped = device.alloc(300, "dropped")
+        assert device.widenings.device_bytes() == base + 5396
+        freed.free()
+        freed.free()  # a second free counts nothing again
+        assert device.widenings.device_bytes() == base + 4396
+        del dropped
+        gc.collect()
+        assert device.widenings.device_bytes() == base + 4096
+        kept.free()
+        del kept
+        gc.collect()  # freed, then dropped: counted out once
+        assert device.widenings.device_bytes() == base
+    finally:
+        device.close()
 
 
 # -- the budget ------------------------------------------------------------------------

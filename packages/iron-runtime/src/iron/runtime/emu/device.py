@@ -55,24 +55,39 @@ class Widenings:
     request, so a changed budget applies from the next weight read: a copy
     is made while the copies fit in ``(budget - 1)`` times the device's
     memory (its live buffers' bytes), first come first kept, and a kept
-    copy is dropped when it no longer fits.
+    copy is dropped when it no longer fits. The device's bytes are counted
+    as buffers come and go, so a request costs no walk over the buffers.
     """
 
     def __init__(self) -> None:
-        self.buffers: weakref.WeakSet[EmuBuffer] = weakref.WeakSet()
         #: The bytes of every copy kept now.
         self.kept = 0
+        self._live = 0
+
+    def add(self, buffer: EmuBuffer) -> None:
+        """Count ``buffer``'s bytes until it is freed or dropped."""
+        self._live += buffer.nbytes
+        weakref.finalize(buffer, self._gone, buffer.nbytes, buffer.gone)
+
+    def _gone(self, nbytes: int, gone: list[bool]) -> None:
+        if not gone:  # dropped without free(): its bytes leave the device
+            gone.append(True)
+            self._live -= nbytes
+
+    def remove(self, buffer: EmuBuffer) -> None:
+        """Stop counting ``buffer`` (freed)."""
+        self._gone(buffer.nbytes, buffer.gone)
 
     def device_bytes(self) -> int:
         """The device memory: every live buffer's bytes."""
-        return sum(b.nbytes for b in list(self.buffers) if not b.freed)
+        return self._live
 
     def fits(self, nbytes: int) -> bool:
         """Whether the copies kept and ``nbytes`` more fit in the budget."""
         budget = emu_memory()
         if math.isinf(budget):
             return True
-        return self.kept + nbytes <= (budget - 1) * self.device_bytes()
+        return self.kept + nbytes <= (budget - 1) * self._live
 
 
 class EmuBuffer(BufferObject):
@@ -98,8 +113,10 @@ class EmuBuffer(BufferObject):
         # float32 copies of bf16 weights, each with the write count it saw
         self._widened: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         self._writes = 0
+        # set once its bytes leave the device's count (freed or dropped)
+        self.gone: list[bool] = []
         self._widenings = Widenings() if widenings is None else widenings
-        self._widenings.buffers.add(self)
+        self._widenings.add(self)
 
     def _range(self, offset: int, nbytes: int | None) -> slice:
         if self.freed:
@@ -199,6 +216,7 @@ class EmuBuffer(BufferObject):
 
     def free(self) -> None:
         self.freed = True
+        self._widenings.remove(self)
         self._widenings.kept -= sum(w.nbytes for _, w in self._widened.values())
         self._widened.clear()
         self._host = self.device = np.zeros(0, np.uint8)

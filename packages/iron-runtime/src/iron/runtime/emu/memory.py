@@ -24,6 +24,9 @@ DEFAULT_EMU_MEMORY = 1.25
 
 _ENV = "IRON_EMU_MEMORY"
 _chosen: float | None = None
+# the last value of IRON_EMU_MEMORY read, and its budget (read on every
+# weight read: parsed again only when it changes)
+_parsed: tuple[str, float] = ("", DEFAULT_EMU_MEMORY)
 
 
 def _checked(value: object, where: str) -> float:
@@ -68,9 +71,13 @@ def emu_memory() -> float:
     Raises:
         ValueError: ``IRON_EMU_MEMORY`` is not a number >= 1.
     """
+    global _parsed
     if _chosen is not None:
         return _chosen
-    given = os.environ.get(_ENV, "").strip()
-    if not given:
-        return DEFAULT_EMU_MEMORY
-    return _checked(given, _ENV)
+    given = os.environ.get(_ENV, "")
+    if given == _parsed[0]:
+        return _parsed[1]
+    stripped = given.strip()
+    budget = _checked(stripped, _ENV) if stripped else DEFAULT_EMU_MEMORY
+    _parsed = (given, budget)
+    return budget
