@@ -201,7 +201,9 @@ def run(ctx: Context) -> dict[str, Any]:
         + f"; at the end +{m['end'] * mb:.0f} MB.",
         f"The emulated device's buffers: {m['weights'] * mb:.0f} MB of weights "
         f"uploaded into an arena of {m['arena'] * mb:.0f} MB, resident "
-        f"{m['device_end'] * mb:.0f} MB at the end (host view + device copy).",
+        f"{m['device_end'] * mb:.0f} MB at the end (the device copy's "
+        f"pages, and the host view's still held: an uploaded weight's are "
+        f"given back).",
         f"Beyond the device buffers, at most {m['beyond_device'] * mb:.1f} MB = "
         f"{beyond:.3f}x the file, its one shard (sampled at each of "
         f"{m['samples']} uploaded pieces; the target applies to this); raw "

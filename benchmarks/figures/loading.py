@@ -211,8 +211,9 @@ def run(ctx: Context) -> dict[str, Any]:
         + f"; at the end +{m['end'] * mb:.0f} MB.",
         f"The emulated device's buffers: {m['weights'] * mb:.0f} MB of weights "
         f"uploaded into an arena of {m['arena'] * mb:.0f} MB, resident "
-        f"{m['device_end'] * mb:.0f} MB at the end (host view + device copy, "
-        f"the pages written).",
+        f"{m['device_end'] * mb:.0f} MB at the end (the device copy's "
+        f"pages, and the host view's still held: an uploaded weight's are "
+        f"given back).",
         f"Raw peak above baseline: {raw:.2f}x the largest shard (the device copy "
         f"lives in host memory on the emulator). Beyond the device buffers, at "
         f"most {m['beyond_device'] * mb:.1f} MB = {beyond:.3f}x the largest shard "
