@@ -6,9 +6,10 @@ computes, the rounding its operator's reference models, the stack its entry
 points need and how that figure was found), which :func:`contract` reads, so
 Python never restates it. ``iron_kernel.h`` holds
 what every kernel shares (the C signature convention, bf16 scalar bits,
-round-to-nearest-even, the aie_api fp32 backend) and ``iron_vecmath.h`` the
+round-to-nearest-even, the aie_api fp32 backend), ``iron_vecmath.h`` the
 fp32 activation algorithms, written over a vector backend so that the host
-tests can run them on scalars.
+tests can run them on scalars, and ``iron_quant.h`` the dequantization of a
+packed weight group the quantized-weight kernels share.
 
 The kernels are written for the pinned mlir-aie release's aie_api headers and
 compiled by Peano (:mod:`iron.runtime.npu.build`); nothing here has been
@@ -28,7 +29,7 @@ __all__ = ["KERNEL_DIR", "HEADERS", "KernelContract", "contract", "source", "sym
 KERNEL_DIR = Path(__file__).resolve().parent
 
 #: The headers every kernel includes (they take part in the build cache key).
-HEADERS = ("iron_kernel.h", "iron_vecmath.h")
+HEADERS = ("iron_kernel.h", "iron_vecmath.h", "iron_quant.h")
 
 _FIELDS = ("symbol", "operator", "arguments", "tile", "computes", "rounding", "stack")
 _FIELD = re.compile(r"^//\s{3}(" + "|".join(_FIELDS) + r"): (.*)$")
