@@ -26,7 +26,7 @@ from iron.core.access import bounded, read, write
 from iron.core.emit import run as run_emit
 from iron.core.emit import slots_of, stored
 from iron.core.handle import Handle
-from iron.core.layout import Strided
+from iron.core.layout import offset_parts
 from iron.core.percall import Affine, evaluate
 from iron.core.plan import IdleProgram
 from iron.core.recording import Recording, Step
@@ -266,21 +266,23 @@ def _operand(
         if slot is None:
             return None
         return ("run", h.name, slot, h.elements, shape)
-    if not isinstance(layout, Strided) or isinstance(layout.tap, tuple):
+    # one walk over the buffer, moved per call by its start alone (no
+    # per-call size, no walk of its own per id), asked of the layout's DMA
+    # walks as every consumer asks a layout
+    walks = layout.dma_walks(h.elements)
+    if len(walks.walks) != 1 or walks.sized_per_call or walks.per_walk:
         return None
-    tap = layout.tap
-    if layout.repeat is not None or layout.length is not None:
+    offset, sizes, strides = walks.walks[0]
+    if tuple(sizes) != shape or not _injective(sizes, strides):
         return None
-    if tuple(tap.sizes) != shape or not _injective(tap.sizes, tap.strides):
-        return None
-    shift = layout.shift
+    start = layout.start
     slot = None
-    if not isinstance(shift, int):
-        slot = _slot(spec, shift)
+    if not isinstance(start, int):
+        slot = _slot(spec, start)
         if slot is None:
             return None
-        shift = 0
-    return ("walk", h.name, slot, tap.offset + shift, tuple(tap.strides), shape)
+        offset -= offset_parts(start)[0]  # the word holds the whole start
+    return ("walk", h.name, slot, offset, tuple(strides), shape)
 
 
 def _slot(spec: ImageSpec | None, expr: Any) -> int | None:
