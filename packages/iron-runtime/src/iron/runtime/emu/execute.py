@@ -91,7 +91,7 @@ _Place = tuple[str, int, int, np.dtype, tuple[int, ...], bool]
 
 
 def _places(spec: ImageSpec) -> dict[str, _Place]:
-    """Each placed buffer's :data:`_Place`, worked out once."""
+    """Each placed buffer's ``_Place``, worked out once."""
     places: dict[str, _Place] = {}
     for name, place in spec.placement.items():
         buffer = spec.recording.buffers.get(name)
@@ -244,7 +244,7 @@ def _injective(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 def _operand(
     h: Handle | None, spec: ImageSpec | None, places: Mapping[str, _Place]
 ) -> _Operand | None:
-    """How the lean loop finds ``h``'s elements (:data:`_Operand`), or None."""
+    """How the lean loop finds ``h``'s elements (``_Operand``), or None."""
     if h is None or h.valid:
         return None
     shape = tuple(h.shape)
@@ -297,7 +297,7 @@ class FixedStep:
 
     The operator, when it has no per-call field (``bind`` gives it back
     unchanged whatever the values), and where each operand's elements are
-    (:data:`_Operand`): a contiguous run at a fixed offset, or at the offset
+    (``_Operand``): a contiguous run at a fixed offset, or at the offset
     a scratchpad word holds, or one strided walk visiting each element once.
     The lean loop takes these instead of binding and locating them again
     each run; anything else is bound and read per call, as
