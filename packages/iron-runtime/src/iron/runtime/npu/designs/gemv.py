@@ -96,6 +96,7 @@ __all__ = [
     "SYMBOLS",
     "build",
     "check_out_words",
+    "fits_shims",
     "handles",
     "layout",
 ]
@@ -365,8 +366,11 @@ def _block_transfers(
     return found
 
 
-def _fit(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
-    """Within the descriptor limits, and at most ``bds`` transfers per shim."""
+def fits_shims(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
+    """Within the descriptor limits, and at most ``bds`` transfers per shim.
+
+    QGEMV's design blocks its long walks by the same rule.
+    """
     shims = collections.Counter(t.shim for t in transfers)
     return max(shims.values()) <= bds and not any(
         legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
@@ -389,7 +393,7 @@ def _blocks(
     def fits(blk: tuple[int, int]) -> bool:
         ts = _block_transfers(op, dev, where, blk, 0)
         most = max(collections.Counter(t.fifo for t in ts).values())
-        return most <= per_fifo and _fit(ts, dev, dev.shim_bds // 2)
+        return most <= per_fifo and fits_shims(ts, dev, dev.shim_bds // 2)
 
     least = 1 if op.tile_m * _ITEM % dev.dma_granule_bytes == 0 else 2
     if units < least or not fits((0, least)):
@@ -424,9 +428,9 @@ def layout(
     units = _batch(op) * (op.M // op.num_aie_columns // op.tile_m)
     waits: list[tuple[int, str]] = []
     transfers = _whole_walks(op, dev, where)
-    if not _fit(transfers, dev, dev.shim_bds):
+    if not fits_shims(transfers, dev, dev.shim_bds):
         at_once = _block_transfers(op, dev, where, (0, units), None)
-        if _fit(at_once, dev, dev.shim_bds):
+        if fits_shims(at_once, dev, dev.shim_bds):
             transfers = at_once
         elif blocks := _blocks(op, dev, where):
             outs = [f"out_{c}" for c in range(op.num_aie_columns)]

@@ -72,7 +72,7 @@ from iron.operators.qmatmul import QGEMV, DequantRows
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design, Words
-from iron.runtime.npu.designs.gemv import check_out_words
+from iron.runtime.npu.designs.gemv import check_out_words, fits_shims
 from iron.runtime.npu.designs.sequence import (
     assemble,
     column_fifos,
@@ -213,15 +213,6 @@ def _qgemv_transfers(
     return found
 
 
-def _fits_shims(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
-    """At most ``bds`` transfers per shim, each within the walk limits."""
-    shims = collections.Counter(t.shim for t in transfers)
-    return max(shims.values()) <= bds and not any(
-        legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
-        for t in transfers
-    )
-
-
 def _qgemv_blocks(
     op: Any, dev: Device, where: Mapping[str, tuple[str, int]]
 ) -> tuple[tuple[int, int], ...]:
@@ -241,7 +232,7 @@ def _qgemv_blocks(
             return False
         ts = _qgemv_transfers(op, dev, where, blk, 0)
         most = max(collections.Counter(t.fifo for t in ts).values())
-        return most <= per_fifo and _fits_shims(ts, dev, dev.shim_bds // 2)
+        return most <= per_fifo and fits_shims(ts, dev, dev.shim_bds // 2)
 
     for count in range(2, units + 1):
         size = -(-units // count)
@@ -271,7 +262,7 @@ def _qgemv_layout(
         ]
     transfers = _qgemv_transfers(op, dev, where)
     waits: list[tuple[int, str]] = []
-    if not _fits_shims(transfers, dev, dev.shim_bds) and (
+    if not fits_shims(transfers, dev, dev.shim_bds) and (
         blocks := _qgemv_blocks(op, dev, where)
     ):
         outs = [f"out_{c}" for c in range(cols)]
