@@ -157,7 +157,7 @@ def core(session: nox.Session) -> None:
 @_timed
 def operators(session: nox.Session) -> None:
     """Run iron-operators' tests against an editable iron-core."""
-    session.install("-e", CORE, "-e", f"{OPERATORS}[test]")
+    session.install("-e", CORE, "-e", f"{OPERATORS}[test,jit]")
     session.run("pytest", f"{OPERATORS}/tests", *session.posargs)
 
 
@@ -165,7 +165,7 @@ def operators(session: nox.Session) -> None:
 @_timed
 def runtime(session: nox.Session) -> None:
     """Run iron-runtime's tests on the emulated NPU, dead memory poisoned."""
-    session.install("-e", CORE, "-e", OPERATORS, "-e", f"{RUNTIME}[test]")
+    session.install("-e", CORE, "-e", f"{OPERATORS}[jit]", "-e", f"{RUNTIME}[test]")
     session.run(
         "pytest",
         f"{RUNTIME}/tests",

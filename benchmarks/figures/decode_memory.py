@@ -23,7 +23,6 @@ IRON's default at most 1.5x the weights' bytes above the baseline.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import logging
@@ -32,7 +31,6 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,26 +161,6 @@ def hf_child(folder: str, new: int) -> dict[str, Any]:
 # -- the figure ----------------------------------------------------------------------------
 
 
-def with_every_copy(measure: Callable[[Context], dict[str, Any]]):
-    """``measure`` with the emulator keeping every float32 copy of the weights.
-
-    A speed figure (figure 4) measures the emulator at its fastest: the
-    memory budget raised to ``inf`` for the figure, then back to the default.
-    """
-
-    @functools.wraps(measure)
-    def run(ctx: Context) -> dict[str, Any]:
-        from iron.runtime import set_emu_memory
-
-        set_emu_memory(float("inf"))
-        try:
-            return measure(ctx)
-        finally:
-            set_emu_memory(None)
-
-    return run
-
-
 def _measure(*args: str) -> dict[str, Any]:
     """Run a child (``iron FOLDER BUDGET NEW`` or ``hf FOLDER NEW``) afresh."""
     here = Path(__file__).resolve()
@@ -241,8 +219,7 @@ def run(ctx: Context) -> dict[str, Any]:
         f"uploaded), peak +{default['peak'] * mb:.0f} MB = {value:.3f}x the "
         f"weights, float32 copies kept {default['kept'] * mb:.0f} MB, "
         f"{_speeds(default)}.",
-        f"IRON with every float32 copy kept (IRON_EMU_MEMORY=inf, as figure 4 "
-        f"runs): peak +{every['peak'] * mb:.0f} MB = {every_x:.3f}x, copies "
+        f"IRON with every float32 copy kept (IRON_EMU_MEMORY=inf): peak +{every['peak'] * mb:.0f} MB = {every_x:.3f}x, copies "
         f"{every['kept'] * mb:.0f} MB, {_speeds(every)}; the tokens "
         + ("are the same" if same else "DIFFER (a bug: the budget changed a result)")
         + ".",

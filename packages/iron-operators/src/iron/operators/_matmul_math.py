@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
-from iron.operators import bfp16
+from iron.operators import bfp16, matvec
 
 #: bf16 unit roundoff: 8 significant bits, round to nearest.
 U_BF16 = 2.0**-8
@@ -43,6 +43,9 @@ _ROW_MULTIPLE = 64
 #: whole (see ``_column_block``); a larger one in ``_WIDEN_BYTES`` blocks.
 _WHOLE_BYTES = 16 << 20
 
+#: The ``a`` dtypes :func:`iron.operators.matvec.matvec` reads.
+_MATVEC_TYPES = (np.dtype(bfloat16), np.dtype(np.float32))
+
 AMD_GEMV = Tolerance.relative(
     0.04,
     1e-3,
@@ -62,8 +65,11 @@ def model_product(
 ) -> np.ndarray:
     """``a @ b`` as a bf16 kernel at ``level`` computes it, rounded to bf16.
 
-    A matrix-vector product (``N == 1``) whose ``a`` is not float32 (a bf16
-    weight) is widened and multiplied ``_WIDEN_BYTES`` of float32 rows at a
+    A ``HIGHEST`` matrix-vector product (``N == 1``) of one ``(M, K)``
+    bf16 or float32 ``a``, K even, runs :func:`iron.operators.matvec.matvec` where it
+    is compiled: the bf16 weight read as it is, the same bits for a bf16
+    ``a`` and its float32 copy. Otherwise a matrix-vector product whose
+    ``a`` is not float32 (a bf16 weight) is widened and multiplied ``_WIDEN_BYTES`` of float32 rows at a
     time rather than whole: the same float32 values, each row's product its
     own (the rows' bits are those of the whole call), and no float32 copy of
     the weight held beside it. A matrix product (``N > 1``) whose ``b`` is
@@ -82,6 +88,17 @@ def model_product(
         The ``(..., M, N)`` bf16 result.
     """
     a, b = np.asarray(a), np.asarray(b)
+    if (
+        level is Precision.HIGHEST
+        and a.ndim == 2
+        and b.ndim == 2
+        and b.shape[1] == 1
+        and a.shape[1] % 2 == 0
+        and a.dtype in _MATVEC_TYPES
+        and matvec.available()
+    ):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return matvec.matvec(a, b[:, 0])[:, None].astype(bfloat16)
     rows = _row_block(a, b)
     if rows:
         m = a.shape[-2]

@@ -44,6 +44,7 @@ from iron.core.device import Device
 from iron.core.operator import Cost, DimensionConflictError, Operator, RefusedShapeError
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
+from iron.operators import matvec
 from iron.operators._matmul_math import AMD_GEMV, bound_tolerance
 from iron.operators._matmul_math import error_bound as error_bound
 from iron.operators._matmul_math import model_product as model_product
@@ -404,6 +405,15 @@ class GEMV(_MatMul):
     )
     inputs = (Input("w", "M", "K"), Input("x", "K"))
     outputs = (Output("out", "M"),)
+
+    def reads_float32(self, index: int) -> bool:
+        """False for ``w`` where :func:`~iron.operators.matvec.matvec` reads it as bf16.
+
+        That is at ``HIGHEST`` with numba installed; the other levels sum
+        float32 K tiles with numpy's BLAS, which wants the float32 copy.
+        """
+        level = self.effective_precision or self.precision
+        return not (index == 0 and level is Precision.HIGHEST and matvec.available())
 
     @classmethod
     def infer(cls, operands: Mapping[str, Any]) -> dict[str, tuple[int, str]]:

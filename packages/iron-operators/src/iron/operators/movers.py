@@ -48,6 +48,15 @@ _COLUMNS = (1, 2, 4, 8)
 _STACK_BYTES = 1024
 
 
+class _Mover(Operator):
+    """A data mover's shared answer: it moves values, it computes nothing."""
+
+    def reads_float32(self, index: int) -> bool:
+        """False: a mover copies a bf16 input's values as they are, so a
+        float32 copy of a weight would only be converted back."""
+        return False
+
+
 @dataclasses.dataclass(frozen=True)
 class Access:
     """How ``Copy`` reads its view: the shim DMA walks, in elements.
@@ -92,7 +101,7 @@ class Access:
         return f"{self.kind}({shown}{more}){per_call}"
 
 
-class Copy(Operator):
+class Copy(_Mover):
     """A contiguous copy of any view: ``step(view)``, shaped as the view.
 
     The view may be a strided walk, a slice at a per-call offset
@@ -256,7 +265,7 @@ class Copy(Operator):
         )
 
 
-class Transpose(Operator):
+class Transpose(_Mover):
     """Swap the last two axes: ``(R, C) -> (C, R)``, or ``(B, R, C) -> (B, C, R)``.
 
     ``step(x)`` on a bf16 ``x``; exact. Cores take ``tile_rows x tile_cols``
@@ -391,7 +400,7 @@ class Transpose(Operator):
         )
 
 
-class Repeat(Operator):
+class Repeat(_Mover):
     """Repeat each row ``repeat`` times along axis 0: ``np.repeat(x, repeat, axis=0)``.
 
     ``step(x, repeat=...)`` on ``x`` of any rank (at least 1) and dtype; the

@@ -91,7 +91,17 @@ _Place = tuple[str, int, int, np.dtype, tuple[int, ...], bool]
 
 
 def _places(spec: ImageSpec) -> dict[str, _Place]:
-    """Each placed buffer's ``_Place``, worked out once."""
+    """Each placed buffer's ``_Place``, worked out once.
+
+    A bf16 weight is read widened when a step's operator reads it faster as
+    float32 (``Operator.reads_float32``); else as its own bf16 bytes.
+    """
+    wide = {
+        h.name
+        for step in spec.recording.steps
+        for index, h in enumerate(step.inputs)
+        if h is not None and step.op.reads_float32(index)
+    }
     places: dict[str, _Place] = {}
     for name, place in spec.placement.items():
         buffer = spec.recording.buffers.get(name)
@@ -105,7 +115,10 @@ def _places(spec: ImageSpec) -> dict[str, _Place]:
             buffer.nbytes,
             dtype,
             tuple(buffer.shape),
-            arena and buffer.role == "weight" and dtype == np.dtype(bfloat16),
+            arena
+            and buffer.role == "weight"
+            and dtype == np.dtype(bfloat16)
+            and name in wide,
         )
     return places
 

@@ -1,0 +1,167 @@
+"""A compiled matrix-vector product for the kernel models of bf16 weights.
+
+A decode step is a chain of matrix-vector products over its weights, so the
+emulated NPU's speed is the speed of reading them. numpy's BLAS has only a
+float32 ``sgemv``: a bf16 weight must first be widened to float32, so it
+reads twice the weight's bytes (and holds a float32 copy, or widens on
+every call). :func:`matvec` reads the bf16 weight itself: each row is
+widened in registers (a bf16 is the upper half of a float32's bits) and
+its float32 products summed there, rows split across the machine's
+cores. It is compiled with numba, the ``jit`` extra of iron-operators
+(iron-lm installs it); without numba, :func:`available` is false and
+``model_product`` keeps numpy's BLAS path.
+
+The arithmetic is the ``HIGHEST`` level's model (``iron.operators.matmul``):
+float32 products summed in float32 in some order, rounded once to bf16 by
+the caller. The order is the compiler's (vector lanes, then a lane sum) and
+fixed for a given K on a given machine: a row's bits never depend on the
+other rows, on how rows are split among threads, or on whether the weight
+came as bf16 or as its float32 copy (tested), as BLAS's rows do not (see
+``_matmul_math._row_block``).
+
+``IRON_JIT=0`` in the environment turns the compiled path off (read at the
+first product), for comparing the two or where numba misbehaves.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from ml_dtypes import bfloat16
+
+__all__ = ["available", "matvec"]
+
+#: Rows below this many bytes of weight run on the calling thread alone: a
+#: pool hand-off costs more than it saves on a small weight.
+_SPLIT_BYTES = 1 << 19
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def _compile() -> dict[str, Any]:
+    """The compiled row kernels and the thread pool, or ``{}`` without numba."""
+    if os.environ.get("IRON_JIT", "1").strip() == "0" or sys.byteorder != "little":
+        return {}
+    try:
+        import numba
+    except ImportError:
+        return {}
+    # reassoc lets the compiler sum in vector lanes; nsz lets it start a
+    # sum at +0 and contract use fused multiply-adds (a bf16 product is
+    # exact in float32, so they change no bits there). Not nnan or ninf:
+    # NaN and infinities propagate as IEEE sums do.
+    flags = {"reassoc", "nsz", "contract"}
+
+    @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
+    def rows_bf16(pairs, even, odd, out, first, last):  # pragma: no cover - compiled
+        # a row's bf16 pairs as one uint32 each: the first element's bits
+        # are the low half, the second's the high half (little-endian)
+        low, high = np.uint32(16), np.uint32(0xFFFF0000)
+        for r in range(first, last):
+            row = pairs[r]
+            total = np.float32(0.0)
+            for j in range(row.shape[0]):
+                w = row[j]
+                total += np.uint32(w << low).view(np.float32) * even[j]
+                total += np.uint32(w & high).view(np.float32) * odd[j]
+            out[r] = total
+
+    @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
+    def rows_f32(a, even, odd, out, first, last):  # pragma: no cover - compiled
+        # the same loop over float32 values: the same sums, the same bits
+        for r in range(first, last):
+            row = a[r]
+            total = np.float32(0.0)
+            for j in range(even.shape[0]):
+                total += row[2 * j] * even[j]
+                total += row[2 * j + 1] * odd[j]
+            out[r] = total
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = max(1, cores or os.cpu_count() or 1)
+    pool = (
+        ThreadPoolExecutor(cores, thread_name_prefix="iron-matvec")
+        if cores > 1
+        else None
+    )
+    return {"bf16": rows_bf16, "f32": rows_f32, "pool": pool, "cores": cores}
+
+
+def _kernels() -> dict[str, Any]:
+    state = _state.get("kernels")
+    if state is None:
+        with _lock:
+            state = _state.get("kernels")
+            if state is None:
+                state = _state["kernels"] = _compile()
+    return state
+
+
+def available() -> bool:
+    """Whether :func:`matvec` runs compiled (numba installed, ``IRON_JIT`` not 0)."""
+    return bool(_kernels())
+
+
+def matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``a @ x`` in float32, reading a bf16 ``a`` at its own two bytes an element.
+
+    Each row is read as pairs of bf16 (one 32-bit word each), widened by a
+    shift and a mask; so K is even (a device's K always is: GEMV's tiles
+    are multiples of 16).
+
+    Args:
+        a: ``(M, K)`` bf16 or float32 values (a weight, row-major or not),
+            K even.
+        x: ``(K,)`` values, used as float32.
+
+    Returns:
+        The ``(M,)`` float32 sums, each row's the same bits whether ``a`` is
+        bf16 or its float32 copy.
+
+    Raises:
+        RuntimeError: The compiled kernels are not available (check
+            :func:`available` first).
+        ValueError: The shapes do not fit, or K is odd.
+    """
+    kernels = _kernels()
+    if not kernels:
+        raise RuntimeError(
+            "matvec: numba is not installed or IRON_JIT=0; install "
+            "iron-operators[jit], or check matvec.available() first"
+        )
+    if a.ndim != 2 or x.shape != (a.shape[1],) or a.shape[1] % 2:
+        raise ValueError(
+            f"matvec: a {list(a.shape)} and x {list(x.shape)} do not fit; "
+            f"give a (M, K) matrix and a (K,) vector, K even"
+        )
+    x = np.asarray(x, dtype=np.float32)
+    even, odd = np.ascontiguousarray(x[0::2]), np.ascontiguousarray(x[1::2])
+    if a.dtype == bfloat16:
+        rows: Callable[..., None] = kernels["bf16"]
+        a = np.ascontiguousarray(a).view(np.uint32)
+    else:
+        rows = kernels["f32"]
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    m = a.shape[0]
+    out = np.empty(m, np.float32)
+    pool = kernels["pool"]
+    if pool is None or a.nbytes < _SPLIT_BYTES or m < 2:
+        rows(a, even, odd, out, 0, m)
+        return out
+    parts = kernels["cores"]
+    step = -(-m // parts)
+    futures = [
+        pool.submit(rows, a, even, odd, out, first, min(m, first + step))
+        for first in range(step, m, step)
+    ]
+    rows(a, even, odd, out, 0, min(m, step))  # the caller's share, while the pool works
+    for future in futures:
+        future.result()
+    return out

@@ -1,0 +1,133 @@
+"""The compiled matrix-vector product: the HIGHEST model's bound, bits that
+depend on nothing but the row, and BLAS's path where it is off."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+from iron.core.precision import Precision
+from iron.operators import matvec
+from iron.operators.matmul import GEMM, GEMV, error_bound, model_product
+
+pytest.importorskip("numba", reason="the jit extra (numba) is not installed")
+
+
+def _bf16(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(bfloat16)
+
+
+def test_available_with_numba() -> None:
+    assert matvec.available()
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 2), (3, 18), (64, 2048), (4099, 2050), (300, 8192)]
+)
+def test_within_the_highest_bound(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(sum(shape))
+    a, x = _bf16(rng, *shape), _bf16(rng, shape[1])
+    got = matvec.matvec(a, x.astype(np.float32))
+    exact = a.astype(np.float64) @ x.astype(np.float64)
+    bound = error_bound(a, x[:, None], Precision.HIGHEST, None)[:, 0]
+    # matvec is the float32 sum before the bf16 rounding: the bound less it
+    assert np.all(np.abs(got - exact) <= bound)
+    # and a sum, not a copy of BLAS's: it is near the exact product
+    assert np.abs(got - exact).max() <= 1e-4 * np.abs(a.astype(np.float64)).sum(1).max()
+
+
+def test_rows_bits_depend_on_nothing_but_the_row() -> None:
+    rng = np.random.default_rng(0)
+    # large enough to be split among threads; its slices run on the caller
+    a, x = _bf16(rng, 5000, 1002), _bf16(rng, 1002).astype(np.float32)
+    assert a.nbytes >= matvec._SPLIT_BYTES
+    whole = matvec.matvec(a, x)
+    for first, last in [(0, 1), (3, 70), (2499, 2503), (4990, 5000)]:
+        part = matvec.matvec(a[first:last], x)
+        assert part.tobytes() == whole[first:last].tobytes()
+    # the float32 copy and a column-major copy give the same bits
+    assert matvec.matvec(a.astype(np.float32), x).tobytes() == whole.tobytes()
+    assert matvec.matvec(np.asfortranarray(a), x).tobytes() == whole.tobytes()
+
+
+def test_ieee_specials_propagate() -> None:
+    a = np.ones((4, 40), bfloat16)
+    a[1, 5] = np.inf
+    a[2, 7] = np.nan
+    a[3, 0], a[3, 1] = np.inf, -np.inf
+    x = np.ones(40, np.float32)
+    got = matvec.matvec(a, x)
+    assert got[0] == 40 and got[1] == np.inf
+    assert np.isnan(got[2]) and np.isnan(got[3])
+    x[5] = 0  # inf * 0
+    assert np.isnan(matvec.matvec(a, x)[1])
+
+
+def test_refuses_shapes_that_do_not_fit() -> None:
+    with pytest.raises(ValueError, match=r"a \[4, 8\] and x \[7\] do not fit"):
+        matvec.matvec(np.zeros((4, 8), bfloat16), np.zeros(7, np.float32))
+    with pytest.raises(ValueError, match=r"a \[4, 7\] and x \[7\] .* K even"):
+        matvec.matvec(np.zeros((4, 7), bfloat16), np.zeros(7, np.float32))
+
+
+def test_without_the_kernels_it_says_how_to_get_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(matvec._state, "kernels", {})
+    assert not matvec.available()
+    with pytest.raises(RuntimeError, match=r"install iron-operators\[jit\]"):
+        matvec.matvec(np.zeros((4, 8), bfloat16), np.zeros(8, np.float32))
+
+
+def test_model_product_runs_it_and_blas_agrees_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(1)
+    a, x = _bf16(rng, 700, 3000), _bf16(rng, 3000, 1)
+    odd = _bf16(rng, 9, 31), _bf16(rng, 31, 1)  # odd K: BLAS's path
+    assert model_product(*odd, Precision.HIGHEST, None).shape == (9, 1)
+    got = model_product(a, x, Precision.HIGHEST, None)
+    assert got.dtype == bfloat16 and got.shape == (700, 1)
+    want = matvec.matvec(a, x[:, 0].astype(np.float32)).astype(bfloat16)
+    assert got[:, 0].tobytes() == want.tobytes()
+    assert model_product(
+        a.astype(np.float32), x, Precision.HIGHEST, None
+    ).tobytes() == (got.tobytes())
+    monkeypatch.setitem(matvec._state, "kernels", {})  # BLAS's path
+    blas = model_product(a, x, Precision.HIGHEST, None)
+    exact = a.astype(np.float64) @ x.astype(np.float64)
+    bound = error_bound(a, x, Precision.HIGHEST, None)
+    for result in (got, blas):
+        assert np.all(np.abs(result.astype(np.float64) - exact) <= bound)
+
+
+def test_gemv_reads_its_weight_as_bf16_only_where_matvec_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gemv = GEMV(M=64, K=32)
+    assert not gemv.reads_float32(0) and gemv.reads_float32(1)
+    assert GEMV(M=64, K=32, precision="high").reads_float32(0)
+    assert GEMM(M=16, K=32, N=64).reads_float32(1)
+    monkeypatch.setitem(matvec._state, "kernels", {})
+    assert gemv.reads_float32(0)
+
+
+def test_iron_jit_0_turns_it_off() -> None:
+    code = (
+        "from iron.operators import matvec, matmul\n"
+        "import numpy as np\n"
+        "from ml_dtypes import bfloat16\n"
+        "from iron.core.precision import Precision\n"
+        "assert not matvec.available()\n"
+        "a = np.ones((8, 4), bfloat16); x = np.ones((4, 1), bfloat16)\n"
+        "r = matmul.model_product(a, x, Precision.HIGHEST, None)\n"
+        "assert (r.astype(np.float32) == 4).all()\n"
+    )
+    env = {**os.environ, "IRON_JIT": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
