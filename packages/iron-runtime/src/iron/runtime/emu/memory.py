@@ -1,15 +1,17 @@
 """The emulated NPU's memory budget: ``IRON_EMU_MEMORY`` or :func:`set_emu_memory`.
 
 The emulator's device memory is host memory. Beyond it, the emulator may
-keep float32 copies of bf16 weights, so a weight's kernel model (a GEMV's
-float32 products) reads them instead of widening the weight on every call:
-faster, at twice the weight's bytes each. The budget is the host memory the
-emulator may hold as a multiple of its device memory (every live buffer's
-bytes): ``1.25``, the default, keeps float32 copies of up to a quarter of the
+keep float32 copies of bf16 weights, so a kernel model that computes on
+float32 values (a GEMM's products; ``Operator.reads_float32`` says which
+inputs) reads them instead of widening the weight on every call: faster, at
+twice the weight's bytes each. (A GEMV compiled by ``iron.operators.matvec``
+reads the bf16 weight itself and is given no copy.) The budget is the
+host memory the emulator may hold as a multiple of its device memory
+(every live buffer's bytes): ``1.25``, the default, keeps float32 copies of up to a quarter of the
 device memory, in the order the weights are first read; a weight beyond
 that is widened in cache-sized blocks on every call instead (the same
 float32 values, so the same results, bit for bit). ``1`` keeps none (least
-memory), ``inf`` keeps every one (fastest: what the decode benchmarks use).
+memory), ``inf`` keeps every one (fastest for prompts).
 """
 
 from __future__ import annotations
