@@ -4,6 +4,8 @@ depend on nothing but the row, and BLAS's path where it is off."""
 from __future__ import annotations
 
 import os
+import select
+import signal
 import subprocess
 import sys
 
@@ -115,6 +117,35 @@ def test_gemv_reads_its_weight_as_bf16_only_where_matvec_does(
     assert GEMM(M=16, K=32, N=64).reads_float32(1)
     monkeypatch.setitem(matvec._state, "kernels", {})
     assert gemv.reads_float32(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_gets_its_own_threads() -> None:
+    rng = np.random.default_rng(2)
+    a, x = _bf16(rng, 3000, 512), _bf16(rng, 512).astype(np.float32)
+    assert a.nbytes >= matvec._SPLIT_BYTES
+    want = matvec.matvec(a, x)  # the parent's pool is running now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child, where the parent's pool threads do not exist
+        try:
+            os.write(write, matvec.matvec(a, x).tobytes())
+        finally:
+            os._exit(0)
+    os.close(write)
+    # a child whose work never runs would hang: wait a bounded time
+    ready, _, _ = select.select([read], [], [], 120)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    got = os.read(read, want.nbytes + 1) if ready else b""
+    while ready and len(got) < want.nbytes:
+        more = os.read(read, want.nbytes)
+        if not more:
+            break
+        got += more
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert got == want.tobytes(), "the forked child's product never ran"
 
 
 def test_iron_jit_0_turns_it_off() -> None:

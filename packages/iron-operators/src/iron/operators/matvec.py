@@ -86,12 +86,24 @@ def _compile() -> dict[str, Any]:
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = max(1, cores or os.cpu_count() or 1)
-    pool = (
-        ThreadPoolExecutor(cores, thread_name_prefix="iron-matvec")
-        if cores > 1
-        else None
-    )
-    return {"bf16": rows_bf16, "f32": rows_f32, "pool": pool, "cores": cores}
+    return {"bf16": rows_bf16, "f32": rows_f32, "cores": cores}
+
+
+def _pool(cores: int) -> ThreadPoolExecutor:
+    """This process's pool of ``cores - 1`` threads (the caller is the last).
+
+    Made again in a forked child: the parent's threads do not exist there,
+    and a pool that counts them as idle would never run the child's work.
+    """
+    pid = os.getpid()
+    made = _state.get("pool")
+    if made is None or made[0] != pid:
+        with _lock:
+            made = _state.get("pool")
+            if made is None or made[0] != pid:
+                pool = ThreadPoolExecutor(cores - 1, thread_name_prefix="iron-matvec")
+                made = _state["pool"] = (pid, pool)
+    return made[1]
 
 
 def _kernels() -> dict[str, Any]:
@@ -151,11 +163,11 @@ def matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
         a = np.ascontiguousarray(a, dtype=np.float32)
     m = a.shape[0]
     out = np.empty(m, np.float32)
-    pool = kernels["pool"]
-    if pool is None or a.nbytes < _SPLIT_BYTES or m < 2:
+    parts = kernels["cores"]
+    if parts < 2 or a.nbytes < _SPLIT_BYTES or m < 2:
         rows(a, even, odd, out, 0, m)
         return out
-    parts = kernels["cores"]
+    pool = _pool(parts)
     step = -(-m // parts)
     futures = [
         pool.submit(rows, a, even, odd, out, first, min(m, first + step))
