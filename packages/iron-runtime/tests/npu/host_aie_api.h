@@ -235,10 +235,17 @@ template <class T, unsigned N> vector<T, N> broadcast(T value) {
   return out;
 }
 
-template <class Tag, unsigned N> accum<Tag, N> zeros() {
-  accum<Tag, N> out;
+// aie::zeros<T, N>: an accumulator for an accumulator tag, else a vector
+// of T (aie_api's zeros() is typed by its first argument the same way).
+template <class T> struct is_acc_tag : std::false_type {};
+template <> struct is_acc_tag<accfloat> : std::true_type {};
+template <> struct is_acc_tag<accauto> : std::true_type {};
+
+template <class T, unsigned N>
+std::conditional_t<is_acc_tag<T>::value, accum<T, N>, vector<T, N>> zeros() {
+  std::conditional_t<is_acc_tag<T>::value, accum<T, N>, vector<T, N>> out;
   for (unsigned i = 0; i < N; ++i)
-    out.v[i] = 0.0f;
+    out.v[i] = {};
   return out;
 }
 

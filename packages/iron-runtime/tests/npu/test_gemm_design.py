@@ -22,6 +22,8 @@ import collections
 import dataclasses
 import itertools
 import re
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,6 +33,7 @@ from ml_dtypes import bfloat16
 from iron.core.device import as_device
 from iron.core.operator import RefusedShapeError
 from iron.core.precision import Precision
+from iron.core.tolerance import compare
 from iron.operators import GEMM
 from iron.operators.matmul import STACK_BYTES
 from iron.runtime.image import Placement
@@ -38,7 +41,14 @@ from iron.runtime.npu import LegalityError, legality
 from iron.runtime.npu.designs import build_design, design, gemm, gemm_schedule
 from iron.runtime.npu.kernels import contract
 
-from .support import check_golden, filecheck
+from .support import (
+    AIE2_FLAGS,
+    HERE,
+    check_golden,
+    compile_host,
+    empty_aie_api,
+    filecheck,
+)
 
 CASES = {
     "16x2048x2048": dict(M=16, K=2048, N=2048),
@@ -651,3 +661,92 @@ def test_cores_and_tiles_follow_the_plan():
     assert p.rows * p.m_passes * p.tm == op.M
     assert p.columns * p.n_passes * p.tn == op.N
     assert f"arith.constant {p.tiles} : index" in text
+
+
+# -- the kernel, compiled for the host --------------------------------------------------
+
+#: The model's assumptions that touch this kernel: the sum order (tree or
+#: sequential, in the mmul and nowhere else) and subnormal results.
+MODELS = ["".join(m) for m in itertools.product("i", "tq", "8", "zk")]
+
+
+@pytest.fixture(scope="module", params=["npu2", "npu1"])
+def host_gemm(request, tmp_path_factory) -> Path:
+    build = tmp_path_factory.mktemp(f"gemm_{request.param}")
+    return compile_host(
+        build,
+        [HERE / "host_gemm.cc"],
+        "host_gemm",
+        flags=(
+            "-ffp-contract=off",
+            "-Wall",
+            "-Werror",
+            *(AIE2_FLAGS if request.param == "npu1" else ()),
+        ),
+        includes=(empty_aie_api(build),),
+    )
+
+
+def _host_product(exe: Path, args: list, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    done = subprocess.run(
+        [str(exe), *map(str, args)],
+        input=a.view(np.uint16).tobytes() + b.view(np.uint16).tobytes(),
+        capture_output=True,
+        check=True,
+    )
+    return np.frombuffer(done.stdout, np.uint16).view(bfloat16)
+
+
+@pytest.mark.parametrize("level", ["highest", "high"])
+@pytest.mark.parametrize("bt", [False, True], ids=["b", "bt"])
+def test_the_kernel_product_meets_gemm_reference(host_gemm, bt, level):
+    """Each entry point (b or transposed b, HIGHEST or HIGH) on npu1's and
+    npu2's mmul, over several tilings and on random and extreme values:
+    within GEMM's derived bound, and the same bf16 as the reference all but
+    rarely (its fp32 sums in another order)."""
+    rng = np.random.default_rng(3)
+    um, un = (8, 8) if "npu1" in host_gemm.parent.name else (8, 16)
+    tilings = [
+        (16, 256, 2 * un, 8, 128, un),
+        (2 * um, 64, un, um, 64, un),
+        (um, 512, 4 * un, um, 256, 2 * un),
+    ]
+    for (m, k, n, tm, tk, tn), case in itertools.product(tilings, ["random", "edge"]):
+        op = GEMM(
+            M=m, K=k, N=n, b_transposed=bt, precision=level, effective_precision=level
+        ).replace(tile_k=tk)  # the K tile HIGH rounds after
+        a = rng.standard_normal((m, k)).astype(bfloat16)
+        b = rng.standard_normal((n, k) if bt else (k, n)).astype(bfloat16)
+        if case == "edge":  # large and tiny values, and cancellation
+            a[:, ::3] = np.float32(3e4)
+            a[:, 1::3] = np.float32(1e-30)
+            b[::5] = -b[::5]
+        with np.errstate(all="ignore"):
+            want = op.reference(a, b)
+            tol = op.tolerance(a, b)
+        for model in MODELS:
+            args = [m, k, n, tm, tk, tn, int(bt), int(level == "high"), model]
+            got = _host_product(host_gemm, args, a, b).reshape(m, n)
+            verdict = compare(got, want, tol)
+            assert verdict, (
+                f"{case} {m}x{k}x{n} tiles {tm}x{tk}x{tn} {model}: {verdict}"
+            )
+            same = (got.view(np.uint16) == want.view(np.uint16)).mean()
+            assert same >= 0.9, f"{case} {m}x{k}x{n} {model}: {same:.2f} bit-equal"
+
+
+def test_a_b_read_in_the_other_layout_fails_the_reference(host_gemm):
+    """The check can fail: b's bytes given to the transposed entry point
+    (read as t x s blocks of an (N, K) matrix) are far from a @ b."""
+    rng = np.random.default_rng(4)
+    un = 8 if "npu1" in host_gemm.parent.name else 16
+    m, k, n = 8, 64, 2 * un
+    op = GEMM(M=m, K=k, N=n)
+    a = rng.standard_normal((m, k)).astype(bfloat16)
+    b = rng.standard_normal((k, n)).astype(bfloat16)
+    args = [m, k, n, 8, 64, un, 0, 0, "itez"]
+    right = _host_product(host_gemm, args, a, b).reshape(m, n)
+    assert compare(right, op.reference(a, b), op.tolerance(a, b))
+    args[6] = 1
+    wrong = _host_product(host_gemm, args, a, b).reshape(m, n)
+    assert not compare(wrong, op.reference(a, b), op.tolerance(a, b))

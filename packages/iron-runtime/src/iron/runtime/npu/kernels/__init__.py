@@ -8,8 +8,9 @@ Python never restates it. ``iron_kernel.h`` holds
 what every kernel shares (the C signature convention, bf16 scalar bits,
 round-to-nearest-even, the aie_api fp32 backend), ``iron_vecmath.h`` the
 fp32 activation algorithms, written over a vector backend so that the host
-tests can run them on scalars, and ``iron_quant.h`` the dequantization of a
-packed weight group the quantized-weight kernels share.
+tests can run them on scalars, ``iron_quant.h`` the dequantization of a
+packed weight group the quantized-weight kernels share, and ``iron_mmul.h``
+the bf16 mmul loop of GEMM and QGEMM.
 
 The kernels are written for the pinned mlir-aie release's aie_api headers and
 compiled by Peano (:mod:`iron.runtime.npu.build`); nothing here has been
@@ -29,7 +30,7 @@ __all__ = ["KERNEL_DIR", "HEADERS", "KernelContract", "contract", "source", "sym
 KERNEL_DIR = Path(__file__).resolve().parent
 
 #: The headers every kernel includes (they take part in the build cache key).
-HEADERS = ("iron_kernel.h", "iron_vecmath.h", "iron_quant.h")
+HEADERS = ("iron_kernel.h", "iron_vecmath.h", "iron_quant.h", "iron_mmul.h")
 
 _FIELDS = ("symbol", "operator", "arguments", "tile", "computes", "rounding", "stack")
 _FIELD = re.compile(r"^//\s{3}(" + "|".join(_FIELDS) + r"): (.*)$")

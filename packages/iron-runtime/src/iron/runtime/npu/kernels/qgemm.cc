@@ -13,8 +13,8 @@
 // into deq, the core-local bf16 tile the design allocates (QGEMM.core_bytes
 // counts it), in the t x s blocks of a transposed GEMM b ((N, K) layout, n
 // blocks outer, t rows of s elements inside), then multiplies a by it with
-// GEMM's mmul loop (gemm.cc's mac_tile for a transposed b: each t x s block
-// transposed in registers). deq is rewritten every K tile.
+// GEMM's mmul loop (iron_mmul.h's mac_tile for a transposed b: each t x s
+// block transposed in registers). deq is rewritten every K tile.
 //
 // A group's dequantization is qmatmul.cc's (the QGEMV kernel's), the same
 // arithmetic: the fp16 scale and minimum become fp32 by integer work, each
@@ -24,29 +24,20 @@
 // rounding of scale * q + min is the accumulator add's, the one rounding to
 // bf16 the to_vector<bfloat16> under conv_even.
 //
-// The mmul geometry is gemm.cc's (mlir-aie's aie_kernels/aie2/mm.cc
-// matmul_vectorized_4x8x4_bf16_f32 and aie_kernels/aie2p/mm.cc
-// matmul_vectorized_4x8x8_bf16_f32), iron.operators.matmul.mmul_shape at
-// HIGHEST. The code below is IRON's own.
+// The mmul geometry is iron_mmul.h's, GEMM's (mlir-aie's
+// aie_kernels/aie2/mm.cc matmul_vectorized_4x8x4_bf16_f32 and
+// aie_kernels/aie2p/mm.cc matmul_vectorized_4x8x8_bf16_f32),
+// iron.operators.matmul.mmul_shape at HIGHEST. The code below is IRON's own.
 //
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"
+#include "iron_mmul.h"
 #include "iron_quant.h"
 
 namespace iron_qgemm {
 
-// The AIE architecture Peano compiles for: __AIE_ARCH__ is 20 on AIE2 and
-// 21 on AIE2P (as aie_api's own configuration reads it).
-#if defined(__AIE_ARCH__) && __AIE_ARCH__ >= 21
-constexpr unsigned kR = 4, kS = 8, kT = 8;
-#else
-constexpr unsigned kR = 4, kS = 8, kT = 4;
-#endif
-
-using Mmul = aie::mmul<kR, kS, kT, bfloat16, bfloat16, accauto>;
-using VecA = aie::vector<bfloat16, Mmul::size_A>;
-using VecB = aie::vector<bfloat16, Mmul::size_B>;
+using namespace iron_mmul;
 
 // -- dequantizing a group: iron_quant.h (qmatmul.cc's arithmetic) ---------------
 
@@ -74,53 +65,6 @@ inline void dequant_tile(const uint8_t *__restrict w, bfloat16 *__restrict deq,
   }
 }
 
-// acc (r x t blocks) += a (r x s blocks) @ b, b the dequantized tile in t x s
-// blocks (n blocks outer), two row blocks by two column blocks at a time,
-// each 2 x 2 group held in four accumulators over all k: gemm.cc's loop for
-// a transposed b.
-inline void mac_tile(const bfloat16 *__restrict a, const bfloat16 *__restrict b,
-                     float *__restrict acc, int32_t tile_m, int32_t tile_k,
-                     int32_t tile_n) {
-  const unsigned rows = tile_m / kR;  // row blocks of a and acc
-  const unsigned inner = tile_k / kS; // k blocks
-  const unsigned cols = tile_n / kT;  // column blocks of b and acc
-  const unsigned b_col = inner * Mmul::size_B; // column block j's first k block
-  for (unsigned z = 0; z < rows; z += 2) {
-    float *__restrict c0 = acc + z * cols * Mmul::size_C;
-    float *__restrict c1 = c0 + cols * Mmul::size_C;
-    for (unsigned j = 0; j < cols; j += 2) {
-      const bfloat16 *__restrict a0 = a + z * inner * Mmul::size_A;
-      const bfloat16 *__restrict a1 = a0 + inner * Mmul::size_A;
-      const bfloat16 *__restrict b0 = b + j * b_col;
-      const bfloat16 *__restrict b1 = b0 + b_col;
-      Mmul m00(aie::load_v<Mmul::size_C>(c0));
-      Mmul m01(aie::load_v<Mmul::size_C>(c0 + Mmul::size_C));
-      Mmul m10(aie::load_v<Mmul::size_C>(c1));
-      Mmul m11(aie::load_v<Mmul::size_C>(c1 + Mmul::size_C));
-      for (unsigned i = 0; i < inner; ++i) {
-        const VecA x0 = aie::load_v<Mmul::size_A>(a0);
-        const VecA x1 = aie::load_v<Mmul::size_A>(a1);
-        const VecB y0 = aie::transpose(aie::load_v<Mmul::size_B>(b0), kT, kS);
-        const VecB y1 = aie::transpose(aie::load_v<Mmul::size_B>(b1), kT, kS);
-        a0 += Mmul::size_A;
-        a1 += Mmul::size_A;
-        b0 += Mmul::size_B;
-        b1 += Mmul::size_B;
-        m00.mac(x0, y0);
-        m01.mac(x0, y1);
-        m10.mac(x1, y0);
-        m11.mac(x1, y1);
-      }
-      aie::store_v(c0, m00.template to_vector<float>());
-      aie::store_v(c0 + Mmul::size_C, m01.template to_vector<float>());
-      aie::store_v(c1, m10.template to_vector<float>());
-      aie::store_v(c1 + Mmul::size_C, m11.template to_vector<float>());
-      c0 += 2 * Mmul::size_C;
-      c1 += 2 * Mmul::size_C;
-    }
-  }
-}
-
 } // namespace iron_qgemm
 
 extern "C" {
@@ -136,7 +80,7 @@ void qgemm_acc(bfloat16 *__restrict a, uint8_t *__restrict w,
   using namespace iron_qgemm;
   iron::round_nearest_even();
   dequant_tile(w, deq, tile_k, tile_n, bits, group);
-  mac_tile(a, deq, acc, tile_m, tile_k, tile_n);
+  mac_tile<true>(a, deq, acc, tile_m, tile_k, tile_n);
 }
 
 void qgemm_bf16_store(float *__restrict acc, bfloat16 *__restrict out,
