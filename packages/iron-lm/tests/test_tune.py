@@ -229,6 +229,32 @@ def test_ops_retunes_only_those_operators_and_keeps_the_rest(tmp_path):
     assert gemvs and gemvs != [(d, t) for c, d, t in before if c is GEMV]
 
 
+def test_a_bf16_tune_keeps_the_packed_weights_entries(config_json, tmp_path, capsys):
+    # QGEMV's entries (tuned with --weights q4) are not dropped by a later
+    # whole rewrite that tunes bf16 only: it tunes no QGEMV.
+    out = tmp_path / "profiles"
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    argv += ["--out", str(out), "--cache", str(tmp_path / "c.jsonl"), "--no-progress"]
+    assert tune.main([*argv, "--weights", "q4", "--ops", "QGEMV"]) == 0
+    packed = [e for e in Profile.load(out / f"{DEVICE}.json")]
+    assert packed and all(cls.__name__ == "QGEMV" for cls, _, _ in packed)
+    capsys.readouterr()
+    assert tune.main(argv) == 0
+    assert (
+        f"kept the entries of operators this run did not tune (QGEMV: {len(packed)})"
+        in (capsys.readouterr().out)
+    )
+    after = Profile.load(out / f"{DEVICE}.json")
+    assert [e for e in after if e[0].__name__ == "QGEMV"] == packed
+    assert any(cls is GEMV for cls, _, _ in after)  # and the bf16 ones tuned
+    # a stale entry of a tuned operator still goes: the rewrite replaces them
+    stale = Profile.load(out / f"{DEVICE}.json")
+    stale.add(GEMV, M=12345, K=64, tile_m=15)
+    stale.save(out / f"{DEVICE}.json")
+    assert tune.main(argv) == 0
+    assert all(d.get("M") != 12345 for _, d, _ in Profile.load(out / f"{DEVICE}.json"))
+
+
 def test_settings_are_capped_keeping_the_default(tmp_path):
     config = LlamaConfig.tiny()
     recordings = LlamaApplication().versions(config, DEVICE)

@@ -9,6 +9,7 @@ and rewrites ``<out>/<device>.json``; :class:`TuneReport` says what it did.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import logging
@@ -66,6 +67,8 @@ class TuneReport:
         trimmed: One line per shape ``--max-settings`` trimmed.
         tied: Shapes whose accepted settings all took the same time (the
             measure does not tell them apart; the entry is the default).
+        kept: Per operator the run did not tune, how many of the profile's
+            entries were kept as they were (``"QGEMV: 8"``).
     """
 
     device: str
@@ -82,6 +85,7 @@ class TuneReport:
     moved: list[str] = dataclasses.field(default_factory=list)
     trimmed: list[str] = dataclasses.field(default_factory=list)
     tied: int = 0
+    kept: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -93,6 +97,12 @@ class TuneReport:
             f"{self.device}: wrote {self.path} ({len(self.profile)} entries)",
         ]
         lines += [f"  trimmed {line}" for line in self.trimmed]
+        if self.kept:
+            lines.append(
+                f"  kept the entries of operators this run did not tune "
+                f"({', '.join(self.kept)}); --weights tunes the packed ones, "
+                f"--check lists any that are stale"
+            )
         if self.tied:
             lines.append(
                 f"  {self.tied} of {self.shapes} shapes: every setting they "
@@ -105,6 +115,28 @@ class TuneReport:
         else:
             lines.append("  every entry equals the operators' own resolve() default")
         return "\n".join(lines)
+
+
+def _untuned(
+    path: Path, tuned: set[type], report: TuneReport
+) -> list[tuple[type, dict, dict]]:
+    """The entries of the profile at ``path`` whose operator this run does
+    not tune (QGEMV's when only bf16 weights are tuned), noted in ``report``.
+
+    A whole rewrite replaces the tuned operators' entries (stale shapes go)
+    and keeps the others: tuning one weights format never drops another's.
+    A profile that does not load is rewritten whole, with a warning.
+    """
+    try:
+        existing = Profile.load(path)
+    except ValueError as error:
+        logger.warning("%s does not load (%s): rewriting it whole", path, error)
+        return []
+    names = _catalog_names()
+    kept = [e for e in existing if e[0] not in tuned]
+    counts = collections.Counter(names.get(e[0], e[0].__name__) for e in kept)
+    report.kept = [f"{name}: {count}" for name, count in sorted(counts.items())]
+    return kept
 
 
 def _task_key(
@@ -241,6 +273,8 @@ def tune(
         recordings.values(), device, ops=wanted, max_settings=max_settings
     )
     report = TuneReport(device.name, path, Profile(), measure.label)
+    if wanted is None and path.is_file():
+        kept = _untuned(path, {shape.cls for shape in shapes}, report)
     report.shapes = len(shapes)
     report.trimmed = [f"{s}: {s.trimmed}" for s in shapes if s.trimmed]
 
