@@ -347,7 +347,7 @@ class Operator:
         raise NotImplementedError(f"{type(self).__name__} has no reference()")
 
     def reads_float32(self, index: int) -> bool:
-        """Whether :meth:`reference` runs faster on a float32 copy of bf16 input ``index``.
+        """Whether :meth:`reference` is faster on float32 copies of bf16 input ``index``.
 
         A host that keeps float32 copies of bf16 weights (the emulated NPU,
         within its memory budget) hands a copy only to inputs that say so;

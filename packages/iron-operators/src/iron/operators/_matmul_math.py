@@ -66,16 +66,17 @@ def model_product(
     """``a @ b`` as a bf16 kernel at ``level`` computes it, rounded to bf16.
 
     A ``HIGHEST`` matrix-vector product (``N == 1``) of one ``(M, K)``
-    bf16 or float32 ``a``, K even, runs :func:`iron.operators.matvec.matvec` where it
-    is compiled: the bf16 weight read as it is, the same bits for a bf16
-    ``a`` and its float32 copy. Otherwise a matrix-vector product whose
-    ``a`` is not float32 (a bf16 weight) is widened and multiplied ``_WIDEN_BYTES`` of float32 rows at a
-    time rather than whole: the same float32 values, each row's product its
-    own (the rows' bits are those of the whole call), and no float32 copy of
-    the weight held beside it. A matrix product (``N > 1``) whose ``b`` is
-    over ``_WHOLE_BYTES`` in float32 is made ``_WIDEN_BYTES`` of ``b``'s
-    columns at a time, whatever ``b``'s dtype: the same calls on the same
-    values, so a bf16 ``b`` and its float32 copy give the same bits.
+    bf16 or float32 ``a``, K even, runs :func:`iron.operators.matvec.matvec`
+    where it is compiled: the bf16 weight read as it is, the same bits for a
+    bf16 ``a`` and its float32 copy. Otherwise a matrix-vector product whose
+    ``a`` is not float32 (a bf16 weight) is widened and multiplied
+    ``_WIDEN_BYTES`` of float32 rows at a time rather than whole: the same
+    float32 values, each row's product its own (the rows' bits are those of
+    the whole call), and no float32 copy of the weight held beside it. A
+    matrix product (``N > 1``) whose ``b`` is over ``_WHOLE_BYTES`` in
+    float32 is made ``_WIDEN_BYTES`` of ``b``'s columns at a time, whatever
+    ``b``'s dtype: the same calls on the same values, so a bf16 ``b`` and its
+    float32 copy give the same bits.
 
     Args:
         a: ``(..., M, K)`` values (bf16 or float32).
