@@ -347,12 +347,12 @@ class Operator:
         raise NotImplementedError(f"{type(self).__name__} has no reference()")
 
     def reads_float32(self, index: int) -> bool:
-        """Whether :meth:`reference` is faster on float32 copies of bf16 input ``index``.
+        """Whether :meth:`reference` is faster on a float32 copy of input ``index``.
 
-        A host that keeps float32 copies of bf16 weights (the emulated NPU,
-        within its memory budget) hands a copy only to inputs that say so;
-        the values are the same either way, as every bf16 is exactly a
-        float32. True by default: numpy computes in float32 and converts a
+        For a bf16 input: a host that keeps float32 copies of bf16 weights
+        (the emulated NPU, within its memory budget) hands a copy only to
+        inputs that say so; the values are the same either way, as every
+        bf16 is exactly a float32. True by default: numpy computes in float32 and converts a
         bf16 array on every call. An operator whose reference reads bf16 at
         its own two bytes (a compiled matrix-vector product) says False.
         """
