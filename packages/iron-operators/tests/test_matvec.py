@@ -122,7 +122,7 @@ def test_gemv_reads_its_weight_as_bf16_only_where_matvec_does(
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_gets_its_own_threads() -> None:
     rng = np.random.default_rng(2)
-    a, x = _bf16(rng, 3000, 512), _bf16(rng, 512).astype(np.float32)
+    a, x = _bf16(rng, 3000, 1024), _bf16(rng, 1024).astype(np.float32)
     assert a.nbytes >= matvec._SPLIT_BYTES
     want = matvec.matvec(a, x)  # the parent's pool is running now
     read, write = os.pipe()

@@ -37,9 +37,12 @@ from ml_dtypes import bfloat16
 
 __all__ = ["available", "matvec"]
 
-#: Rows below this many bytes of weight run on the calling thread alone: a
-#: pool hand-off costs more than it saves on a small weight.
-_SPLIT_BYTES = 1 << 19
+#: A weight below this many bytes runs on the calling thread alone: waking a
+#: pool thread costs more than it saves. Measured on this project's 2-core
+#: machine (``BENCHMARKS.md``): a 135M Llama's layer GEMVs (0.2-1.8 MB each)
+#: took 13 ms a token inline against 19 ms split at 512 KB; Llama-3.2-1B's
+#: (2-32 MB) took the same either way within the noise.
+_SPLIT_BYTES = 1 << 22
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
