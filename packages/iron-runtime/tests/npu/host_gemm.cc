@@ -20,6 +20,7 @@
 // MODEL: four letters, as host_aie_api.h spells them.
 
 #include "host_aie_api.h"
+#include "host_harness.h"
 
 #include "gemm.cc"
 
@@ -37,15 +38,6 @@ int usage(const char *self) {
   return 2;
 }
 
-std::vector<uint8_t> read_all() {
-  std::vector<uint8_t> in;
-  uint8_t buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
-    in.insert(in.end(), buf, buf + n);
-  return in;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -55,7 +47,7 @@ int main(int argc, char **argv) {
   const long tm = std::atol(argv[4]), tk = std::atol(argv[5]), tn = std::atol(argv[6]);
   const bool bt = std::atoi(argv[7]) != 0, round = std::atoi(argv[8]) != 0;
   using iron_mmul::kR, iron_mmul::kS, iron_mmul::kT;
-  const std::vector<uint8_t> in = read_all();
+  const std::vector<uint8_t> in = harness::read_stdin();
   if (M <= 0 || K <= 0 || N <= 0 || tm <= 0 || tk <= 0 || tn <= 0 ||
       static_cast<long>(in.size()) != (M * K + K * N) * 2 || M % tm || K % tk ||
       N % tn || tm % (2 * kR) || tk % kS || tn % (2 * kT))
@@ -75,26 +67,18 @@ int main(int argc, char **argv) {
       aie::set_rounding(aie::rounding_mode::floor);
       gemm_f32_zero(acc.data(), tm, tn);
       for (long k0 = 0; k0 < K; k0 += tk) {
-        long j = 0;
-        for (long rb = 0; rb < tm; rb += kR)
-          for (long sb = 0; sb < tk; sb += kS)
-            for (long r = 0; r < static_cast<long>(kR); ++r)
-              for (long s = 0; s < static_cast<long>(kS); ++s)
-                at[j++] = a[(m0 + rb + r) * K + k0 + sb + s];
-        j = 0;
-        if (bt) { // t x s blocks, n blocks outer
-          for (long tb = 0; tb < tn; tb += kT)
-            for (long sb = 0; sb < tk; sb += kS)
-              for (long t = 0; t < static_cast<long>(kT); ++t)
-                for (long s = 0; s < static_cast<long>(kS); ++s)
-                  btile[j++] = b_at(k0 + sb + s, n0 + tb + t);
-        } else { // s x t blocks, k blocks outer
-          for (long sb = 0; sb < tk; sb += kS)
-            for (long tb = 0; tb < tn; tb += kT)
-              for (long s = 0; s < static_cast<long>(kS); ++s)
-                for (long t = 0; t < static_cast<long>(kT); ++t)
-                  btile[j++] = b_at(k0 + sb + s, n0 + tb + t);
-        }
+        const long R = kR, S = kS, T = kT;
+        harness::to_blocks(
+            tm, tk, R, S, [&](long i, long k) { return a[(m0 + i) * K + k0 + k]; },
+            at.data());
+        if (bt) // t x s blocks, n blocks outer
+          harness::to_blocks(
+              tn, tk, T, S, [&](long n, long k) { return b_at(k0 + k, n0 + n); },
+              btile.data());
+        else // s x t blocks, k blocks outer
+          harness::to_blocks(
+              tk, tn, S, T, [&](long k, long n) { return b_at(k0 + k, n0 + n); },
+              btile.data());
         aie::set_rounding(aie::rounding_mode::floor);
         if (bt && round)
           gemm_bf16_acc_round_bt(at.data(), btile.data(), acc.data(), tm, tk, tn);
@@ -108,12 +92,10 @@ int main(int argc, char **argv) {
       aie::set_rounding(aie::rounding_mode::floor);
       gemm_bf16_store(acc.data(), ot.data(), tm, tn);
       // r x t blocks, row blocks outer, back to row-major.
-      long j = 0;
-      for (long rb = 0; rb < tm; rb += kR)
-        for (long tb = 0; tb < tn; tb += kT)
-          for (long r = 0; r < static_cast<long>(kR); ++r)
-            for (long t = 0; t < static_cast<long>(kT); ++t)
-              out[(m0 + rb + r) * N + n0 + tb + t] = ot[j++];
+      harness::from_blocks(tm, tn, static_cast<long>(kR), static_cast<long>(kT),
+                           ot.data(), [&](long i, long n, bfloat16 v) {
+                             out[(m0 + i) * N + n0 + n] = v;
+                           });
     }
   for (const bfloat16 &v : out)
     std::fwrite(&v.bits, sizeof v.bits, 1, stdout);

@@ -19,6 +19,7 @@
 // MODEL: four letters, as host_aie_api.h spells them.
 
 #include "host_aie_api.h"
+#include "host_harness.h"
 
 #include "qgemm.cc"
 
@@ -37,15 +38,6 @@ int usage(const char *self) {
   return 2;
 }
 
-std::vector<uint8_t> read_all() {
-  std::vector<uint8_t> in;
-  uint8_t buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
-    in.insert(in.end(), buf, buf + n);
-  return in;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -57,7 +49,7 @@ int main(int argc, char **argv) {
   using iron_qgemm::kR, iron_qgemm::kS, iron_qgemm::kT;
   const long gb = iron_qgemm::group_bytes(bits, group);
   const long rb = K / group * gb, rbk = tk / group * gb;
-  const std::vector<uint8_t> in = read_all();
+  const std::vector<uint8_t> in = harness::read_stdin();
   if (M <= 0 || K <= 0 || N <= 0 || tm <= 0 || tk <= 0 || tn <= 0 ||
       static_cast<long>(in.size()) != M * K * 2 + N * rb || M % tm || K % tk ||
       N % tn || tm % (2 * kR) || tk % group || tn % (2 * kT))
@@ -76,12 +68,9 @@ int main(int argc, char **argv) {
       qgemm_f32_zero(acc.data(), tm, tn);
       for (long k0 = 0; k0 < K; k0 += tk) {
         // a's tile in r x s blocks, row blocks outer.
-        long j = 0;
-        for (long rb0 = 0; rb0 < tm; rb0 += kR)
-          for (long sb = 0; sb < tk; sb += kS)
-            for (long r = 0; r < static_cast<long>(kR); ++r)
-              for (long s = 0; s < static_cast<long>(kS); ++s)
-                at[j++] = a[(m0 + rb0 + r) * K + k0 + sb + s];
+        harness::to_blocks(
+            tm, tk, static_cast<long>(kR), static_cast<long>(kS),
+            [&](long i, long k) { return a[(m0 + i) * K + k0 + k]; }, at.data());
         for (long n = 0; n < tn; ++n)
           std::memcpy(wt.data() + n * rbk, w + (n0 + n) * rb + k0 / tk * rbk, rbk);
         aie::set_rounding(aie::rounding_mode::floor);
@@ -91,12 +80,10 @@ int main(int argc, char **argv) {
       aie::set_rounding(aie::rounding_mode::floor);
       qgemm_bf16_store(acc.data(), ot.data(), tm, tn);
       // r x t blocks, row blocks outer, back to row-major.
-      long j = 0;
-      for (long rb0 = 0; rb0 < tm; rb0 += kR)
-        for (long tb = 0; tb < tn; tb += kT)
-          for (long r = 0; r < static_cast<long>(kR); ++r)
-            for (long t = 0; t < static_cast<long>(kT); ++t)
-              out[(m0 + rb0 + r) * N + n0 + tb + t] = ot[j++];
+      harness::from_blocks(tm, tn, static_cast<long>(kR), static_cast<long>(kT),
+                           ot.data(), [&](long i, long n, bfloat16 v) {
+                             out[(m0 + i) * N + n0 + n] = v;
+                           });
     }
   for (const bfloat16 &v : out)
     std::fwrite(&v.bits, sizeof v.bits, 1, stdout);

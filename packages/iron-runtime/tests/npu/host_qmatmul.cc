@@ -18,6 +18,7 @@
 // MODEL: four letters, as host_aie_api.h spells them.
 
 #include "host_aie_api.h"
+#include "host_harness.h"
 
 #include "qmatmul.cc"
 
@@ -35,15 +36,6 @@ int usage(const char *self) {
                "       %s dequant BITS GROUP ROWS K MODEL < in\n",
                self, self);
   return 2;
-}
-
-std::vector<uint8_t> read_all() {
-  std::vector<uint8_t> in;
-  uint8_t buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
-    in.insert(in.end(), buf, buf + n);
-  return in;
 }
 
 void put(const bfloat16 *v, size_t n) {
@@ -65,7 +57,7 @@ int main(int argc, char **argv) {
   const long rows = std::atol(argv[4]), k = std::atol(argv[5]);
   const long gb = iron_qmatmul::group_bytes(bits, group);
   const long rb = k / group * gb;
-  const std::vector<uint8_t> in = read_all();
+  const std::vector<uint8_t> in = harness::read_stdin();
   if (!gemv) {
     if (static_cast<long>(in.size()) != rows * rb)
       return usage(argv[0]);

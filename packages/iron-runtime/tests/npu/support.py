@@ -22,6 +22,7 @@ This module owns:
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -120,6 +121,28 @@ def empty_aie_api(directory: Path) -> Path:
         encoding="utf-8",
     )
     return Path(directory)
+
+
+#: The host aie_api model's assumptions that touch a matmul kernel, in
+#: host_aie_api.h's four letters: the sum order (tree or sequential, in the
+#: mmul or the lane reduction) and subnormal results (flushed or kept).
+MATMUL_MODELS = ["".join(m) for m in itertools.product("i", "tq", "8", "zk")]
+
+
+def kernel_harness(directory: Path, name: str, *, aie2: bool) -> Path:
+    """Compile the host harness ``<name>.cc`` here, warnings as errors.
+
+    With ``aie2``, for npu1's AIE2 (its mmul, and no fp32-vector arithmetic
+    in the aie_api model); else for npu2's AIE2P.
+    """
+    flags = ("-ffp-contract=off", "-Wall", "-Werror", *(AIE2_FLAGS if aie2 else ()))
+    return compile_host(
+        directory,
+        [HERE / f"{name}.cc"],
+        name,
+        flags=flags,
+        includes=(empty_aie_api(directory),),
+    )
 
 
 def shim_moved(t: legality.Transfer, dev: str | None = None) -> np.ndarray:

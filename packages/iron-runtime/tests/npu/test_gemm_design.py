@@ -42,12 +42,10 @@ from iron.runtime.npu.designs import build_design, design, gemm, gemm_schedule
 from iron.runtime.npu.kernels import contract
 
 from .support import (
-    AIE2_FLAGS,
-    HERE,
+    MATMUL_MODELS,
     check_golden,
-    compile_host,
-    empty_aie_api,
     filecheck,
+    kernel_harness,
 )
 
 CASES = {
@@ -665,26 +663,11 @@ def test_cores_and_tiles_follow_the_plan():
 
 # -- the kernel, compiled for the host --------------------------------------------------
 
-#: The model's assumptions that touch this kernel: the sum order (tree or
-#: sequential, in the mmul and nowhere else) and subnormal results.
-MODELS = ["".join(m) for m in itertools.product("i", "tq", "8", "zk")]
-
 
 @pytest.fixture(scope="module", params=["npu2", "npu1"])
 def host_gemm(request, tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp(f"gemm_{request.param}")
-    return compile_host(
-        build,
-        [HERE / "host_gemm.cc"],
-        "host_gemm",
-        flags=(
-            "-ffp-contract=off",
-            "-Wall",
-            "-Werror",
-            *(AIE2_FLAGS if request.param == "npu1" else ()),
-        ),
-        includes=(empty_aie_api(build),),
-    )
+    return kernel_harness(build, "host_gemm", aie2=request.param == "npu1")
 
 
 def _host_product(exe: Path, args: list, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -724,7 +707,7 @@ def test_the_kernel_product_meets_gemm_reference(host_gemm, bt, level):
         with np.errstate(all="ignore"):
             want = op.reference(a, b)
             tol = op.tolerance(a, b)
-        for model in MODELS:
+        for model in MATMUL_MODELS:
             args = [m, k, n, tm, tk, tn, int(bt), int(level == "high"), model]
             got = _host_product(host_gemm, args, a, b).reshape(m, n)
             verdict = compare(got, want, tol)

@@ -37,11 +37,9 @@ from iron.runtime.npu.designs import (
 )
 
 from .support import (
-    AIE2_FLAGS,
-    HERE,
+    MATMUL_MODELS,
     check_golden,
-    compile_host,
-    empty_aie_api,
+    kernel_harness,
     shim_moved,
 )
 
@@ -274,26 +272,11 @@ def test_every_fifo_keeps_to_a_tested_feature_combination(dev):
 
 # -- the kernel, compiled for the host --------------------------------------------------
 
-#: The model's assumptions that touch this kernel: the sum order (tree or
-#: sequential, in the mmul and nowhere else) and subnormal results.
-MODELS = ["".join(m) for m in itertools.product("i", "tq", "8", "zk")]
-
 
 @pytest.fixture(scope="module", params=["npu2", "npu1"])
 def host_qgemm(request, tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp(f"qgemm_{request.param}")
-    return compile_host(
-        build,
-        [HERE / "host_qgemm.cc"],
-        "host_qgemm",
-        flags=(
-            "-ffp-contract=off",
-            "-Wall",
-            "-Werror",
-            *(AIE2_FLAGS if request.param == "npu1" else ()),
-        ),
-        includes=(empty_aie_api(build),),
-    )
+    return kernel_harness(build, "host_qgemm", aie2=request.param == "npu1")
 
 
 def _run(exe: Path, args: list, a: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -370,7 +353,7 @@ def test_the_kernel_product_meets_qgemm_reference(host_qgemm, fmt):
         with np.errstate(all="ignore"):
             want = op.reference(a, w)
             tol = op.tolerance(a, w)
-        for model in MODELS:
+        for model in MATMUL_MODELS:
             args = [fmt.bits, fmt.group, m, k, n, tm, tk, tn, model]
             got = _run(host_qgemm, args, a, w).reshape(m, n)
             verdict = compare(got, want, tol)

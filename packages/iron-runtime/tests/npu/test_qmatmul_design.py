@@ -31,11 +31,9 @@ from iron.runtime.npu import LegalityError, kernels, legality
 from iron.runtime.npu.designs import build_design, design, family_of, qmatmul
 
 from .support import (
-    AIE2_FLAGS,
-    HERE,
+    MATMUL_MODELS,
     check_golden,
-    compile_host,
-    empty_aie_api,
+    kernel_harness,
     shim_moved,
 )
 
@@ -300,26 +298,11 @@ def test_dequant_rows_moves_every_row_once_in_tiles_that_fit():
 
 # -- the kernel, compiled for the host --------------------------------------------------
 
-#: The model's assumptions that touch this kernel: the lane reduction (tree
-#: or sequential) and subnormal results (flushed or kept).
-MODELS = ["".join(m) for m in itertools.product("i", "tq", "8", "zk")]
-
 
 @pytest.fixture(scope="module", params=["fp32", "aie2"])
 def host_qmatmul(request, tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp(f"qmatmul_{request.param}")
-    return compile_host(
-        build,
-        [HERE / "host_qmatmul.cc"],
-        "host_qmatmul",
-        flags=(
-            "-ffp-contract=off",
-            "-Wall",
-            "-Werror",
-            *(AIE2_FLAGS if request.param == "aie2" else ()),
-        ),
-        includes=(empty_aie_api(build),),
-    )
+    return kernel_harness(build, "host_qmatmul", aie2=request.param == "aie2")
 
 
 def _run(exe: Path, args: list, data: bytes) -> np.ndarray:
@@ -385,7 +368,7 @@ def test_the_kernel_dequantizes_bit_for_bit(host_qmatmul, fmt):
     for case in CASES:
         w = _weights(fmt, rows, k, case, seed=3)
         want = DequantRows(rows=rows, K=k, bits=fmt.bits, group=fmt.group).reference(w)
-        for model in MODELS:
+        for model in MATMUL_MODELS:
             args = ["dequant", fmt.bits, fmt.group, rows, k, model]
             got = _run(host_qmatmul, args, w.tobytes()).reshape(rows, k)
             np.testing.assert_array_equal(
@@ -441,7 +424,7 @@ def test_the_kernel_product_meets_qgemv_reference(host_qmatmul, fmt):
             x[1::3] = np.float32(1e-30)
         with np.errstate(all="ignore"):
             want = op.reference(w, x)
-        for model in MODELS:
+        for model in MATMUL_MODELS:
             args = ["qgemv", fmt.bits, fmt.group, m, k, tm, tk, model]
             got = _run(host_qmatmul, args, w.tobytes() + x.view(np.uint16).tobytes())
             verdict = compare(got, want, op.tolerance(w, x))
