@@ -12,10 +12,10 @@ runs and its median. A larger model is not used: the emulator's 4-bit
 product is several times slower than its bf16 one per weight, so a 135M
 Llama's 4-bit decode would take most of the bench's time.
 
-The emulated NPU runs each kernel's model in numpy on this CPU: a 4-bit
-product dequantizes its packed tile on every call, work the host's BLAS
-does not share, so 4-bit decodes slower here, whereas on an NPU decode is
-bound by the bytes the weights move (figure 9). The target is the issue's
+The emulated NPU runs each kernel's model on this CPU: a 4-bit product
+dequantizes every weight on every call (compiled, ``iron.operators.matvec``),
+arithmetic the bf16 product does not do, so 4-bit decodes slower here,
+whereas on an NPU decode is bound by the bytes the weights move (figure 9). The target is the issue's
 "Done when" for the bytes: ``Decoder.weight_bytes`` of the 4-bit model at
 most 0.35x the bf16 one's; the tokens/s are reported, not judged.
 """
@@ -108,9 +108,10 @@ def run(ctx: Context) -> dict[str, Any]:
         f"Decoder.weight_bytes: bf16 {nbytes['bf16']:,}, q4 {nbytes['q4']:,} = "
         f"{share:.3f}x (target <= {TARGET}).",
         "The emulator is slower with 4-bit weights: each QGEMV call dequantizes "
-        "its packed tile in numpy before the product, which the bf16 GEMV does "
-        "not; on an NPU decode is bound by the bytes the weights move, which q4 "
-        "cuts to about 5/16 (figure 9 models it).",
+        "every weight as it sums its row (iron.operators.matvec.qmatvec), "
+        "arithmetic the bf16 GEMV does not do; on an NPU decode is bound by the "
+        "bytes the weights move, which q4 cuts to about 5/16 (figure 9 models "
+        "it).",
         f"Greedy tokens equal to bf16's, position by position: {same} of "
         f"{len(tokens['q4'])} (random weights; the first difference sends the "
         f"two on different paths).",

@@ -14,8 +14,11 @@ import pytest
 from ml_dtypes import bfloat16
 
 from iron.core.precision import Precision
+from iron.core.tolerance import compare
 from iron.operators import matvec
 from iron.operators.matmul import GEMM, GEMV, error_bound, model_product
+from iron.operators.qmatmul import QGEMV
+from iron.operators.quantized import FORMATS, dequantize, quantize
 
 pytest.importorskip("numba", reason="the jit extra (numba) is not installed")
 
@@ -162,3 +165,55 @@ def test_iron_jit_0_turns_it_off() -> None:
     env = {**os.environ, "IRON_JIT": "0"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
+
+
+# -- packed rows --------------------------------------------------------------------
+
+
+def _packed(rng: np.random.Generator, fmt, rows: int, k: int, case: str) -> np.ndarray:
+    if case == "quantized":
+        return quantize(rng.standard_normal((rows, k)) * 0.05, fmt)
+    # any bytes: scales and minimums of every float16 (NaN, infinities,
+    # subnormals, signed zeros) and every code
+    return rng.integers(0, 256, (rows, fmt.row_bytes(k)), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("case", ["quantized", "bytes"])
+def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) -> None:
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(len(name) + len(case))
+    for rows, k in [(3, 64), (300, 2048), (2100, 1024)]:  # the last one split
+        w = _packed(rng, fmt, rows, k, case)
+        x = rng.standard_normal(k).astype(bfloat16).astype(np.float32)
+        got = matvec.qmatvec(w, x, fmt.bits, fmt.group)
+        with np.errstate(all="ignore"):
+            want = matvec.matvec(dequantize(w, fmt).astype(bfloat16), x)
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (
+            np.isnan(got) & np.isnan(want)
+        )
+        assert same.all(), f"{name} {case} {rows}x{k}: {np.flatnonzero(~same)[:5]}"
+
+
+def test_packed_rows_refuse_a_format_that_does_not_fit() -> None:
+    q4 = FORMATS["q4"]
+    w = np.zeros((4, q4.row_bytes(64)), np.uint8)
+    with pytest.raises(ValueError, match=r"not rows of 8-bit groups of 32 for K=64; give \(M, K / group \* 34\)"):
+        matvec.qmatvec(w, np.zeros(64, np.float32), 8, 32)
+    with pytest.raises(ValueError, match=r"K=48"):
+        matvec.qmatvec(w, np.zeros(48, np.float32), 4, 32)
+
+
+def test_qgemv_reference_is_the_packed_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    for name, fmt in sorted(FORMATS.items()):
+        op = QGEMV(M=96, K=256, bits=fmt.bits, group=fmt.group)
+        w = _packed(rng, fmt, 96, 256, "quantized")
+        x = rng.standard_normal(256).astype(bfloat16)
+        got = op.reference(w, x)
+        want = matvec.qmatvec(w, x.astype(np.float32), fmt.bits, fmt.group)
+        assert got.tobytes() == want.astype(bfloat16).tobytes(), name
+        with monkeypatch.context() as m:  # numpy's path: within the tolerance
+            m.setitem(matvec._state, "kernels", {})
+            blas = op.reference(w, x)
+        assert compare(got, blas, op.tolerance(w, x)), name

@@ -46,6 +46,7 @@ from iron.core.device import Device
 from iron.core.operator import Cost, DimensionConflictError, Operator, RefusedShapeError
 from iron.core.precision import Precision
 from iron.core.tolerance import Tolerance
+from iron.operators import matvec
 from iron.operators.matmul import STACK_BYTES, error_bound, mmul_shape, model_product
 from iron.operators.quantized import FORMATS, QuantFormat, dequantize, format_of
 
@@ -92,8 +93,8 @@ class _Quantized(Operator):
             f"quantized format (q4: 4, 32; q8: 8, 32; q8_16: 8, 16)"
         )
 
-    def _weights(self, w: np.ndarray, rows: int) -> np.ndarray:
-        """The packed ``w`` dequantized as the kernel does: bf16 ``(rows, K)``."""
+    def _packed(self, w: np.ndarray, rows: int) -> np.ndarray:
+        """``w``, checked to be at most ``rows`` packed rows of this format."""
         w = np.asarray(w)
         want = (rows, self.quant_format.row_bytes(self.K))
         if w.dtype != np.uint8 or w.shape[-1] != want[1] or w.shape[0] > rows:
@@ -101,6 +102,11 @@ class _Quantized(Operator):
                 f"{type(self).__name__}: w is packed {self.quant_format.name} rows "
                 f"{list(want)} uint8; got {list(w.shape)} {w.dtype}"
             )
+        return w
+
+    def _weights(self, w: np.ndarray, rows: int) -> np.ndarray:
+        """The packed ``w`` dequantized as the kernel does: bf16 ``(rows, K)``."""
+        w = self._packed(w, rows)
         with np.errstate(over="ignore", invalid="ignore"):
             return dequantize(w, self.quant_format).astype(bfloat16)
 
@@ -251,9 +257,26 @@ class QGEMV(_Quantized):
             )
 
     def reference(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """``bf16(dequantize(w)) @ x`` at ``HIGHEST`` (module docstring), bf16."""
-        wb = self._weights(w, self.M)
+        """``bf16(dequantize(w)) @ x`` at ``HIGHEST`` (module docstring), bf16.
+
+        With numba, :func:`~iron.operators.matvec.qmatvec` dequantizes each
+        row as it sums it (the same bits as the dequantized matrix's
+        :func:`~iron.operators.matvec.matvec`); else the packed rows are
+        dequantized whole and multiplied with numpy's BLAS.
+        """
         x = np.asarray(x)
+        w = np.asarray(w)
+        if matvec.available() and w.ndim == 2 and x.shape == (self.K,):
+            self._packed(w, self.M)
+            if w.shape[0] != self.M:
+                raise ValueError(
+                    f"QGEMV(M={self.M}, K={self.K}) takes w of {self.M} rows; "
+                    f"got {w.shape[0]}"
+                )
+            with np.errstate(over="ignore", invalid="ignore"):
+                sums = matvec.qmatvec(w, x, self.bits, self.group)
+                return sums.astype(bfloat16)
+        wb = self._weights(w, self.M)
         if wb.shape[0] != self.M or x.shape != (self.K,):
             raise ValueError(
                 f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},) and w of "
