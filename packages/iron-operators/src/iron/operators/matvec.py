@@ -109,34 +109,41 @@ def _compile() -> dict[str, Any]:
         return np.uint32(bits).view(np.float32)
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def bf16_of(value):  # pragma: no cover - compiled
-        # the nearest bf16 (ties to even) as float32; NaN as ml_dtypes makes
-        # it (a quiet NaN of the same sign). Branch-free, so it vectorizes.
-        bits = np.float32(value).view(np.uint32)
+    def bf16_bits(bits):  # pragma: no cover - compiled
+        # a float32's bits rounded to the nearest bf16 (ties to even), as
+        # float32 bits; NaN as ml_dtypes makes it (quiet, the same sign)
         up = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
         rounded = np.uint32((bits + up) & np.uint32(0xFFFF0000))
         quiet = np.uint32((bits & np.uint32(0x80000000)) | np.uint32(0x7FC00000))
         nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-        return np.uint32(quiet if nan else rounded).view(np.float32)
+        return quiet if nan else rounded
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
     def dequant_row(row, wide, bits, group):  # pragma: no cover - compiled
+        # wide's bits are written: bf16 values as float32
         header = 4 if bits == 4 else 2
         size = header + group * bits // 8
+        out = wide.view(np.uint32)
+        values = np.empty(max(group, 16), np.float32)  # a group's, or q4's codes'
+        value_bits = values.view(np.uint32)
         for g in range(wide.shape[0] // group):
             at, first = g * size, g * group
             scale = f16_value(row[at], row[at + 1])
-            if bits == 4:
+            if bits == 4:  # 16 codes: each code's bf16, then looked up
                 low = f16_value(row[at + 2], row[at + 3])
+                for c in range(16):
+                    values[c] = scale * np.float32(c) + low
+                for c in range(16):
+                    value_bits[c] = bf16_bits(value_bits[c])
                 for i in range(group // 2):
                     code = row[at + header + i]
-                    q0, q1 = np.float32(code & 15), np.float32(code >> 4)
-                    wide[first + 2 * i] = bf16_of(scale * q0 + low)
-                    wide[first + 2 * i + 1] = bf16_of(scale * q1 + low)
+                    out[first + 2 * i] = value_bits[code & 15]
+                    out[first + 2 * i + 1] = value_bits[code >> 4]
             else:
+                for i in range(group):  # the code byte as two's complement
+                    values[i] = scale * np.float32(np.int8(row[at + header + i]))
                 for i in range(group):
-                    q = np.float32(np.int8(row[at + header + i]))  # two's complement
-                    wide[first + i] = bf16_of(scale * q)
+                    out[first + i] = bf16_bits(value_bits[i])
 
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
     def rows_packed(
