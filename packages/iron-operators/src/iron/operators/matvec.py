@@ -7,9 +7,12 @@ reads twice the weight's bytes (and holds a float32 copy, or widens on
 every call). :func:`matvec` reads the bf16 weight itself: each row is
 widened in registers (a bf16 is the upper half of a float32's bits) and
 its float32 products summed there, rows split across the machine's
-cores. It is compiled with numba, the ``jit`` extra of iron-operators
-(iron-lm installs it); without numba, :func:`available` is false and
-``model_product`` keeps numpy's BLAS path.
+cores. :func:`qmatvec` does the same for packed q4/q8 rows
+(``iron.operators.quantized``), dequantizing each row as it sums it. Both
+are compiled with numba, the ``jit`` extra of iron-operators (iron-lm
+installs it); without numba, :func:`available` is false and the kernel
+models keep numpy's path (``model_product``'s BLAS, ``QGEMV``'s
+dequantized copy).
 
 The arithmetic is the ``HIGHEST`` level's model (``iron.operators.matmul``):
 float32 products summed in float32 in some order, rounded once to bf16 by
@@ -38,10 +41,10 @@ from ml_dtypes import bfloat16
 __all__ = ["available", "matvec", "qmatvec"]
 
 #: A weight below this many bytes runs on the calling thread alone: waking a
-#: pool thread costs more than it saves. Measured on this project's 2-core
-#: machine (``BENCHMARKS.md``): a 135M Llama's layer GEMVs (0.2-1.8 MB each)
-#: took 13 ms a token inline against 19 ms split at 512 KB; Llama-3.2-1B's
-#: (2-32 MB) took the same either way within the noise.
+#: pool thread costs more than it saves. Measured on the project's 2-core
+#: development machine, a token's GEMVs in a loop: a 135M Llama's layer
+#: weights (0.2-1.8 MB each) took 13 ms inline against 19 ms split from
+#: 512 KB; Llama-3.2-1B's (2-32 MB) took the same either way within noise.
 _SPLIT_BYTES = 1 << 22
 
 _lock = threading.Lock()
@@ -49,7 +52,7 @@ _state: dict[str, Any] = {}
 
 
 def _compile() -> dict[str, Any]:
-    """The compiled row kernels and the thread pool, or ``{}`` without numba."""
+    """The compiled row kernels and the core count, or ``{}`` without numba."""
     if os.environ.get("IRON_JIT", "1").strip() == "0" or sys.byteorder != "little":
         return {}
     try:
@@ -192,7 +195,10 @@ def _kernels() -> dict[str, Any]:
 
 
 def available() -> bool:
-    """Whether :func:`matvec` runs compiled (numba installed, ``IRON_JIT`` not 0)."""
+    """Whether :func:`matvec` and :func:`qmatvec` run compiled.
+
+    True with numba installed and ``IRON_JIT`` not ``0``.
+    """
     return bool(_kernels())
 
 

@@ -7,7 +7,9 @@ into a core, dequantizes it there to bf16 (``scale * q + min`` in float32,
 rounded once to nearest even) and multiplies it as the bf16 matmuls do at
 ``Precision.HIGHEST``: exact bf16 products summed in float32 over all of K,
 rounded once to bf16. So ``reference`` is :func:`~iron.operators.matmul.model_product`
-at ``HIGHEST`` over the dequantized bf16 weights, and the tolerance is that
+at ``HIGHEST`` over the dequantized bf16 weights (for ``QGEMV`` with numba,
+:func:`~iron.operators.matvec.qmatvec`: the same bits, each row dequantized
+as it is summed), and the tolerance is that
 level's derived bound (:func:`~iron.operators.matmul.error_bound`), doubled,
 on the same operands: the bf16 rounding of the weights is part of what the
 operator computes (as a bf16 checkpoint's weights were rounded on loading),
