@@ -198,7 +198,10 @@ def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) ->
 def test_packed_rows_refuse_a_format_that_does_not_fit() -> None:
     q4 = FORMATS["q4"]
     w = np.zeros((4, q4.row_bytes(64)), np.uint8)
-    with pytest.raises(ValueError, match=r"not rows of 8-bit groups of 32 for K=64; give \(M, K / group \* 34\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"not rows of 8-bit groups of 32 for K=64; give \(M, K / group \* 34\)",
+    ):
         matvec.qmatvec(w, np.zeros(64, np.float32), 8, 32)
     with pytest.raises(ValueError, match=r"K=48"):
         matvec.qmatvec(w, np.zeros(48, np.float32), 4, 32)
