@@ -117,26 +117,33 @@ class TuneReport:
         return "\n".join(lines)
 
 
-def _untuned(
-    path: Path, tuned: set[type], report: TuneReport
+def _kept(
+    path: Path, replaced: set[str], ops: list[str] | None
 ) -> list[tuple[type, dict, dict]]:
-    """The entries of the profile at ``path`` whose operator this run does
-    not tune (QGEMV's when only bf16 weights are tuned), noted in ``report``.
+    """The entries of the profile at ``path`` this run keeps: those of every
+    operator not in ``replaced`` (catalog names).
 
-    A whole rewrite replaces the tuned operators' entries (stale shapes go)
-    and keeps the others: tuning one weights format never drops another's.
-    A profile that does not load is rewritten whole, with a warning.
+    ``replaced`` is ``--ops`` when given; else the operators this run tunes,
+    so a whole rewrite replaces their entries (stale shapes go) and keeps the
+    others: tuning one weights format never drops another's (QGEMV's when
+    only bf16 is tuned). A profile that does not load is a ``TuneError``
+    with ``--ops``; else it is rewritten whole, with a warning.
     """
+    if not path.is_file():
+        return []
     try:
         existing = Profile.load(path)
     except ValueError as error:
-        logger.warning("%s does not load (%s): rewriting it whole", path, error)
-        return []
+        if ops is None:
+            logger.warning("%s does not load (%s): rewriting it whole", path, error)
+            return []
+        raise TuneError(
+            f"--ops {','.join(ops)} keeps the other entries of {path}, "
+            f"but it does not load: {error}. Rerun without --ops to "
+            f"rewrite it whole"
+        ) from error
     names = _catalog_names()
-    kept = [e for e in existing if e[0] not in tuned]
-    counts = collections.Counter(names.get(e[0], e[0].__name__) for e in kept)
-    report.kept = [f"{name}: {count}" for name, count in sorted(counts.items())]
-    return kept
+    return [e for e in existing if names.get(e[0]) not in replaced]
 
 
 def _task_key(
@@ -256,25 +263,18 @@ def tune(
         jobs = 1
     path = Path(out) / f"{device.name}.json"
     wanted = sorted(set(ops)) if ops is not None else None
-    kept: list[tuple[type, dict, dict]] = []
-    if wanted is not None and path.is_file():
-        try:
-            existing = Profile.load(path)
-        except ValueError as error:
-            raise TuneError(
-                f"--ops {','.join(wanted)} keeps the other entries of {path}, "
-                f"but it does not load: {error}. Rerun without --ops to "
-                f"rewrite it whole"
-            ) from error
-        names = _catalog_names()
-        kept = [e for e in existing if names.get(e[0]) not in wanted]
     recordings = application.versions(config, device)
     shapes = collect_shapes(
         recordings.values(), device, ops=wanted, max_settings=max_settings
     )
     report = TuneReport(device.name, path, Profile(), measure.label)
-    if wanted is None and path.is_file():
-        kept = _untuned(path, {shape.cls for shape in shapes}, report)
+    names = _catalog_names()
+    tuned = {names.get(s.cls, s.cls.__name__) for s in shapes}
+    replaced = set(wanted) if wanted is not None else tuned
+    kept = _kept(path, replaced, wanted)
+    if wanted is None:
+        counts = collections.Counter(names.get(e[0], e[0].__name__) for e in kept)
+        report.kept = [f"{name}: {count}" for name, count in sorted(counts.items())]
     report.shapes = len(shapes)
     report.trimmed = [f"{s}: {s.trimmed}" for s in shapes if s.trimmed]
 
@@ -383,7 +383,6 @@ def tune(
             report.moved.append(f"{shape}: {moved}{saving}")
 
     entries: list[tuple[tuple, type, dict, dict]] = []
-    names = _catalog_names()
     for cls, dims, tunables in kept:
         entries.append(((names[cls], _dims_key(cls, dims)), cls, dims, tunables))
     for shape, setting in chosen:
