@@ -255,6 +255,20 @@ def test_a_bf16_tune_keeps_the_packed_weights_entries(config_json, tmp_path, cap
     assert all(d.get("M") != 12345 for _, d, _ in Profile.load(out / f"{DEVICE}.json"))
 
 
+def test_a_profile_that_does_not_load_is_refused_with_ops_and_rewritten_without(
+    tmp_path, caplog
+):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / f"{DEVICE}.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(tune.TuneError, match=r"--ops GEMV keeps the other entries"):
+        _tune(out, ops=["GEMV"])
+    with caplog.at_level("WARNING", logger="iron.lm.tune"):
+        report = _tune(out)
+    assert "does not load" in caplog.text and "rewriting it whole" in caplog.text
+    assert len(Profile.load(out / f"{DEVICE}.json")) == len(report.profile) > 0
+
+
 def test_settings_are_capped_keeping_the_default(tmp_path):
     config = LlamaConfig.tiny()
     recordings = LlamaApplication().versions(config, DEVICE)
