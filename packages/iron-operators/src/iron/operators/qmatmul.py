@@ -267,23 +267,17 @@ class QGEMV(_Quantized):
         dequantized whole and multiplied with numpy's BLAS.
         """
         x = np.asarray(x)
-        w = np.asarray(w)
-        if matvec.available() and w.ndim == 2 and x.shape == (self.K,):
-            self._packed(w, self.M)
-            if w.shape[0] != self.M:
-                raise ValueError(
-                    f"QGEMV(M={self.M}, K={self.K}) takes w of {self.M} rows; "
-                    f"got {w.shape[0]}"
-                )
+        w = self._packed(w, self.M)
+        if w.shape[0] != self.M or x.shape != (self.K,):
+            raise ValueError(
+                f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},) and w of "
+                f"{self.M} rows; got x {list(x.shape)}, w of {w.shape[0]}"
+            )
+        if matvec.available() and w.ndim == 2:
             with np.errstate(over="ignore", invalid="ignore"):
                 sums = matvec.qmatvec(w, x, self.bits, self.group)
                 return sums.astype(bfloat16)
         wb = self._weights(w, self.M)
-        if wb.shape[0] != self.M or x.shape != (self.K,):
-            raise ValueError(
-                f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},) and w of "
-                f"{self.M} rows; got x {list(x.shape)}, w of {wb.shape[0]}"
-            )
         return model_product(wb, x[:, None], Precision.HIGHEST, None)[:, 0]
 
     def error_bound(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
