@@ -1,6 +1,6 @@
 // What the host harnesses of the kernels share (host_gemm.cc, host_qgemm.cc,
-// host_qmatmul.cc): their input, read whole from standard input, and the
-// block layouts of the matmul tiles.
+// host_qmatmul.cc): their input, read whole from standard input, their
+// output's bit patterns, and the block layouts of the matmul tiles.
 
 #ifndef IRON_HOST_HARNESS_H
 #define IRON_HOST_HARNESS_H
@@ -19,6 +19,12 @@ inline std::vector<uint8_t> read_stdin() {
   while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
     in.insert(in.end(), buf, buf + n);
   return in;
+}
+
+// n values' bit patterns (their .bits: bf16 as uint16) to standard output.
+template <class T> void write_bits(const T *v, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    std::fwrite(&v[i].bits, sizeof v[i].bits, 1, stdout);
 }
 
 // A rows x cols tile laid out in bh x bw blocks, row blocks outer, each block

@@ -85,7 +85,6 @@ int main(int argc, char **argv) {
                              out[(m0 + i) * N + n0 + n] = v;
                            });
     }
-  for (const bfloat16 &v : out)
-    std::fwrite(&v.bits, sizeof v.bits, 1, stdout);
+  harness::write_bits(out.data(), out.size());
   return 0;
 }

@@ -38,11 +38,6 @@ int usage(const char *self) {
   return 2;
 }
 
-void put(const bfloat16 *v, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    std::fwrite(&v[i].bits, sizeof v[i].bits, 1, stdout);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -64,7 +59,7 @@ int main(int argc, char **argv) {
     std::vector<uint8_t> w(in);
     std::vector<bfloat16> out(rows * k);
     qdequant_rows(w.data(), out.data(), rows, k, bits, group);
-    put(out.data(), out.size());
+    harness::write_bits(out.data(), out.size());
     return 0;
   }
   const long tm = std::atol(argv[6]), tk = std::atol(argv[7]);
@@ -93,6 +88,6 @@ int main(int argc, char **argv) {
     qmatmul_bf16_store(acc.data(), ot.data(), tm);
     std::copy(ot.begin(), ot.end(), out.begin() + r0);
   }
-  put(out.data(), out.size());
+  harness::write_bits(out.data(), out.size());
   return 0;
 }
