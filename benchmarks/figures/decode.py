@@ -218,18 +218,7 @@ def hf_decode(folder: Any, dtype: str, prompt: list[int], new: int, reps: int):
             torch.set_num_threads(threads)
             stamps = _Stamps()
             begin = time.perf_counter()
-            with torch.inference_mode():
-                out = model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=new,
-                    min_new_tokens=new,
-                    do_sample=False,
-                    use_cache=True,
-                    streamer=stamps,
-                    pad_token_id=0,
-                    eos_token_id=None,
-                )
+            out = hf_greedy(model, ids, new, streamer=stamps)
             tokens = out[0, len(prompt) :].tolist()
             first = stamps.times[0] - begin
             decode = (len(stamps.times) - 1) / (stamps.times[-1] - stamps.times[0])
@@ -248,6 +237,25 @@ def hf_decode(folder: Any, dtype: str, prompt: list[int], new: int, reps: int):
             for f, d, t in runs
         ],
     }
+
+
+def hf_greedy(model: Any, ids: Any, new: int, streamer: Any = None) -> Any:
+    """transformers' greedy ``generate`` of exactly ``new`` tokens after ``ids``,
+    with the cache, as every figure runs the peer."""
+    import torch
+
+    with torch.inference_mode():
+        return model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=False,
+            use_cache=True,
+            streamer=streamer,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
 
 
 def _agree(a: list[int], b: list[int]) -> int:

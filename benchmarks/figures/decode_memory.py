@@ -46,7 +46,7 @@ from .common import (
     table,
     tiny_config,
 )
-from .decode import SHARD_BYTES, small_llama
+from .decode import SHARD_BYTES, hf_greedy, small_llama
 from .loading import _status
 
 NUMBER = 12
@@ -103,9 +103,9 @@ def iron_child(folder: str, budget: str, new: int) -> dict[str, Any]:
     tokens = list(decoder.generate(prompt, max_new_tokens=new, stop=[]))
     speeds = {"default": decoder.stats.decode_tokens_per_s}
     if have("threadpoolctl"):
-        # and at one BLAS thread, as figure 4 also runs (a float32 copy's
-        # GEMV is large enough for OpenBLAS to thread, and on a shared
-        # machine a thread waiting on a busy core slows it several-fold)
+        # and at one BLAS thread, as figure 4 also runs (BLAS still runs the
+        # GEMVs without numba, and the prompt's GEMMs; on a shared machine a
+        # thread waiting on a busy core slows them several-fold)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, user_api="blas"):
@@ -147,17 +147,7 @@ def hf_child(folder: str, new: int) -> dict[str, Any]:
         loaded = _status("VmRSS") - base
         ids = torch.tensor([_prompt(model.config.vocab_size)], dtype=torch.long)
         start = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=new,
-                min_new_tokens=new,
-                do_sample=False,
-                use_cache=True,
-                pad_token_id=0,
-                eos_token_id=None,
-            )
+        out = hf_greedy(model, ids, new)
         seconds = time.perf_counter() - start
     return {
         "baseline": base,
