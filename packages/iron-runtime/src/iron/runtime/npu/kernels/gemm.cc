@@ -26,23 +26,17 @@ namespace {
 
 using iron_mmul::mac_tile;
 
-// fp32 lanes to bf16 (one rounding, under the caller's conv_even) and bf16
-// back to fp32 (exact), through an accfloat accumulator: the moves AIE2's
-// own kernels make (iron_kernel.h's Aie2Backend), no fp32-vector arithmetic,
-// which AIE2 has only as aie_api's emulation.
-inline iron::vbf16 narrow_f32(const float *__restrict p) {
-  iron::accf lanes;
-  lanes.from_vector(aie::load_v<iron::kLanes>(p));
-  return lanes.to_vector<bfloat16>();
-}
+// fp32 lanes are rounded to bf16 and widened back through accfloat moves
+// only (iron_kernel.h's Aie2Backend, on both targets): no fp32-vector
+// arithmetic, which AIE2 has only as aie_api's emulation.
+using Moves = iron::Aie2Backend;
 
 // acc[i] = the nearest bf16 (ties to even) of acc[i], as fp32 again.
 inline void round_tile(float *__restrict acc, int32_t n) {
   iron::round_nearest_even();
   for (int32_t i = 0; i < n; i += iron::kLanes) {
-    iron::accf wide;
-    wide.from_vector(narrow_f32(acc + i));
-    aie::store_v(acc + i, wide.to_vector<float>());
+    const iron::vbf16 rounded = Moves::to_bf16(Moves::load_f32(acc + i));
+    Moves::store_f32(acc + i, Moves::from_bf16(rounded));
   }
 }
 
@@ -86,7 +80,7 @@ void gemm_bf16_store(float *__restrict acc, bfloat16 *__restrict out,
                      int32_t tile_m, int32_t tile_n) {
   iron::round_nearest_even();
   for (int32_t i = 0; i < tile_m * tile_n; i += iron::kLanes)
-    aie::store_v(out + i, narrow_f32(acc + i));
+    aie::store_v(out + i, Moves::to_bf16(Moves::load_f32(acc + i)));
 }
 
 } // extern "C"

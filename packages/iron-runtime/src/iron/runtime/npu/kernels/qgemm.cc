@@ -86,11 +86,9 @@ void qgemm_acc(bfloat16 *__restrict a, uint8_t *__restrict w,
 void qgemm_bf16_store(float *__restrict acc, bfloat16 *__restrict out,
                       int32_t tile_m, int32_t tile_n) {
   iron::round_nearest_even();
-  iron::accf lanes;
-  for (int32_t i = 0; i < tile_m * tile_n; i += iron::kLanes) {
-    lanes.from_vector(aie::load_v<iron::kLanes>(acc + i));
-    aie::store_v(out + i, lanes.to_vector<bfloat16>()); // one rounding, even
-  }
+  using Moves = iron::Aie2Backend; // accfloat moves only, on both targets
+  for (int32_t i = 0; i < tile_m * tile_n; i += iron::kLanes) // one rounding, even
+    aie::store_v(out + i, Moves::to_bf16(Moves::load_f32(acc + i)));
 }
 
 } // extern "C"
