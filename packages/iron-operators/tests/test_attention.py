@@ -25,6 +25,8 @@ from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError
 from iron.core.percall import PerCall
 from iron.core.tolerance import compare
+from iron.operators import matvec
+from iron.operators._attention_math import attend_numpy
 from iron.operators.attention import (
     FLUSH_FLOOR,
     CausalAttention,
@@ -708,5 +710,60 @@ def test_all_heads_at_once_give_the_bits_of_one_head_at_a_time(
         limits = np.full(rows, positions)
     k[:, int(limits.max()) :] = np.nan  # past every limit: never read
     v[:, int(limits.max()) :] = np.nan
-    got, want = attend(q, k, v, limits), _attend_head_by_head(q, k, v, limits)
+    got = attend_numpy(q, k, v, limits)
+    want = _attend_head_by_head(q, k, v, limits)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+# -- batch invariance: a prompt row is the decode step at its position ----------------
+
+
+@pytest.mark.skipif(
+    not matvec.available(), reason="the jit extra (numba) is not installed"
+)
+@settings(max_examples=30, deadline=None)
+@given(
+    heads=st.sampled_from([(1, 1), (4, 2), (6, 2), (8, 1)]),
+    head_dim=st.sampled_from([16, 32, 64]),
+    start=st.integers(0, 40),
+    rows=st.integers(1, 17),
+    scale=st.sampled_from([0.1, 1.0, 8.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_chunk_row_has_the_bits_of_the_decode_step_at_its_position(
+    heads, head_dim, start, rows, scale, seed
+):
+    """CausalAttention's row i, in a chunk of any size from any start, equals
+    DecodeAttention at length start + i + 1, bit for bit; and within the
+    tolerance of the numpy evaluation."""
+    n_heads, kv_heads = heads
+    rng = np.random.default_rng(seed)
+    max_len = start + rows + 3
+    q = (rng.standard_normal((rows, n_heads, head_dim)) * scale).astype(bfloat16)
+    k = (rng.standard_normal((kv_heads, max_len, head_dim)) * scale).astype(bfloat16)
+    v = rng.standard_normal((kv_heads, max_len, head_dim)).astype(bfloat16)
+    k[:, start + rows :] = np.nan  # past every row's positions: never read
+    causal = CausalAttention(
+        heads=n_heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        max_len=max_len,
+        rows=rows,
+        start=start,
+    )
+    chunk = causal.reference(q, k, v)
+    for i in range(rows):
+        step = DecodeAttention(
+            heads=n_heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            max_len=max_len,
+            length=start + i + 1,
+        )
+        alone = step.reference(q[i], k, v)
+        np.testing.assert_array_equal(chunk[i].view(np.uint16), alone.view(np.uint16))
+    assert compare(
+        chunk,
+        attend_numpy(q, k, v, start + 1 + np.arange(rows)),
+        causal.tolerance(q, k, v),
+    )

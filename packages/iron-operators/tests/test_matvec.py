@@ -11,13 +11,15 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ml_dtypes import bfloat16
 
 from iron.core.precision import Precision
 from iron.core.tolerance import compare
 from iron.operators import matvec
 from iron.operators.matmul import GEMM, GEMV, error_bound, model_product
-from iron.operators.qmatmul import QGEMV
+from iron.operators.qmatmul import QGEMM, QGEMV
 from iron.operators.quantized import FORMATS, dequantize, quantize
 
 pytest.importorskip("numba", reason="the jit extra (numba) is not installed")
@@ -111,15 +113,17 @@ def test_model_product_runs_it_and_blas_agrees_within_the_bound(
         assert np.all(np.abs(result.astype(np.float64) - exact) <= bound)
 
 
-def test_gemv_reads_its_weight_as_bf16_only_where_matvec_does(
+def test_matmuls_read_their_weight_as_bf16_only_where_matvec_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gemv = GEMV(M=64, K=32)
     assert not gemv.reads_float32(0) and gemv.reads_float32(1)
     assert GEMV(M=64, K=32, precision="high").reads_float32(0)
-    assert GEMM(M=16, K=32, N=64).reads_float32(1)
+    gemm = GEMM(M=16, K=32, N=64)
+    assert gemm.reads_float32(0) and not gemm.reads_float32(1)
+    assert GEMM(M=16, K=32, N=64, precision="high").reads_float32(1)
     monkeypatch.setitem(matvec._state, "kernels", {})
-    assert gemv.reads_float32(0)
+    assert gemv.reads_float32(0) and gemm.reads_float32(1)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
@@ -220,3 +224,85 @@ def test_qgemv_reference_is_the_packed_product(monkeypatch: pytest.MonkeyPatch) 
             m.setitem(matvec._state, "kernels", {})
             blas = op.reference(w, x)
         assert compare(got, blas, op.tolerance(w, x)), name
+
+
+# -- batch invariance: a prompt row sums as a decode step's vector --------------------
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 40),
+    pairs=st.integers(1, 300),
+    out=st.integers(1, 70),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_rows_bits_are_its_matvec_whatever_the_other_rows(
+    rows: int, pairs: int, out: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    k = 2 * pairs
+    w = _bf16(rng, out, k)
+    xs = _bf16(rng, rows, k).astype(np.float32)
+    got = matvec.matvecs(w, xs)
+    for b in range(rows):
+        assert _same_bits(got[b], matvec.matvec(w, xs[b])), b
+    assert _same_bits(matvec.matvecs(w.astype(np.float32), xs), got)
+
+
+def test_vectors_in_blocks_and_threads_keep_each_rows_bits() -> None:
+    # more vectors than one cached block, a weight the threads split
+    rng = np.random.default_rng(8)
+    w = _bf16(rng, 2100, 1024)
+    xs = _bf16(rng, 70, 1024).astype(np.float32)
+    assert 8 * 512 * 70 > matvec._VECTOR_BYTES and w.nbytes >= matvec._SPLIT_BYTES
+    got = matvec.matvecs(w, xs)
+    for b in (0, 33, 69):
+        assert _same_bits(got[b], matvec.matvec(w, xs[b])), b
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_packed_rows_bits_are_their_qmatvec_whatever_the_other_rows(name: str) -> None:
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(len(name))
+    for rows, n, k in [(1, 5, 64), (7, 40, 256), (16, 300, 1024)]:
+        w = _packed(rng, fmt, n, k, "bytes")
+        xs = _bf16(rng, rows, k).astype(np.float32)
+        with np.errstate(all="ignore"):
+            got = matvec.qmatvecs(w, xs, fmt.bits, fmt.group)
+            for b in range(rows):
+                want = matvec.qmatvec(w, xs[b], fmt.bits, fmt.group)
+                assert _same_bits(got[b], want), (name, rows, b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 24), seed=st.integers(0, 2**32 - 1))
+def test_gemm_rows_are_gemv_results(rows: int, seed: int) -> None:
+    """GEMM's row i equals GEMV on row i, bit for bit, at every row count."""
+    rng = np.random.default_rng(seed)
+    k, n = 96, 48
+    w, a = _bf16(rng, n, k), _bf16(rng, rows, k, scale=4.0)
+    gemm = GEMM(M=rows, K=k, N=n, b_transposed=True).reference(a, w)
+    plain = GEMM(M=rows, K=k, N=n).reference(a, np.ascontiguousarray(w.T))
+    gemv = GEMV(M=n, K=k)
+    for i in range(rows):
+        assert _same_bits(gemm[i], gemv.reference(w, a[i])), i
+    assert _same_bits(plain, gemm)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_qgemm_rows_are_qgemv_results(name: str) -> None:
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(3 + len(name))
+    k, n = 256, 64
+    w = _packed(rng, fmt, n, k, "quantized")
+    qgemv = QGEMV(M=n, K=k, bits=fmt.bits, group=fmt.group)
+    for rows in (1, 5, 16):
+        a = _bf16(rng, rows, k)
+        got = QGEMM(M=16, K=k, N=n, bits=fmt.bits, group=fmt.group).reference(a, w)
+        for i in range(rows):
+            assert _same_bits(got[i], qgemv.reference(w, a[i])), (rows, i)

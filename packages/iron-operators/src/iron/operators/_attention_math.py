@@ -5,7 +5,9 @@ Shared arithmetic of ``iron.operators.attention`` (``DecodeAttention`` and
 
 - ``attend``: the kernel model, fp32 grouped-query attention (scores ``q . k``
   times ``1/sqrt(head_dim)``, max-subtracted fp32 softmax, the weighted sum of
-  ``v`` divided by the sum of weights) rounded once to bf16;
+  ``v`` divided by the sum of weights) rounded once to bf16; compiled where
+  numba is (the ``jit`` extra), one row at a time in one order, so a row's
+  bits depend only on its query, the cache and its limit (batch-invariant);
 - ``fp32_error_bound``: the largest error of an fp32 evaluation of ``attend``
   in any order (chunked, with an online running max), from the inputs;
 - ``unit_bound``: the same bound for any inputs in ``[-1, 1]``;
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
+from typing import Any
 
 import numpy as np
 from ml_dtypes import bfloat16
 
 from iron.core.tolerance import Tolerance
+from iron.operators import matvec
 
 #: Query rows the host reference takes at a time (bounds its memory).
 ROW_BLOCK = 32
@@ -38,11 +43,17 @@ def attend(
 ) -> np.ndarray:
     """The kernel model: fp32 grouped-query attention, rounded once to bf16.
 
-    Every key-value head at once: per row and head, the same matrix
-    products (one BLAS call each, of the same shapes and strides), the same
-    elementwise operations and the same reductions along contiguous rows as
-    a loop over the heads would make, so the same bits. Masking selects
-    nothing away when every row attends to every position read.
+    With numba (:func:`iron.operators.matvec.available`) each row and head
+    is computed alone, in one order: its scores ``q . k_j`` (head_dim
+    products summed in the compiler's vector lanes, then the lanes), times
+    the scale; their running max in position order; each weight
+    ``exp(s_j - max)`` and the sums of weights and of weighted values in
+    position order (each value element its own sum); one division. So a
+    row's bits depend on its query, the cache's first ``limit`` positions
+    and ``limit`` alone: a prompt chunk's row i (limit ``start + i + 1``) has
+    the bits of the decode step at that position, whatever the chunk's size
+    (batch-invariant). Without numba, numpy computes every head at once
+    (:func:`attend_numpy`): within the same tolerance, not bit-invariant.
 
     Args:
         q: ``(rows, heads, head_dim)`` queries.
@@ -53,6 +64,95 @@ def attend(
 
     Returns:
         ``(rows, heads, head_dim)`` bf16.
+    """
+    kernel = _compiled()
+    if kernel is None:
+        return attend_numpy(q, k, v, limits)
+    rows, heads, head_dim = q.shape
+    kv_heads = k.shape[0]
+    end = int(limits.max()) if rows else 0
+    out = np.empty((rows, heads, head_dim), np.float32)
+    if rows and end:
+        kernel(
+            np.ascontiguousarray(q, dtype=np.float32),
+            np.ascontiguousarray(k[:, :end], dtype=np.float32),
+            np.ascontiguousarray(v[:, :end], dtype=np.float32),
+            np.ascontiguousarray(limits, dtype=np.int64),
+            out,
+            heads // kv_heads,
+            np.float32(1.0 / math.sqrt(head_dim)),
+        )
+    return out.astype(bfloat16)
+
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def _compiled() -> Any:
+    """The compiled row kernel, or None without numba (or with IRON_JIT=0)."""
+    if "kernel" not in _state:
+        with _lock:
+            if "kernel" not in _state:
+                _state["kernel"] = _compile() if matvec.available() else None
+    return _state["kernel"]
+
+
+def _compile() -> Any:
+    import numba
+
+    # As matvec's kernels: reassoc lets a dot product sum in vector lanes
+    # (an order fixed by head_dim alone); not nnan or ninf.
+    flags = {"reassoc", "nsz", "contract"}
+
+    @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
+    def dot(a, b):  # pragma: no cover - compiled
+        total = np.float32(0.0)
+        for i in range(a.shape[0]):
+            total += a[i] * b[i]
+        return total
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    def attend_rows(q, k, v, limits, out, group, scale):  # pragma: no cover
+        # No fastmath here: the max, the weights and the sums over positions
+        # are in position order, exactly as written.
+        rows, heads, head_dim = q.shape
+        scores = np.empty(k.shape[1], np.float32)
+        acc = np.empty(head_dim, np.float32)
+        for r in range(rows):
+            length = limits[r]
+            for h in range(heads):
+                g = h // group
+                top = np.float32(-np.inf)
+                for j in range(length):
+                    s = dot(q[r, h], k[g, j]) * scale
+                    scores[j] = s
+                    if s > top or s != s:  # once NaN, the max stays NaN (np.max)
+                        top = s
+                total = np.float32(0.0)
+                acc[:] = 0.0
+                for j in range(length):
+                    w = np.exp(scores[j] - top)
+                    total += w
+                    for d in range(head_dim):
+                        acc[d] += w * v[g, j, d]
+                for d in range(head_dim):
+                    out[r, h, d] = acc[d] / total
+
+    return attend_rows
+
+
+def attend_numpy(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, limits: np.ndarray
+) -> np.ndarray:
+    """:func:`attend` in numpy, every key-value head at once.
+
+    Per row and head, the same matrix products (one BLAS call each, of the
+    same shapes and strides), the same elementwise operations and the same
+    reductions along contiguous rows as a loop over the heads would make,
+    so the same bits. Masking selects nothing away when every row attends
+    to every position read. A row's bits may depend on the rows beside it
+    (BLAS picks kernels by shape).
     """
     rows, heads, head_dim = q.shape
     kv_heads = k.shape[0]

@@ -68,7 +68,12 @@ def model_product(
     A ``HIGHEST`` matrix-vector product (``N == 1``) of one ``(M, K)``
     bf16 or float32 ``a``, K even, runs :func:`iron.operators.matvec.matvec`
     where it is compiled: the bf16 weight read as it is, the same bits for a
-    bf16 ``a`` and its float32 copy. Otherwise a matrix-vector product whose
+    bf16 ``a`` and its float32 copy. A ``HIGHEST`` matrix product of one
+    ``(M, K)`` ``a`` and a bf16 or float32 ``(K, N)`` ``b``, K even, runs
+    :func:`iron.operators.matvec.matvecs` there: each row of ``a`` summed
+    against ``b``'s columns as that matrix-vector product sums, so row
+    ``i``'s bits are those of ``b.T @ a[i]`` alone, whatever the other rows
+    (a prompt chunk's row equals the decode step's, batch-invariant). Otherwise a matrix-vector product whose
     ``a`` is not float32 (a bf16 weight) is widened and multiplied
     ``_WIDEN_BYTES`` of float32 rows at a time rather than whole: the same
     float32 values, each row's product its own (the rows' bits are those of
@@ -93,13 +98,16 @@ def model_product(
         level is Precision.HIGHEST
         and a.ndim == 2
         and b.ndim == 2
-        and b.shape[1] == 1
         and a.shape[1] % 2 == 0
-        and a.dtype in _MATVEC_TYPES
         and matvec.available()
     ):
         with np.errstate(over="ignore", invalid="ignore"):
-            return matvec.matvec(a, b[:, 0])[:, None].astype(bfloat16)
+            if b.shape[1] == 1 and a.dtype in _MATVEC_TYPES:
+                return matvec.matvec(a, b[:, 0])[:, None].astype(bfloat16)
+            if b.dtype in _MATVEC_TYPES:
+                # each row of a against b's columns, summed as a matrix-
+                # vector product sums: a prompt row's bits are a decode's
+                return matvec.matvecs(b.T, a).astype(bfloat16)
     rows = _row_block(a, b)
     if rows:
         m = a.shape[-2]

@@ -641,8 +641,21 @@ class GEMM(_MatMul):
         return a, (b.T if self.b_transposed else b)
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """``a @ b`` at the effective precision (module docstring), rounded to bf16."""
+        """``a @ b`` at the effective precision (module docstring), rounded to bf16.
+
+        At ``HIGHEST`` with numba each row of ``a`` is summed as
+        :class:`GEMV` sums its vector (``model_product``): a row's bits are
+        the same whatever the other rows, and equal GEMV's on that row.
+        """
         return super().reference(a, b)
+
+    def reads_float32(self, index: int) -> bool:
+        """False for ``b`` where :func:`~iron.operators.matvec.matvecs` reads it as bf16.
+
+        That is at ``HIGHEST`` with numba installed, as for :class:`GEMV`'s ``w``.
+        """
+        level = self.effective_precision or self.precision
+        return not (index == 1 and level is Precision.HIGHEST and matvec.available())
 
     def _need(self, tile_m: int, tile_k: int, tile_n: int) -> int:
         return _gemm_need(

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from ml_dtypes import bfloat16
 
-__all__ = ["available", "matvec", "qmatvec"]
+__all__ = ["available", "matvec", "matvecs", "qmatvec", "qmatvecs"]
 
 #: A weight below this many bytes runs on the calling thread alone: waking a
 #: pool thread costs more than it saves. Measured on the project's 2-core
@@ -46,6 +46,10 @@ __all__ = ["available", "matvec", "qmatvec"]
 #: weights (0.2-1.8 MB each) took 13 ms inline against 19 ms split from
 #: 512 KB; Llama-3.2-1B's (2-32 MB) took the same either way within noise.
 _SPLIT_BYTES = 1 << 22
+#: The most float32 bytes of vectors one pass over a weight's rows meets
+#: (:func:`matvecs`): more vectors take more passes, each block still cached
+#: when the next weight row comes.
+_VECTOR_BYTES = 1 << 18
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
@@ -65,23 +69,35 @@ def _compile() -> dict[str, Any]:
     # NaN and infinities propagate as IEEE sums do.
     flags = {"reassoc", "nsz", "contract"}
 
+    # Every kernel sums one output element with dot_pairs' loop (or its
+    # copy over packed bf16 words, rows_bf16's): K/2 pairs in order, the
+    # compiler's vector lanes, then their sum. A kernel takes the vectors as
+    # rows of ``even``/``odd`` (R, K/2) and writes ``out`` (R, M), element
+    # (b, r) the weight row r's sum with vector b: the loop over b runs
+    # outside the sum, so an element's bits never depend on R, on the other
+    # rows or vectors, or on the thread that made it (tested).
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
-    def rows_bf16(pairs, even, odd, out, first, last):  # pragma: no cover - compiled
+    def dot_words(row, even, odd):  # pragma: no cover - compiled
         # a row's bf16 pairs as one uint32 each: the first element's bits
         # are the low half, the second's the high half (little-endian)
         low, high = np.uint32(16), np.uint32(0xFFFF0000)
+        total = np.float32(0.0)
+        for j in range(row.shape[0]):
+            w = row[j]
+            total += np.uint32(w << low).view(np.float32) * even[j]
+            total += np.uint32(w & high).view(np.float32) * odd[j]
+        return total
+
+    @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
+    def rows_bf16(pairs, even, odd, out, first, last):  # pragma: no cover - compiled
         for r in range(first, last):
             row = pairs[r]
-            total = np.float32(0.0)
-            for j in range(row.shape[0]):
-                w = row[j]
-                total += np.uint32(w << low).view(np.float32) * even[j]
-                total += np.uint32(w & high).view(np.float32) * odd[j]
-            out[r] = total
+            for b in range(even.shape[0]):
+                out[b, r] = dot_words(row, even[b], odd[b])
 
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
     def dot_pairs(row, even, odd):  # pragma: no cover - compiled
-        # rows_bf16's loop over float32 values: the same sums, the same bits
+        # dot_words' loop over float32 values: the same sums, the same bits
         total = np.float32(0.0)
         for j in range(even.shape[0]):
             total += row[2 * j] * even[j]
@@ -91,7 +107,9 @@ def _compile() -> dict[str, Any]:
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
     def rows_f32(a, even, odd, out, first, last):  # pragma: no cover - compiled
         for r in range(first, last):
-            out[r] = dot_pairs(a[r], even, odd)
+            row = a[r]
+            for b in range(even.shape[0]):
+                out[b, r] = dot_pairs(row, even[b], odd[b])
 
     # Dequantizing is exact IEEE arithmetic (no fastmath): each weight is
     # quantized.dequantize's float32, rounded to bf16 as ml_dtypes rounds.
@@ -152,10 +170,11 @@ def _compile() -> dict[str, Any]:
     def rows_packed(
         packed, even, odd, out, first, last, bits, group
     ):  # pragma: no cover
-        wide = np.empty(2 * even.shape[0], np.float32)
+        wide = np.empty(2 * even.shape[1], np.float32)
         for r in range(first, last):
             dequant_row(packed[r], wide, bits, group)
-            out[r] = dot_pairs(wide, even, odd)
+            for b in range(even.shape[0]):
+                out[b, r] = dot_pairs(wide, even[b], odd[b])
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = max(1, cores or os.cpu_count() or 1)
@@ -207,7 +226,8 @@ def matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 
     Each row is read as pairs of bf16 (one 32-bit word each), widened by a
     shift and a mask; so K is even (a device's K always is: GEMV's tiles
-    are multiples of 16).
+    are multiples of 16). :func:`matvecs` with ``x`` as its one row: the
+    same bits.
 
     Args:
         a: ``(M, K)`` bf16 or float32 values (a weight, row-major or not),
@@ -223,19 +243,43 @@ def matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
             :func:`available` first).
         ValueError: The shapes do not fit, or K is odd.
     """
-    kernels = _kernels()
-    if not kernels:
-        raise RuntimeError(
-            "matvec: numba is not installed or IRON_JIT=0; install "
-            "iron-operators[jit], or check matvec.available() first"
-        )
+    _needed("matvec")
     if a.ndim != 2 or x.shape != (a.shape[1],) or a.shape[1] % 2:
         raise ValueError(
             f"matvec: a {list(a.shape)} and x {list(x.shape)} do not fit; "
             f"give a (M, K) matrix and a (K,) vector, K even"
         )
-    x = np.asarray(x, dtype=np.float32)
-    even, odd = np.ascontiguousarray(x[0::2]), np.ascontiguousarray(x[1::2])
+    return matvecs(a, x[None])[0]
+
+
+def matvecs(a: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """``a @ x`` for every row ``x`` of ``xs``: ``xs @ a.T`` in float32.
+
+    The matrix product of a prompt chunk's rows with a weight, summed
+    element by element as :func:`matvec` sums one: element ``(b, r)`` has
+    the bits of ``matvec(a, xs[b])[r]``, whatever the other rows (the
+    batch-invariant order a decode step and a prompt chunk share). The
+    weight is read once; each of its rows meets every vector while cached.
+
+    Args:
+        a: ``(M, K)`` bf16 or float32 values, K even.
+        xs: ``(R, K)`` values, used as float32.
+
+    Returns:
+        The ``(R, M)`` float32 sums.
+
+    Raises:
+        RuntimeError: The compiled kernels are not available.
+        ValueError: The shapes do not fit, or K is odd.
+    """
+    kernels = _needed("matvecs")
+    if a.ndim != 2 or xs.ndim != 2 or xs.shape[1] != a.shape[1] or a.shape[1] % 2:
+        raise ValueError(
+            f"matvecs: a {list(a.shape)} and x {list(xs.shape)} do not fit; "
+            f"give a (M, K) matrix and (R, K) vectors (one (K,) vector to "
+            f"matvec), K even"
+        )
+    even, odd = _halves(xs)
     if a.dtype == bfloat16:
         rows: Callable[..., None] = kernels["bf16"]
         a = np.ascontiguousarray(a).view(np.uint32)
@@ -253,6 +297,7 @@ def qmatvec(packed: np.ndarray, x: np.ndarray, bits: int, group: int) -> np.ndar
     then summed as :func:`matvec` sums a bf16 row: the same bits as
     ``matvec(dequantize(packed, fmt).astype(bfloat16), x)`` (tested), from
     about a quarter (q4) or half (q8) of the bf16 weight's bytes.
+    :func:`qmatvecs` with ``x`` as its one row: the same bits.
 
     Args:
         packed: ``(M, row_bytes)`` uint8 rows of a ``bits``/``group`` format
@@ -268,13 +313,37 @@ def qmatvec(packed: np.ndarray, x: np.ndarray, bits: int, group: int) -> np.ndar
         RuntimeError: The compiled kernels are not available.
         ValueError: The shapes or the format do not fit.
     """
-    kernels = _kernels()
-    if not kernels:
-        raise RuntimeError(
-            "qmatvec: numba is not installed or IRON_JIT=0; install "
-            "iron-operators[jit], or check matvec.available() first"
+    if x.ndim != 1:
+        raise ValueError(
+            f"qmatvec: x has shape {list(x.shape)}; give a (K,) vector "
+            f"(qmatvecs takes several as rows)"
         )
-    k = x.shape[0] if x.ndim == 1 else -1
+    _needed("qmatvec")
+    return qmatvecs(packed, x[None], bits, group)[0]
+
+
+def qmatvecs(packed: np.ndarray, xs: np.ndarray, bits: int, group: int) -> np.ndarray:
+    """``bf16(dequantize(packed)) @ x`` for every row ``x`` of ``xs``.
+
+    Each packed row is dequantized once and summed with every vector as
+    :func:`qmatvec` sums one: element ``(b, r)`` has the bits of
+    ``qmatvec(packed, xs[b], bits, group)[r]``.
+
+    Args:
+        packed: ``(M, row_bytes)`` uint8 rows of a ``bits``/``group`` format.
+        xs: ``(R, K)`` values, used as float32; K even, whole groups.
+        bits: 4 or 8.
+        group: Elements per group.
+
+    Returns:
+        The ``(R, M)`` float32 sums.
+
+    Raises:
+        RuntimeError: The compiled kernels are not available.
+        ValueError: The shapes or the format do not fit.
+    """
+    kernels = _needed("qmatvecs")
+    k = xs.shape[1] if xs.ndim == 2 else -1
     size = (4 if bits == 4 else 2) + group * bits // 8
     if (
         bits not in (4, 8)
@@ -287,14 +356,29 @@ def qmatvec(packed: np.ndarray, x: np.ndarray, bits: int, group: int) -> np.ndar
         or packed.shape[1] != k // group * size
     ):
         raise ValueError(
-            f"qmatvec: packed {list(packed.shape)} {packed.dtype} and x "
-            f"{list(x.shape)} are not rows of {bits}-bit groups of {group} for "
-            f"K={k}; give (M, K / group * {size}) uint8 rows and a (K,) vector"
+            f"qmatvecs: packed {list(packed.shape)} {packed.dtype} and x "
+            f"{list(xs.shape)} are not rows of {bits}-bit groups of {group} for "
+            f"K={k}; give (M, K / group * {size}) uint8 rows and (R, K) vectors"
         )
-    x = np.asarray(x, dtype=np.float32)
-    even, odd = np.ascontiguousarray(x[0::2]), np.ascontiguousarray(x[1::2])
+    even, odd = _halves(xs)
     packed = np.ascontiguousarray(packed)
     return _split(kernels["packed"], packed, even, odd, kernels["cores"], bits, group)
+
+
+def _needed(name: str) -> dict[str, Any]:
+    kernels = _kernels()
+    if not kernels:
+        raise RuntimeError(
+            f"{name}: numba is not installed or IRON_JIT=0; install "
+            "iron-operators[jit], or check matvec.available() first"
+        )
+    return kernels
+
+
+def _halves(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors' even and odd elements, float32 rows the kernels read."""
+    xs = np.asarray(xs, dtype=np.float32)
+    return np.ascontiguousarray(xs[:, 0::2]), np.ascontiguousarray(xs[:, 1::2])
 
 
 def _split(
@@ -305,13 +389,33 @@ def _split(
     parts: int,
     *extra: int,
 ) -> np.ndarray:
-    """``rows`` over every row of ``a``: on the caller, or split among the
-    pool's threads and the caller when ``a`` is large."""
+    """``rows`` over every row of ``a`` and every vector, the vectors in
+    cached blocks; each block on the caller, or split among the pool's
+    threads and the caller when the work (weight bytes times vectors) is
+    large."""
+    m, count = a.shape[0], even.shape[0]
+    out = np.empty((count, m), np.float32)
+    # vectors in blocks that stay cached while a weight row meets each
+    block = max(1, _VECTOR_BYTES // max(8 * even.shape[1], 1))
+    for start in range(0, count, block):
+        part = slice(start, start + block)
+        _rows(rows, a, even[part], odd[part], out[part], parts, extra)
+    return out
+
+
+def _rows(
+    rows: Callable[..., None],
+    a: np.ndarray,
+    even: np.ndarray,
+    odd: np.ndarray,
+    out: np.ndarray,
+    parts: int,
+    extra: tuple[int, ...],
+) -> None:
     m = a.shape[0]
-    out = np.empty(m, np.float32)
-    if parts < 2 or a.nbytes < _SPLIT_BYTES or m < 2:
+    if parts < 2 or a.nbytes * even.shape[0] < _SPLIT_BYTES or m < 2:
         rows(a, even, odd, out, 0, m, *extra)
-        return out
+        return
     pool = _pool(parts)
     step = -(-m // parts)
     futures = [
@@ -321,4 +425,3 @@ def _split(
     rows(a, even, odd, out, 0, min(m, step), *extra)  # the caller's share
     for future in futures:
         future.result()
-    return out

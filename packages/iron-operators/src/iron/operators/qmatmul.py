@@ -461,22 +461,39 @@ class QGEMM(_Quantized):
                 f"give smaller tiles"
             )
 
-    def _operands(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _checked(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``a`` and the packed ``w``, their shapes checked."""
         a = np.asarray(a)
         if a.ndim != 2 or a.shape[0] > self.M or a.shape[1] != self.K:
             raise ValueError(
                 f"QGEMM(M={self.M}, K={self.K}, N={self.N}) takes a {[self.M, self.K]} "
                 f"(or its first rows, bounded per call); got a {list(a.shape)}"
             )
-        wb = self._weights(w, self.N)
-        if wb.shape[0] != self.N:
+        w = self._packed(w, self.N)
+        if w.shape[0] != self.N:
             raise ValueError(
-                f"QGEMM(N={self.N}) takes w of {self.N} packed rows; got {wb.shape[0]}"
+                f"QGEMM(N={self.N}) takes w of {self.N} packed rows; got {w.shape[0]}"
             )
-        return a, wb.T
+        return a, w
+
+    def _operands(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``a`` and the dequantized bf16 ``w.T``, the product's operands."""
+        a, w = self._checked(a, w)
+        return a, self._weights(w, self.N).T
 
     def reference(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``a @ bf16(dequantize(w)).T`` at ``HIGHEST`` (module docstring), bf16."""
+        """``a @ bf16(dequantize(w)).T`` at ``HIGHEST`` (module docstring), bf16.
+
+        With numba, :func:`~iron.operators.matvec.qmatvecs` dequantizes each
+        packed row once and sums it with every row of ``a`` as
+        :class:`QGEMV` sums its vector: a row's bits equal QGEMV's on that
+        row, whatever the other rows. Else the packed rows are dequantized
+        whole and multiplied as :class:`~iron.operators.matmul.GEMM` does.
+        """
+        a, w = self._checked(a, w)
+        if matvec.available() and w.ndim == 2:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return matvec.qmatvecs(w, a, self.bits, self.group).astype(bfloat16)
         a, b = self._operands(a, w)
         return model_product(a, b, Precision.HIGHEST, None)
 
