@@ -50,18 +50,13 @@ def summary_lines(figures: dict[str, dict[str, Any]]) -> list[str]:
                 f" ({f['greedy_equal_all']}/{f['greedy_steps']} overall)"
             )
         if "peer_block_kl" in f:
-            for version in ("prompt", "decode"):
-                ratios = [
-                    ours / peer
-                    for ours, peer in zip(f[f"{version}_block_kl"], f["peer_block_kl"])
-                ]
-                line += ";" if line.endswith(")") else ""
-                line += (
-                    f" {version} version: worst block KL"
-                    f" {max(f[f'{version}_block_kl']):.2e}, at most"
-                    f" {max(ratios):.2f}x the peer's block"
-                    f" ({f['positions']} positions in blocks of {f['block']})"
-                )
+            line += (
+                f" block KL {f['block_kl'][0]:.2e} .. {f['block_kl'][-1]:.2e}"
+                f" (worst {max(f['block_kl']):.2e}), at most"
+                f" {f['worst_ratio']:.2f}x the bf16 peer's block"
+                f" ({f['positions']} positions in blocks of {f['block']}; prompt"
+                f" and decode versions bit-equal)"
+            )
         if "seconds" in f:
             line += f"; {f['seconds']:.1f} s"
         lines.append(line)
