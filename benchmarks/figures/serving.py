@@ -19,7 +19,8 @@ tokens the KV cache then holds (``usage.prompt_tokens_details.cached_tokens``
 says how many were reused), and, as the peer, with the cache holding
 another request's tokens (a one-token completion in between), so the whole
 prompt is prefilled. The two are measured alternately, several times, in the
-same run.
+same run, and their answers must be the same text (issue 30: a position's
+logits do not depend on whether its prefix came from the cache).
 """
 
 from __future__ import annotations
@@ -264,6 +265,7 @@ def second_turn(server: Server, reuse: bool, tokens: int) -> dict[str, Any]:
     use = second["usage"] or {}
     return {
         "ttft_s": second["ttft_s"],
+        "text": second["text"],
         "prompt_tokens": use.get("prompt_tokens"),
         "cached_tokens": (use.get("prompt_tokens_details") or {}).get("cached_tokens"),
     }
@@ -317,7 +319,10 @@ def run(ctx: Context) -> dict[str, Any]:
     cached = [t["cached_tokens"] for t in turns[True]]
     uncached = [t["cached_tokens"] for t in turns[False]]
     prompt_tokens = turns[True][0]["prompt_tokens"]
-    met = reused < full and min(cached) > 0 and max(uncached) == 0
+    # the cached and the uncached second turns must answer the same text
+    answers = {t["text"] for reuse in (True, False) for t in turns[reuse]}
+    identical = len(answers) == 1
+    met = reused < full and min(cached) > 0 and max(uncached) == 0 and identical
 
     def ms(seconds: float) -> float:
         return round(seconds * 1e3, 1)
@@ -362,7 +367,13 @@ def run(ctx: Context) -> dict[str, Any]:
         f"{alternations} times, alternately. Reused: {ms(reused)} ms median, "
         f"{min(cached)}-{max(cached)} tokens from the cache; evicted: "
         f"{ms(full)} ms median, {min(uncached)}-{max(uncached)} from the cache "
-        f"(ratio {full / reused:.1f}x).",
+        f"(ratio {full / reused:.1f}x). The answers, cached and not: "
+        + (
+            f"identical in all {2 * alternations} (the same text token for token)."
+            if identical
+            else f"{len(answers)} different texts in {2 * alternations}: NOT "
+            "identical (the figure is not met)."
+        ),
     ]
     return result(
         figure="Serving: a chat's second turn, time to first token with its cache "
@@ -401,6 +412,7 @@ def run(ctx: Context) -> dict[str, Any]:
                 "reused": turns[True],
                 "evicted": turns[False],
                 "ratio": full / reused,
+                "answers_identical": identical,
             },
             "start_s": server.start_s,
             "new_tokens": tokens,
