@@ -20,6 +20,13 @@
 // scalar backend, without aie_api. It lives here, not in iron_vecmath.h,
 // whose mexp has a looser error (2**-10) than this operator's model (4 ulps).
 //
+//
+// Batch invariance (docs/guide/numerics.md): a query row's online softmax
+// rescales at every kv_tile chunk boundary, so its bits depend on kv_tile;
+// CausalAttention and DecodeAttention are profiled at different kv_tiles, so
+// on the NPU a prompt row and the decode step at its position may differ in
+// the last bits (the kernel model computes each row in one position order
+// for both operators). One kv_tile for both would make the device so too.
 //===----------------------------------------------------------------------===//
 
 #ifndef IRON_ATTENTION_HOST

@@ -17,6 +17,11 @@
 // output tile's sum is carried in fp32 across kernel calls; only the store
 // (HIGHEST) or every K tile (HIGH) rounds.
 //
+//
+// Batch invariance (docs/guide/numerics.md): an output element is summed in
+// mmul blocks across K tiles, an order that differs from gemv.cc's lane
+// order for the same row; the kernel models give a GEMM row GEMV's bits, the
+// device does not yet (within each operator's tolerance of the model).
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"

@@ -24,6 +24,14 @@
 // matmul_vectorized_2x2_bfp16; aie_api detail/aie2p/mmul_bfp16_bfp16.hpp
 // wraps the same intrinsic as aie::mmul<8, 8, 8, bfp16ebs8, bfp16ebs8>).
 //
+//
+// Batch invariance (docs/guide/numerics.md): one output element's order is
+// kLanes fp32 lanes over each K tile, reduced at the tile's end and added to
+// acc, tile after tile: it depends on tile_k, not on other rows. The prompt
+// version's GEMM (gemm.cc) sums the same row in mmul blocks, another order:
+// on the NPU a position's logits are not yet the same bits in a prompt chunk
+// and a decode step (the kernel models are; a batched GEMV for the prompt's
+// rows would make the device so too).
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"

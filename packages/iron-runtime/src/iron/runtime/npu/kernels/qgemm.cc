@@ -29,6 +29,10 @@
 // aie_kernels/aie2p/mm.cc matmul_vectorized_4x8x8_bf16_f32),
 // iron.operators.matmul.mmul_shape at HIGHEST. The code below is IRON's own.
 //
+//
+// Batch invariance (docs/guide/numerics.md): after the exact dequantization,
+// an output element is summed as gemm.cc sums it (mmul blocks), not in
+// qmatmul.cc's lane order; the kernel models give both QGEMV's bits.
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"

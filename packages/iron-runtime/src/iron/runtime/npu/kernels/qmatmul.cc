@@ -14,6 +14,10 @@
 // says how each weight is made exactly) and multiplied into the row's fp32
 // lanes at once.
 //
+//
+// Batch invariance (docs/guide/numerics.md): after the exact dequantization,
+// an output element is summed as gemv.cc sums it (lanes per K tile), an
+// order qgemm.cc's mmul blocks do not share; the kernel models do.
 //===----------------------------------------------------------------------===//
 
 #include "iron_kernel.h"
