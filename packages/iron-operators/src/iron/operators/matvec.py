@@ -141,30 +141,28 @@ def _compile() -> dict[str, Any]:
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
     def dequant_row(row, wide, bits, group):  # pragma: no cover - compiled
-        # wide's bits are written: bf16 values as float32
+        # wide's bits are written: bf16 values as float32. Each value is
+        # computed where it stands (no lookup, so the loops vectorize):
+        # scale * q, plus min for q4, two float32 roundings as numpy's
+        # (no fastmath: no fused multiply-add), then one pass rounds all.
         header = 4 if bits == 4 else 2
         size = header + group * bits // 8
-        out = wide.view(np.uint32)
-        values = np.empty(max(group, 16), np.float32)  # a group's, or q4's codes'
-        value_bits = values.view(np.uint32)
         for g in range(wide.shape[0] // group):
             at, first = g * size, g * group
             scale = f16_value(row[at], row[at + 1])
-            if bits == 4:  # 16 codes: each code's bf16, then looked up
+            codes = row[at + header : at + size]
+            if bits == 4:
                 low = f16_value(row[at + 2], row[at + 3])
-                for c in range(16):
-                    values[c] = scale * np.float32(c) + low
-                for c in range(16):
-                    value_bits[c] = bf16_bits(value_bits[c])
                 for i in range(group // 2):
-                    code = row[at + header + i]
-                    out[first + 2 * i] = value_bits[code & 15]
-                    out[first + 2 * i + 1] = value_bits[code >> 4]
+                    code = codes[i]
+                    wide[first + 2 * i] = scale * np.float32(code & 15) + low
+                    wide[first + 2 * i + 1] = scale * np.float32(code >> 4) + low
             else:
                 for i in range(group):  # the code byte as two's complement
-                    values[i] = scale * np.float32(np.int8(row[at + header + i]))
-                for i in range(group):
-                    out[first + i] = bf16_bits(value_bits[i])
+                    wide[first + i] = scale * np.float32(np.int8(codes[i]))
+        out = wide.view(np.uint32)
+        for j in range(out.shape[0]):
+            out[j] = bf16_bits(out[j])
 
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
     def rows_packed(
