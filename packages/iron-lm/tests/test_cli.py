@@ -162,6 +162,18 @@ def test_sampling_is_seeded_and_the_host_loop_agrees() -> None:
     assert "(host loop) on emu npu1" in npu1.stderr
 
 
+def test_speculate_gives_the_same_text_and_counts_the_drafts() -> None:
+    args = ("--prompt", "one two three one two three one two", "--max-new-tokens", "16")
+    plain = run(*args, "--host-loop")
+    fast = run(*args, "--speculate", "6")
+    assert plain.returncode == fast.returncode == 0, fast.stderr
+    assert fast.stdout == plain.stdout
+    assert re.search(r"\(host loop, \d+ of \d+ drafted tokens kept\)", fast.stderr)
+    over = run("--speculate", "16", "--rows", "16")
+    assert over.returncode == 2
+    assert "--speculate is at most 15 with --rows 16" in over.stderr
+
+
 def test_chat_uses_the_template() -> None:
     plain = run("--prompt", "hello there", "--max-new-tokens", "4")
     chat = run("--prompt", "hello there", "--max-new-tokens", "4", "--chat")
@@ -238,6 +250,7 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         (["--prompt", "caf\udce9"], "--prompt is not valid UTF-8 text (byte e9"),
         (["--device", "npu9"], "invalid choice"),
         (["--weights", "q5"], "argument --weights: invalid choice: 'q5'"),
+        (["--speculate", "-2"], "--speculate is 0 (off) or more, got -2"),
     ],
 )
 def test_usage_errors_exit_2(args, message, capsys) -> None:

@@ -93,6 +93,16 @@ def _parser() -> argparse.ArgumentParser:
         "(default: off)",
     )
     gen.add_argument(
+        "--speculate",
+        type=int,
+        default=0,
+        metavar="K",
+        help="speculative decoding by prompt lookup: draft up to K tokens from "
+        "the text so far and verify them in one prompt chunk (at most the "
+        "chunk's rows - 1); the text is the same as without, faster where it "
+        "repeats itself; runs the loop from the host (default: 0, off)",
+    )
+    gen.add_argument(
         "--check",
         action="store_true",
         help="afterwards, replay the tokens through the host reference (each "
@@ -118,6 +128,8 @@ def _versions() -> str:
 def _check_prompt(args: argparse.Namespace) -> None:
     if args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens is at least 1, got {args.max_new_tokens}")
+    if args.speculate < 0:
+        raise UsageError(f"--speculate is 0 (off) or more, got {args.speculate}")
     try:
         args.prompt.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -154,12 +166,20 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
         # is an error, not a prompt echoed and then one.
         decoder.compile()
         CTRL_C.check()  # loading may have swallowed a Ctrl-C: nothing shown yet
+        if args.speculate > decoder.graph.rows - 1:
+            return fail(
+                f"--speculate is at most {decoder.graph.rows - 1} with --rows "
+                f"{decoder.graph.rows} (a chunk verifies the drafts and the token "
+                f"before them), got {args.speculate}",
+                EXIT_USAGE,
+            )
         stream = decoder.generate(
             ids,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             stop=tokenizer.eos_ids,
-            device_loop=False if args.host_loop else None,
+            device_loop=False if args.host_loop or args.speculate else None,
+            speculate=args.speculate,
         )
     except RefusedShapeError as error:
         return fail(

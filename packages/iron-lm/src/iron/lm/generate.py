@@ -42,8 +42,10 @@ from iron.core.held import held_dtype
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.model import Llama
+from iron.lm.speculate import lookup_draft
 from iron.lm.text import TextStream
 from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
+from iron.operators.sample import draw, temperature_of, top_p_of
 from iron.runtime import CarriedLoop, CompiledGraph, InUseError, backend_name
 
 __all__ = ["Decoder", "NonFiniteLogitsError", "Stats"]
@@ -74,6 +76,9 @@ class Stats:
         loop: ``device`` (CarriedLoop) or ``host``.
         cached_tokens: Of the prompt's tokens, how many were already in the
             KV cache and not prefilled again (``reuse_cache``).
+        drafted_tokens: Tokens drafted for speculative decoding
+            (``speculate``) and verified.
+        accepted_tokens: Of them, how many the model kept.
     """
 
     prompt_tokens: int = 0
@@ -84,6 +89,15 @@ class Stats:
     device: str = ""
     loop: str = ""
     cached_tokens: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+
+    @property
+    def acceptance(self) -> float:
+        """The share of drafted tokens kept (0 when none were drafted)."""
+        return (
+            self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+        )
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -97,10 +111,15 @@ class Stats:
     def summary(self) -> str:
         """One line for a terminal."""
         cached = f" ({self.cached_tokens} cached)" if self.cached_tokens else ""
+        drafted = (
+            f", {self.accepted_tokens} of {self.drafted_tokens} drafted tokens kept"
+            if self.drafted_tokens
+            else ""
+        )
         return (
             f"{self.prompt_tokens} prompt tokens{cached}, first token in "
             f"{self.first_token_s * 1e3:.0f} ms, {self.new_tokens} new tokens at "
-            f"{self.decode_tokens_per_s:.1f} tokens/s ({self.loop} loop) on "
+            f"{self.decode_tokens_per_s:.1f} tokens/s ({self.loop} loop{drafted}) on "
             f"{self.backend} {self.device}"
         )
 
@@ -438,6 +457,7 @@ class Decoder:
         device_loop: bool | None = None,
         reuse_cache: bool = False,
         on_logits: Callable[[np.ndarray], object] | None = None,
+        speculate: int = 0,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -473,6 +493,14 @@ class Decoder:
                 finished before the next starts, so the decode loop then
                 runs from the host (the device loop keeps steps in flight,
                 each writing the same logits); the tokens are the same.
+            speculate: Speculative decoding by prompt lookup
+                (:mod:`iron.lm.speculate`): up to this many tokens drafted
+                from the text so far and verified in one prompt-version pass
+                (at most ``graph.rows - 1``); 0 (the default) is off. The
+                tokens are exactly those without it, greedy or sampled (a
+                draft is kept only where the step would have sampled it);
+                ``stats.accepted_tokens`` of ``stats.drafted_tokens`` says
+                how many were kept. The loop runs from the host.
 
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
@@ -481,8 +509,9 @@ class Decoder:
                 range (``temperature < 0``, ``top_p`` outside ``(0, 1]``,
                 ``top_k`` below 1 or above the device's limit); or
                 ``device_loop`` is asked of a device without a full ELF, or
-                together with ``on_logits``. Raised by this call, before any
-                token is generated.
+                together with ``on_logits`` or ``speculate``; ``speculate``
+                is negative or over ``graph.rows - 1``. Raised by this call,
+                before any token is generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
                 collection of ints (a str is refused: it never stops).
@@ -505,13 +534,19 @@ class Decoder:
         room = self.graph.context - len(ids)
         steps = max(0, min(max_new_tokens, room))
         self.compile()
+        speculate = self._check_speculate(speculate)
         if on_logits is not None and device_loop:
             raise ValueError(
                 "on_logits reads each step's logits before the next step starts, "
                 "which the device loop (steps in flight) cannot; leave device_loop "
                 "out or pass device_loop=False"
             )
-        if on_logits is not None:
+        if speculate and device_loop:
+            raise ValueError(
+                f"speculate={speculate} verifies drafts from the host, which the "
+                f"device loop cannot; leave device_loop out or pass device_loop=False"
+            )
+        if on_logits is not None or speculate:
             loop = False
         else:
             loop = self._loop is not None if device_loop is None else device_loop
@@ -524,8 +559,25 @@ class Decoder:
         generation = _Generation(len(ids), "device" if loop else "host")
         return self._one_use(
             generation,
-            self._generate(ids, seed, draw, steps, stop_ids, loop, reuse, on_logits),
+            self._generate(
+                ids, seed, draw, steps, stop_ids, loop, reuse, on_logits, speculate
+            ),
         )
+
+    def _check_speculate(self, speculate: Any) -> int:
+        most = self.graph.rows - 1
+        if not isinstance(speculate, numbers.Integral) or isinstance(speculate, bool):
+            raise TypeError(
+                f"speculate takes an int (tokens drafted per pass, 0 is off), got "
+                f"{speculate!r}"
+            )
+        if not 0 <= speculate <= most:
+            raise ValueError(
+                f"speculate={speculate} is outside [0, {most}]: a pass verifies the "
+                f"drafts and the token before them in one prompt chunk of "
+                f"{self.graph.rows} rows"
+            )
+        return int(speculate)
 
     def _reusable(self, ids: np.ndarray) -> int:
         """The ids at the start of ``ids`` the cache holds, leaving the last
@@ -547,6 +599,7 @@ class Decoder:
         loop: bool,
         reuse: int,
         on_logits: Callable[[np.ndarray], object] | None = None,
+        speculate: int = 0,
     ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
@@ -570,6 +623,10 @@ class Decoder:
         first = {"token": 0, "position": start, "n": n, "seed": seed, **draw}
         if loop:
             tokens = self._device_loop(chunk, first, steps, stop_ids, started)
+        elif speculate:
+            tokens = self._speculative_loop(
+                chunk, first, steps, stop_ids, started, on_logits, ids, speculate
+            )
         else:
             tokens = self._host_loop(chunk, first, steps, stop_ids, started, on_logits)
         # Once a token is out, the prompt is in the cache; once the next is,
@@ -647,6 +704,94 @@ class Decoder:
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token
+
+    def _speculative_loop(
+        self, chunk, first, steps, stop_ids, started, on_logits, ids, speculate
+    ):
+        """The host loop, verifying prompt-lookup drafts in prompt chunks.
+
+        A pass feeds the last token and up to ``speculate`` drafted ones at
+        their positions through the prompt version; its row ``i`` has the
+        logits the decode step would have had there (the same bits), so the
+        token the step would have sampled is drawn from it on the host with
+        the same seed. Drafts are kept while they equal those tokens; the
+        first that differs is replaced by the drawn one. The cache's
+        positions past the kept tokens hold rejected drafts and are written
+        again by the next pass before anything reads them.
+        """
+        settings = {
+            "temperature": temperature_of(first["temperature"]),
+            "top_k": first["top_k"],
+            "top_p": top_p_of(first["top_p"]),
+        }
+        seed, rows, context = first["seed"], self.graph.rows, self.graph.context
+        n = first["n"]
+        logits, carry = self.prompt(chunk, **first)
+        _check_finite(logits[n - 1], first["position"] + n)
+        if on_logits is not None:
+            on_logits(np.array(logits[n - 1], np.float32))
+        token = int(carry["token"])
+        position = first["position"] + n  # where ``token`` goes
+        text = [*ids.tolist(), token]
+        self._timed(0, started, started)
+        first_done = time.perf_counter()
+        made = 1
+        yield token
+        while made < steps and token not in stop_ids:
+            # a pass writes a whole chunk's positions: room for them, and a
+            # draft leaves a token to make after it within the steps
+            fits = position + rows <= context
+            room = min(speculate, steps - made - 1) if fits else 0
+            draft = lookup_draft(text, room) if room > 0 else []
+            if not draft:  # nothing to verify: one decode step
+                step, carry = self.decode(
+                    token=token,
+                    position=position,
+                    n=1,
+                    seed=seed,
+                    temperature=first["temperature"],
+                    top_k=first["top_k"],
+                    top_p=first["top_p"],
+                )
+                _check_finite(step, position + 1)
+                if on_logits is not None:
+                    on_logits(np.array(step, np.float32))
+                out = [int(carry["token"])]
+            else:
+                fed = np.zeros(rows, np.int32)
+                fed[: len(draft) + 1] = [token, *draft]
+                logits, _ = self.prompt(
+                    fed,
+                    token=0,
+                    position=position,
+                    n=len(draft) + 1,
+                    seed=seed,
+                    temperature=first["temperature"],
+                    top_k=first["top_k"],
+                    top_p=first["top_p"],
+                )
+                out = []
+                for i in range(len(draft) + 1):
+                    _check_finite(logits[i], position + i + 1)
+                    if on_logits is not None:
+                        on_logits(np.array(logits[i], np.float32))
+                    out.append(
+                        draw(logits[i], seed=seed + position + i + 1, **settings)
+                    )
+                    if i == len(draft) or out[-1] != draft[i] or out[-1] in stop_ids:
+                        break
+                self.stats.drafted_tokens += len(draft)
+                self.stats.accepted_tokens += sum(
+                    1 for kept, drafted in zip(out, draft) if kept == drafted
+                )
+            for token in out:
+                self._timed(made, started, first_done)
+                made += 1
+                text.append(token)
+                yield token
+                if token in stop_ids or made == steps:
+                    return
+            position += len(out)
 
     # -- checking ---------------------------------------------------------------------
 
