@@ -90,6 +90,9 @@ def test_speculation_gives_the_tokens_of_the_plain_loop(
     stats = decoder.stats
     assert 0 <= stats.accepted_tokens <= stats.drafted_tokens
     assert stats.new_tokens == len(got)
+    # a pass yields its kept drafts and one token of its own
+    assert stats.accepted_tokens + stats.verify_passes <= len(got) - 1
+    assert stats.verify_passes <= stats.drafted_tokens
 
 
 @needs_jit

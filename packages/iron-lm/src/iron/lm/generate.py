@@ -79,6 +79,10 @@ class Stats:
         drafted_tokens: Tokens drafted for speculative decoding
             (``speculate``) and verified.
         accepted_tokens: Of them, how many the model kept.
+        verify_passes: Prompt chunks that verified drafts. Each yields its
+            kept drafts and one token of its own, so the tokens after the
+            first came from ``accepted_tokens + verify_passes`` in passes
+            and the rest from single decode steps.
     """
 
     prompt_tokens: int = 0
@@ -91,6 +95,7 @@ class Stats:
     cached_tokens: int = 0
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    verify_passes: int = 0
 
     @property
     def acceptance(self) -> float:
@@ -780,6 +785,7 @@ class Decoder:
                     )
                     if i == len(draft) or out[-1] != draft[i] or out[-1] in stop_ids:
                         break
+                self.stats.verify_passes += 1
                 self.stats.drafted_tokens += len(draft)
                 self.stats.accepted_tokens += sum(
                     1 for kept, drafted in zip(out, draft) if kept == drafted
