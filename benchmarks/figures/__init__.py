@@ -19,6 +19,7 @@ from . import (
     quantized_emulated,
     roofline,
     serving,
+    speculative,
 )
 
 FIGURES = {
@@ -35,6 +36,7 @@ FIGURES = {
     10: quantized_emulated.run,
     11: gguf_loading.run,
     12: decode_memory.run,
+    13: speculative.run,
 }
 
 __all__ = ["FIGURES"]

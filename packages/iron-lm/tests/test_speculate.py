@@ -34,16 +34,21 @@ def test_the_longest_latest_match_drafts_what_followed_it():
     # the 3-gram [9, 5, 6] is not there; [5, 6] is, latest at position 4
     assert lookup_draft([5, 6, 1, 2, 5, 6, 3, 9, 5, 6], 2) == [3, 9]
     assert lookup_draft([1, 2, 3, 4], 5) == []  # nothing repeats
-    assert lookup_draft([4, 4], 3) == [4]  # what follows the match, up to the end
+    assert lookup_draft([4, 4, 4], 3) == [4]  # what follows the match, to the end
     assert lookup_draft([1, 2, 1], 0) == []
     assert lookup_draft([7], 4) == []
+    # a single token's match drafts only when asked to
+    assert lookup_draft([3, 8, 5, 3], 2) == []
+    assert lookup_draft([3, 8, 5, 3], 2, min_ngram=1) == [8, 5]
 
 
 def test_drafting_refuses_bad_counts():
     with pytest.raises(ValueError, match="count=-1 is negative"):
         lookup_draft([1, 2], -1)
-    with pytest.raises(ValueError, match="max_ngram=0 is below 1"):
+    with pytest.raises(ValueError, match="give 1 <= min_ngram <= max_ngram"):
         lookup_draft([1, 2], 1, max_ngram=0)
+    with pytest.raises(ValueError, match="min_ngram=4 and max_ngram=3"):
+        lookup_draft([1, 2], 1, min_ngram=4)
 
 
 # -- verifying ----------------------------------------------------------------------------
