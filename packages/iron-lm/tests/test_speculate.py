@@ -141,3 +141,61 @@ def test_bad_settings_are_refused_before_anything_runs(decoder):
         decoder.generate(prompt, speculate=True)
     with pytest.raises(ValueError, match="the device loop cannot"):
         decoder.generate(prompt, speculate=2, device_loop=True)
+
+
+# -- a draft model --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def twin(checkpoints) -> Decoder:
+    """A second decoder of the same weights: a draft model that always agrees."""
+    return Decoder.from_pretrained(
+        checkpoints(), device="npu2", context=CONTEXT, rows=ROWS, progress=False
+    ).compile()
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory) -> Decoder:
+    """A draft model of the same vocabulary and other weights."""
+    from lm_support import write_tiny
+
+    directory = write_tiny(tmp_path_factory.mktemp("draft"), seed=99)
+    return Decoder.from_pretrained(
+        directory, device="npu2", context=CONTEXT, rows=ROWS, progress=False
+    ).compile()
+
+
+@needs_jit
+def test_a_draft_model_that_agrees_has_every_greedy_draft_kept(decoder, twin):
+    prompt = prompt_ids(10, seed=6)
+    plain = list(
+        decoder.generate(prompt, max_new_tokens=20, stop=[], device_loop=False)
+    )
+    got = list(
+        decoder.generate(prompt, max_new_tokens=20, stop=[], speculate=4, draft=twin)
+    )
+    assert got == plain
+    stats = decoder.stats
+    assert stats.drafted_tokens > 0
+    assert stats.accepted_tokens == stats.drafted_tokens
+
+
+@needs_jit
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_another_draft_model_changes_no_token(decoder, other, temperature):
+    prompt = prompt_ids(12, seed=7)
+    run = dict(max_new_tokens=24, stop=[], seed=4, temperature=temperature)
+    plain = list(decoder.generate(prompt, device_loop=False, **run))
+    got = list(decoder.generate(prompt, speculate=5, draft=other, **run))
+    assert got == plain
+    assert decoder.stats.drafted_tokens > 0
+
+
+def test_bad_draft_models_are_refused(decoder, other):
+    prompt = prompt_ids(8)
+    with pytest.raises(ValueError, match="a model cannot draft for itself"):
+        decoder.generate(prompt, speculate=2, draft=decoder)
+    with pytest.raises(ValueError, match="give speculate"):
+        decoder.generate(prompt, draft=other)
+    with pytest.raises(TypeError, match="draft takes a Decoder or None"):
+        decoder.generate(prompt, speculate=2, draft="small")

@@ -463,6 +463,7 @@ class Decoder:
         reuse_cache: bool = False,
         on_logits: Callable[[np.ndarray], object] | None = None,
         speculate: int = 0,
+        draft: Decoder | None = None,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -506,6 +507,10 @@ class Decoder:
                 draft is kept only where the step would have sampled it);
                 ``stats.accepted_tokens`` of ``stats.drafted_tokens`` says
                 how many were kept. The loop runs from the host.
+            draft: With ``speculate``, a smaller model of the same vocabulary
+                drafts instead of prompt lookup: its greedy continuation of
+                the text so far (its own KV cache reused from pass to pass).
+                The tokens are still exactly those without speculation.
 
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
@@ -515,8 +520,9 @@ class Decoder:
                 ``top_k`` below 1 or above the device's limit); or
                 ``device_loop`` is asked of a device without a full ELF, or
                 together with ``on_logits`` or ``speculate``; ``speculate``
-                is negative or over ``graph.rows - 1``. Raised by this call,
-                before any token is generated.
+                is negative or over ``graph.rows - 1``; a ``draft`` without
+                ``speculate``, of another vocabulary, or this decoder itself.
+                Raised by this call, before any token is generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
                 collection of ints (a str is refused: it never stops).
@@ -539,7 +545,7 @@ class Decoder:
         room = self.graph.context - len(ids)
         steps = max(0, min(max_new_tokens, room))
         self.compile()
-        speculate = self._check_speculate(speculate)
+        speculate = self._check_speculate(speculate, draft)
         if on_logits is not None and device_loop:
             raise ValueError(
                 "on_logits reads each step's logits before the next step starts, "
@@ -565,11 +571,38 @@ class Decoder:
         return self._one_use(
             generation,
             self._generate(
-                ids, seed, draw, steps, stop_ids, loop, reuse, on_logits, speculate
+                ids,
+                seed,
+                draw,
+                steps,
+                stop_ids,
+                loop,
+                reuse,
+                on_logits,
+                (speculate, draft),
             ),
         )
 
-    def _check_speculate(self, speculate: Any) -> int:
+    def _check_speculate(self, speculate: Any, draft: Any = None) -> int:
+        if draft is not None:
+            if not isinstance(draft, Decoder):
+                raise TypeError(f"draft takes a Decoder or None, got {draft!r}")
+            if draft is self:
+                raise ValueError(
+                    "draft is this decoder: a model cannot draft for itself while "
+                    "it generates; load a second (smaller) decoder"
+                )
+            if draft.config.vocab_size != self.config.vocab_size:
+                raise ValueError(
+                    f"the draft model's vocabulary has {draft.config.vocab_size} "
+                    f"tokens, this model's {self.config.vocab_size}: a draft needs "
+                    f"the same tokenizer"
+                )
+            if not speculate:
+                raise ValueError(
+                    "a draft model drafts for speculate=k tokens a pass; give "
+                    "speculate (1 or more)"
+                )
         most = self.graph.rows - 1
         if not isinstance(speculate, numbers.Integral) or isinstance(speculate, bool):
             raise TypeError(
@@ -604,7 +637,7 @@ class Decoder:
         loop: bool,
         reuse: int,
         on_logits: Callable[[np.ndarray], object] | None = None,
-        speculate: int = 0,
+        speculation: tuple[int, Decoder | None] = (0, None),
     ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
@@ -628,9 +661,9 @@ class Decoder:
         first = {"token": 0, "position": start, "n": n, "seed": seed, **draw}
         if loop:
             tokens = self._device_loop(chunk, first, steps, stop_ids, started)
-        elif speculate:
+        elif speculation[0]:
             tokens = self._speculative_loop(
-                chunk, first, steps, stop_ids, started, on_logits, ids, speculate
+                chunk, first, steps, stop_ids, started, on_logits, ids, *speculation
             )
         else:
             tokens = self._host_loop(chunk, first, steps, stop_ids, started, on_logits)
@@ -711,9 +744,10 @@ class Decoder:
             yield token
 
     def _speculative_loop(
-        self, chunk, first, steps, stop_ids, started, on_logits, ids, speculate
+        self, chunk, first, steps, stop_ids, started, on_logits, ids, speculate, model
     ):
-        """The host loop, verifying prompt-lookup drafts in prompt chunks.
+        """The host loop, verifying drafts (prompt lookup's, or ``model``'s
+        greedy tokens) in prompt chunks.
 
         A pass feeds the last token and up to ``speculate`` drafted ones at
         their positions through the prompt version; its row ``i`` has the
@@ -747,7 +781,7 @@ class Decoder:
             # draft leaves a token to make after it within the steps
             fits = position + rows <= context
             room = min(speculate, steps - made - 1) if fits else 0
-            draft = lookup_draft(text, room) if room > 0 else []
+            draft = self._drafted(model, text, room) if room > 0 else []
             if not draft:  # nothing to verify: one decode step
                 step, carry = self.decode(
                     token=token,
@@ -798,6 +832,25 @@ class Decoder:
                 if token in stop_ids or made == steps:
                     return
             position += len(out)
+
+    @staticmethod
+    def _drafted(model: Decoder | None, text: list[int], count: int) -> list[int]:
+        """Up to ``count`` drafted tokens: prompt lookup, or ``model``'s greedy
+        continuation (its cache keeps the text it has seen)."""
+        if model is None:
+            return lookup_draft(text, count)
+        if len(text) > model.graph.context - model.graph.rows:
+            return []  # the draft model's context is full: no draft
+        return list(
+            model.generate(
+                text,
+                max_new_tokens=count,
+                temperature=0.0,
+                stop=(),
+                device_loop=False,
+                reuse_cache=True,
+            )
+        )
 
     # -- checking ---------------------------------------------------------------------
 
