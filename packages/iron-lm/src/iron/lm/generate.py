@@ -723,11 +723,7 @@ class Decoder:
             loop.close()  # waits out the steps in flight, frees the graph
 
     def _host_loop(self, chunk, first, steps, stop_ids, started, on_logits=None):
-        n = first["n"]
-        logits, carry = self.prompt(chunk, **first)
-        _check_finite(logits[n - 1], first["position"] + n)
-        if on_logits is not None:
-            on_logits(np.array(logits[n - 1], np.float32))
+        carry = self._prompt_step(chunk, first, on_logits)
         token = int(carry["token"])
         self._timed(0, started, started)
         first_done = time.perf_counter()
@@ -735,13 +731,27 @@ class Decoder:
         for k in range(1, steps):
             if token in stop_ids:
                 return
-            logits, carry = self.decode(**{**dict(carry), "n": 1})
-            _check_finite(logits, int(carry["position"]))
-            if on_logits is not None:
-                on_logits(np.array(logits, np.float32))
+            carry = self._decode_step({**dict(carry), "n": 1}, on_logits)
             token = int(carry["token"])
             self._timed(k, started, first_done)
             yield token
+
+    def _prompt_step(self, chunk, first, on_logits) -> Any:
+        """The prompt's last chunk: its carry (the first token sampled)."""
+        n = first["n"]
+        logits, carry = self.prompt(chunk, **first)
+        _check_finite(logits[n - 1], first["position"] + n)
+        if on_logits is not None:
+            on_logits(np.array(logits[n - 1], np.float32))
+        return carry
+
+    def _decode_step(self, values: Mapping[str, Any], on_logits) -> Any:
+        """One decode step from the host: its carry (the token sampled)."""
+        logits, carry = self.decode(**values)
+        _check_finite(logits, int(carry["position"]))
+        if on_logits is not None:
+            on_logits(np.array(logits, np.float32))
+        return carry
 
     def _speculative_loop(
         self, chunk, first, steps, stop_ids, started, on_logits, ids, speculate, model
@@ -764,13 +774,8 @@ class Decoder:
             "top_p": top_p_of(first["top_p"]),
         }
         seed, rows, context = first["seed"], self.graph.rows, self.graph.context
-        n = first["n"]
-        logits, carry = self.prompt(chunk, **first)
-        _check_finite(logits[n - 1], first["position"] + n)
-        if on_logits is not None:
-            on_logits(np.array(logits[n - 1], np.float32))
-        token = int(carry["token"])
-        position = first["position"] + n  # where ``token`` goes
+        token = int(self._prompt_step(chunk, first, on_logits)["token"])
+        position = first["position"] + first["n"]  # where ``token`` goes
         text = [*ids.tolist(), token]
         self._timed(0, started, started)
         first_done = time.perf_counter()
@@ -782,33 +787,13 @@ class Decoder:
             fits = position + rows <= context
             room = min(speculate, steps - made - 1) if fits else 0
             draft = self._drafted(model, text, room) if room > 0 else []
+            values = {**first, "token": token, "position": position, "n": 1}
             if not draft:  # nothing to verify: one decode step
-                step, carry = self.decode(
-                    token=token,
-                    position=position,
-                    n=1,
-                    seed=seed,
-                    temperature=first["temperature"],
-                    top_k=first["top_k"],
-                    top_p=first["top_p"],
-                )
-                _check_finite(step, position + 1)
-                if on_logits is not None:
-                    on_logits(np.array(step, np.float32))
-                out = [int(carry["token"])]
+                out = [int(self._decode_step(values, on_logits)["token"])]
             else:
                 fed = np.zeros(rows, np.int32)
                 fed[: len(draft) + 1] = [token, *draft]
-                logits, _ = self.prompt(
-                    fed,
-                    token=0,
-                    position=position,
-                    n=len(draft) + 1,
-                    seed=seed,
-                    temperature=first["temperature"],
-                    top_k=first["top_k"],
-                    top_p=first["top_p"],
-                )
+                logits, _ = self.prompt(fed, **{**values, "n": len(draft) + 1})
                 out = []
                 for i in range(len(draft) + 1):
                     _check_finite(logits[i], position + i + 1)
