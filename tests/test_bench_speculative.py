@@ -46,6 +46,6 @@ def test_the_measuring_loop_checks_the_tokens_and_adds_up(tmp_path):
 
 def test_the_prompt_sets_are_real_text_and_code():
     sets = speculative.prompt_sets()
-    assert set(sets) == {"summaries", "code edits"}
+    assert set(sets) == {"free text", "summaries", "code edits"}
     assert all(len(m) > 300 for m in sets["summaries"])
     assert all("def " in m for m in sets["code edits"])
