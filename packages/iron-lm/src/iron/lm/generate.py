@@ -609,13 +609,14 @@ class Decoder:
                 f"speculate takes an int (tokens drafted per pass, 0 is off), got "
                 f"{speculate!r}"
             )
-        if not 0 <= speculate <= most:
+        count = int(speculate)
+        if not 0 <= count <= most:
             raise ValueError(
-                f"speculate={speculate} is outside [0, {most}]: a pass verifies the "
+                f"speculate={count} is outside [0, {most}]: a pass verifies the "
                 f"drafts and the token before them in one prompt chunk of "
                 f"{self.graph.rows} rows"
             )
-        return int(speculate)
+        return count
 
     def _reusable(self, ids: np.ndarray) -> int:
         """The ids at the start of ``ids`` the cache holds, leaving the last
