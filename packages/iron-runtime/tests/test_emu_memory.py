@@ -192,10 +192,12 @@ def test_results_are_the_same_bits_with_no_copies_and_with_every_copy():
     without, kept_none = _run_products(1)
     with_all, kept_all = _run_products(float("inf"))
     assert kept_none <= 0  # every weight was widened per call (none kept)
-    # the GEMM's weight is kept in float32; the GEMV's too only where its
-    # kernel model reads float32 (without the compiled matvec)
+    # each weight is kept in float32 only where its kernel model reads
+    # float32 (without the compiled matvec: GEMV's and GEMM's read bf16)
     gemv_copy = 4 * 1000 * 576 if GEMV(M=1000, K=576).reads_float32(0) else 0
-    assert kept_all == 4 * 8192 * 576 + gemv_copy
+    gemm = GEMM(M=8, K=576, N=8192, b_transposed=True)
+    gemm_copy = 4 * 8192 * 576 if gemm.reads_float32(1) else 0
+    assert kept_all == gemm_copy + gemv_copy
     for a, b in zip(without, with_all):
         assert a.dtype == b.dtype == bfloat16
         np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
