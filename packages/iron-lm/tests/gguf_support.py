@@ -24,6 +24,8 @@ gguf = __import__("pytest").importorskip("gguf", reason="needs iron-lm[gguf]")
 from iron.lm.config import LlamaConfig  # noqa: E402
 
 TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+#: The k-quant types (blocks of 256).
+K_TYPES = ("Q4_K", "Q5_K", "Q6_K")
 
 _HF_TO_GGUF = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -362,3 +364,71 @@ def dequantized_state_dict(
             )
         out[hf] = stored
     return out
+
+
+def write_llama_cpp_gguf(
+    path: Path,
+    config: LlamaConfig,
+    state_dict: dict[str, np.ndarray],
+    kind: str = "F32",
+    *,
+    tokenizer: dict[str, Any] | None = None,
+    edit: Any = None,
+) -> Path:
+    """Write ``state_dict`` with the key set llama.cpp's converter writes for
+    a Llama whose config.json has no ``head_dim`` (``convert_hf_to_gguf.py``,
+    ``TextModel.set_gguf_parameters`` and ``LlamaModel``): general.* keys,
+    context, width, layers, feed-forward width, heads, key/value heads, rotary
+    base and width, RMSNorm epsilon, vocabulary size, the file type, and no
+    ``attention.key_length`` or ``attention.value_length``; the tokenizer
+    keys without ``add_eos_token`` or token 11 defaults spelled out.
+    ``edit(writer)`` adds or overrides keys last.
+    """
+    tok = tokenizer if tokenizer is not None else {**tiny_bpe(), "pre": "llama-bpe"}
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_type("model")
+    w.add_name("Tiny")
+    w.add_size_label("1M")
+    w.add_block_count(config.num_hidden_layers)
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
+    w.add_head_count_kv(config.num_key_value_heads)
+    w.add_rope_freq_base(config.rope_theta)
+    w.add_layer_norm_rms_eps(config.rms_norm_eps)
+    w.add_file_type(0 if kind == "F32" else 1)
+    w.add_vocab_size(config.vocab_size)
+    w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
+    w.add_quantization_version(2)
+    w.add_tokenizer_model(tok["model"])
+    w.add_tokenizer_pre(tok["pre"])
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    if "merges" in tok:
+        w.add_token_merges(tok["merges"])
+    if "scores" in tok:
+        w.add_token_scores(tok["scores"])
+    w.add_bos_token_id(tok["bos"])
+    w.add_eos_token_id(tok["eos"])
+    if "add_bos" in tok:
+        w.add_add_bos_token(tok["add_bos"])
+    w.add_chat_template(CHAT_TEMPLATE)
+    if edit is not None:
+        edit(w)
+    for hf in sorted(state_dict):
+        a = np.asarray(state_dict[hf], np.float32)
+        if hf.endswith("q_proj.weight"):
+            a = permute(a, config.num_attention_heads)
+        elif hf.endswith("k_proj.weight"):
+            a = permute(a, config.num_key_value_heads)
+        t = kind if a.ndim == 2 else "F32"
+        if t in K_TYPES and a.shape[-1] % 256:
+            t = "Q8_0"
+        data, raw = encode(a, t)
+        w.add_tensor(gguf_name(hf), data, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

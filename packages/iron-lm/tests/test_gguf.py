@@ -29,6 +29,7 @@ from gguf_support import (
     tiny_bpe,
     tiny_spm,
     write_gguf,
+    write_llama_cpp_gguf,
 )
 from lm_support import CONTEXT, ROWS
 
@@ -612,3 +613,88 @@ def test_a_non_finite_weight_is_refused_by_name(tmp_path, kind) -> None:
     path = write_gguf(tmp_path / "bad.gguf", CONFIG, weights, kind)
     with pytest.raises(NonFiniteWeightError, match=f"tensor {name!r} of GGUF file"):
         Llama.from_pretrained(path, context=CONTEXT, rows=ROWS)
+
+
+# -- files as llama.cpp's converter writes them -------------------------------------------
+
+
+def test_a_file_as_llama_cpp_writes_it_loads_with_its_defaults(tmp_path) -> None:
+    """No key_length or value_length (llama.cpp: n_embd / n_head each), no
+    rotary scaling type (llama.cpp: "linear", factor 1), no add_eos_token."""
+    path = write_llama_cpp_gguf(tmp_path / "m.gguf", CONFIG, state_dict())
+    with open_gguf(path) as ck:
+        assert "llama.attention.value_length" not in ck.metadata
+        assert ck.config.head_dim == CONFIG.hidden_size // CONFIG.num_attention_heads
+        assert ck.config.rope_theta == CONFIG.rope_theta
+        assert ck.config.vocab_size == CONFIG.vocab_size
+        assert ck.config.bos_token_id == 0 and ck.config.eos_token_ids == (1,)
+
+
+DEFAULTS = {
+    "per-layer head counts": (
+        lambda w: w.add_array("llama.attention.head_count", [4] * 2),
+        None,
+    ),
+    "linear scaling by 1": (
+        lambda w: (
+            w.add_string("llama.rope.scaling.type", "linear"),
+            w.add_float32("llama.rope.scaling.factor", 1.0),
+        ),
+        None,
+    ),
+    "layers that differ": (
+        lambda w: w.add_array("llama.feed_forward_length", [512, 256]),
+        r"key 'llama.feed_forward_length' differs between layers",
+    ),
+    "linear scaling by 4": (
+        lambda w: w.add_float32("llama.rope.scale_linear", 4.0),
+        r"key 'llama.rope.scale_linear' is 4.0 with linear rotary scaling",
+    ),
+    "no epsilon": (
+        lambda w: w.kv_data[0].pop("llama.attention.layer_norm_rms_epsilon"),
+        r"key 'llama.attention.layer_norm_rms_epsilon' is missing \(llama.cpp",
+    ),
+    "a value width of its own": (
+        lambda w: w.add_uint32("llama.attention.value_length", 32),
+        r"'llama.attention.value_length' is 32, not the key length 64",
+    ),
+    "a block count the tensors do not hold": (
+        lambda w: w.add_uint32("llama.block_count", 3),
+        r"'llama.block_count' is 3 but the file holds no tensors for layers \[2\]",
+    ),
+    "an absurd block count": (
+        lambda w: w.add_uint32("llama.block_count", 1 << 30),
+        r"'llama.block_count' is 1073741824, outside 1..1024",
+    ),
+    "a vocabulary the embedding does not hold": (
+        lambda w: w.add_uint32("llama.vocab_size", 100),
+        r"'token_embd.weight' has shape \[512, 256\], not \[100, 256\]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DEFAULTS))
+def test_optional_keys_are_read_as_llama_cpp_reads_them(tmp_path, case) -> None:
+    edit, message = DEFAULTS[case]
+    assert CONFIG.num_attention_heads == 4 and CONFIG.num_hidden_layers == 2
+    path = write_llama_cpp_gguf(tmp_path / "m.gguf", CONFIG, state_dict(), edit=edit)
+    if message is None:
+        with open_gguf(path) as ck:
+            assert ck.config.num_attention_heads == 4
+            assert ck.config.rope_scaling is None
+    else:
+        with pytest.raises(GGUFError, match=message):
+            open_gguf(path)
+
+
+def test_a_special_id_outside_the_vocabulary_falls_back_as_in_llama_cpp(
+    tmp_path, caplog
+) -> None:
+    """llama.cpp: "bad special token ... using default id" (GPT-2 BPE's
+    default 11; SentencePiece's 1 and 2)."""
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", CONFIG, state_dict(), tokenizer={**tiny_bpe(), "bos": 9999}
+    )
+    with open_gguf(path) as ck:
+        assert ck.config.bos_token_id == 11
+    assert "'tokenizer.ggml.bos_token_id' is 9999" in caplog.text
