@@ -190,7 +190,7 @@ def tiny_bpe() -> dict[str, Any]:
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     return {
         "model": "gpt2",
-        "pre": "default",
+        "pre": "gpt-2",  # its tokenizer.json splits as GPT-2's ByteLevel
         "tokens": tokens,
         "merges": merges,
         "types": [3 if t in special else 1 for t in tokens],
