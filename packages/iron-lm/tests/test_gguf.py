@@ -23,7 +23,9 @@ from gguf_support import (
     TYPES,
     decoded,
     dequantized_state_dict,
+    k_mixture,
     pack_q4_k,
+    pack_q5_k,
     pack_q6_k,
     permute,
     tiny_bpe,
@@ -224,10 +226,12 @@ def test_the_file_stores_q_and_k_permuted(files) -> None:
         np.testing.assert_array_equal(k, want)
 
 
-@pytest.mark.parametrize("pack, step", [(pack_q4_k, 15), (pack_q6_k, 63)])
-def test_hand_packed_k_quants_round_trip(pack, step) -> None:
+@pytest.mark.parametrize(
+    "pack, step, kind",
+    [(pack_q4_k, 15, "Q4_K"), (pack_q5_k, 31, "Q5_K"), (pack_q6_k, 63, "Q6_K")],
+)
+def test_hand_packed_k_quants_round_trip(pack, step, kind) -> None:
     w = np.random.default_rng(1).normal(size=(4, 512)).astype(np.float32)
-    kind = "Q4_K" if pack is pack_q4_k else "Q6_K"
     back = decoded(w, kind)
     # Within one quantization step of each 16/32-element group, plus the
     # 6-bit rounding of the group's scale.
@@ -440,7 +444,7 @@ def wrong_type(data: bytearray) -> None:
 
 def unsupported_type(data: bytearray) -> None:
     dims, n = _tensor_info(data, "blk.0.attn_v.weight")
-    struct.pack_into("<I", data, dims + 8 * n, 13)  # Q5_K
+    struct.pack_into("<I", data, dims + 8 * n, 6)  # Q5_0
 
 
 def not_utf8(data: bytearray) -> None:
@@ -464,8 +468,9 @@ CORRUPTIONS = {
     absurd_string_array: r"key 'tokenizer.ggml.tokens' claims 1152921504606846976 strings",
     absurd_string: r"the value of 'general.name' \(2305843009213693952 bytes\)",
     wrong_type: r"key 'llama.block_count' has type \[FLOAT32\], not an integer",
-    unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_K, which IRON does "
-    r"not read; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K",
+    unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_0, which IRON does "
+    r"not read; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K: "
+    r"convert the model to one of them, e.g. with llama.cpp's llama-quantize",
     bad_magic: r"does not start with the GGUF magic",
     not_utf8: r"key 'general.architecture' holds text that is not UTF-8",
 }
@@ -903,3 +908,57 @@ def test_iron_lm_generate_runs_the_published_file() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout
+
+
+def test_the_cli_refuses_an_unsupported_type_by_name_without_a_traceback(
+    files, tmp_path
+) -> None:
+    data = bytearray(files["Q8_0"].read_bytes())
+    unsupported_type(data)
+    bad = tmp_path / "q5_0.gguf"
+    bad.write_bytes(bytes(data))
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "generate", "--checkpoint", str(bad)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "IRON_BACKEND": "emu"},
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "tensor 'blk.0.attn_v.weight' has type Q5_0" in done.stderr
+    assert "llama-quantize" in done.stderr
+
+
+@pytest.mark.parametrize("main", ["Q4_K", "Q5_K"])
+def test_k_quant_m_mixtures_load_each_type_as_it_is_held(tmp_path, main) -> None:
+    """Q4_K_M and Q5_K_M: Q4_K stays 4-bit and Q6_K 8-bit on the device,
+    Q5_K is dequantized to bf16; a decoder runs close to the bf16 weights."""
+    from iron.operators.quantized import GGUF_FORMATS
+
+    path = write_llama_cpp_gguf(
+        tmp_path / f"{main}_M.gguf", CONFIG, state_dict(), k_mixture(main)
+    )
+    with open_gguf(path) as ck:
+        held = {
+            t.type_name: ck.formats()[hf]
+            for hf, (src, _) in ck._names.items()
+            if (t := ck.tensors[src]).type_name != "F32"
+        }
+    kind = k_mixture(main)
+    by_kind = {
+        k: dequantized_state_dict(CONFIG, state_dict(), k) for k in (main, "Q6_K")
+    }
+    expected = {hf: by_kind[kind(hf)][hf] for hf in by_kind[main]}
+    assert held == {main: GGUF_FORMATS.get(main), "Q6_K": GGUF_FORMATS["Q6_K"]}
+    save_checkpoint(
+        tmp_path / "bf16",
+        CONFIG,
+        {k: v.astype(ml_dtypes.bfloat16) for k, v in expected.items()},
+    )
+    ids = np.random.default_rng(2).integers(0, CONFIG.vocab_size, 16)
+    settings = dict(device="npu2", context=CONTEXT, rows=ROWS, progress=False)
+    ours = Decoder.from_pretrained(path, **settings).logits(ids).astype(np.float32)
+    theirs = Decoder.from_pretrained(tmp_path / "bf16", **settings).logits(ids)
+    theirs = theirs.astype(np.float32)
+    assert np.abs(ours - theirs).max() <= 0.1 * np.abs(theirs).max()

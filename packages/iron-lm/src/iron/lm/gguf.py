@@ -7,7 +7,8 @@ built from (``iron.lm.gguf_tokenizer``, ``Tokenizer.from_gguf``), and the
 weights at their Hugging Face names as the device holds them: a quantized
 tensor's blocks repacked into a device format (``iron.operators.quantized``:
 Q8_0, Q4_0 and Q4_1 with every value unchanged, Q4_K and Q6_K within the
-bound stated there), the float ones (F32, F16, BF16) as bf16.
+bound stated there), the float ones (F32, F16, BF16) and Q5_K (which no
+device format holds) dequantized to bf16.
 
 Reading: the header is first walked and checked by
 :func:`iron.lm.gguf_header.walk_header` (every count, length, type and byte
@@ -317,7 +318,8 @@ class GGUFCheckpoint:
         (:data:`iron.operators.quantized.GGUF_FORMATS`) when ``quantized``
         and its rows are a multiple of
         :data:`iron.operators.qmatmul.K_MULTIPLE` elements; F32, F16 and
-        BF16 tensors, and every tensor when not ``quantized``, are bf16.
+        BF16 tensors, Q5_K ones (dequantized as they load), and every tensor
+        when not ``quantized``, are bf16.
         """
         out: dict[str, QuantFormat | None] = {}
         for hf, (src, _) in self._names.items():

@@ -28,8 +28,25 @@ __all__ = [
     "walk_header",
 ]
 
-#: The tensor types IRON reads (the quantized ones kept quantized on the device).
-SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+#: The tensor types IRON reads: the floats held as bf16; Q8_0, Q4_0, Q4_1,
+#: Q4_K and Q6_K kept quantized on the device; Q5_K (Q5_K_M files) dequantized
+#: to bf16 as it loads (no device format holds its five-bit codes and minimums).
+SUPPORTED_TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q4_0",
+    "Q4_1",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+)
+#: What to do with a file holding another type.
+CONVERT_HINT = (
+    "convert the model to one of them, e.g. with llama.cpp's llama-quantize to "
+    "Q4_K_M, Q5_K_M or Q8_0, or export it as F16 or BF16"
+)
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -225,12 +242,12 @@ def walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
         except ValueError:
             raise w.fail(
                 f"tensor {name!r} has unknown ggml type {kind}; IRON reads "
-                f"{', '.join(SUPPORTED_TYPES)}"
+                f"{', '.join(SUPPORTED_TYPES)}: {CONVERT_HINT}"
             ) from None
         if qtype.name not in SUPPORTED_TYPES:
             raise w.fail(
                 f"tensor {name!r} has type {qtype.name}, which IRON does not read; "
-                f"supported: {', '.join(SUPPORTED_TYPES)}"
+                f"supported: {', '.join(SUPPORTED_TYPES)}: {CONVERT_HINT}"
             )
         block, block_bytes = GGML_QUANT_SIZES[qtype]
         if any(d == 0 for d in dims):
