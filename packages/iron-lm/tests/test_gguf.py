@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,8 @@ from gguf_support import (
     write_gguf,
     write_llama_cpp_gguf,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lm_support import CONTEXT, ROWS
 
 from iron.lm import tiny
@@ -464,8 +467,8 @@ CORRUPTIONS = {
     block_size: r"tensor 'blk.0.attn_v.weight' is Q8_0 \(blocks of 32\) but its rows "
     r"have 100 elements",
     huge_shape: r"tensor 'blk.0.attn_v.weight' \(Q8_0 \[256, 1099511627776\]",
-    absurd_counts: r"claims \d+ metadata keys and \d+ tensors, more than",
-    absurd_string_array: r"key 'tokenizer.ggml.tokens' claims 1152921504606846976 strings",
+    absurd_counts: r"claims \d+ metadata keys and \d+ tensors; IRON reads at most",
+    absurd_string_array: r"key 'tokenizer.ggml.tokens' claims 1152921504606846976 items",
     absurd_string: r"the value of 'general.name' \(2305843009213693952 bytes\)",
     wrong_type: r"key 'llama.block_count' has type \[FLOAT32\], not an integer",
     unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_0, which IRON does "
@@ -962,3 +965,85 @@ def test_k_quant_m_mixtures_load_each_type_as_it_is_held(tmp_path, main) -> None
     theirs = Decoder.from_pretrained(tmp_path / "bf16", **settings).logits(ids)
     theirs = theirs.astype(np.float32)
     assert np.abs(ours - theirs).max() <= 0.1 * np.abs(theirs).max()
+
+
+# -- hostile headers ---------------------------------------------------------------------
+
+#: A small llama.cpp-style file to mutate (the tiny config, F32).
+SMALL = LlamaConfig.tiny()
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("small") / "m.gguf"
+    return write_llama_cpp_gguf(path, SMALL, state_dict(SMALL))
+
+
+def _header_end(data: bytes) -> int:
+    """Where the tensor data starts (the mutations aim at the header)."""
+    at = data.find(b"output_norm.weight")
+    return max(at + 64, 64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_a_mutated_header_is_refused_by_name_quickly(small_file, data) -> None:
+    """Bytes of the header overwritten (counts, lengths, types, values):
+    opening the file and building its tokenizer either work or raise
+    GGUFError (a ValueError), never another exception, a hang or a huge
+    allocation (each open is bounded loosely in time)."""
+    raw = bytearray(small_file.read_bytes())
+    end = _header_end(bytes(raw))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, end - 8))
+        width = data.draw(st.sampled_from([1, 4, 8]))
+        value = data.draw(
+            st.one_of(
+                st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**40, 2**63 - 1, 2**64 - 1]),
+                st.integers(0, 2 ** (8 * width) - 1),
+            )
+        )
+        raw[at : at + width] = (value % 2 ** (8 * width)).to_bytes(width, "little")
+    path = small_file.parent / "mutated.gguf"  # rewritten by each example
+    path.write_bytes(bytes(raw))
+    start = time.monotonic()
+    try:
+        with open_gguf(path):
+            pass
+        Tokenizer.from_gguf(path)
+    except GGUFError:
+        pass
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda w: w.add_uint64("llama.vocab_size", 1 << 40),
+            r"key 'llama.vocab_size' is 1099511627776, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint64("llama.context_length", 1 << 40),
+            r"key 'llama.context_length' is 1099511627776, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint32("llama.embedding_length", 1 << 30),
+            r"key 'llama.embedding_length' is 1073741824, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint32("llama.attention.head_count", 1 << 30),
+            r"key 'llama.attention.head_count' is 1073741824, outside 1\.\.256",
+        ),
+    ],
+)
+def test_absurd_counts_are_refused_before_anything_is_sized(
+    tmp_path, edit, message
+) -> None:
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", SMALL, state_dict(SMALL), edit=edit
+    )
+    start = time.monotonic()
+    with pytest.raises(GGUFError, match=message):
+        open_gguf(path)
+    assert time.monotonic() - start < 10

@@ -560,7 +560,12 @@ def _vocab_size(ck: GGUFCheckpoint) -> int:
         size = m.array_length("tokenizer.ggml.tokens")
     if size is None:
         embed = ck.tensors.get("token_embd.weight")
-        size = embed.shape[0] if embed is not None else 0
+        size = embed.shape[0] if embed is not None else 1
+    if not 1 <= size <= MAX_VOCAB:
+        raise GGUFError(
+            f"GGUF file {str(ck.path)!r}: key 'llama.vocab_size' is {size}, outside "
+            f"1..{MAX_VOCAB}: the file's header is damaged or lies"
+        )
     return int(size)
 
 
@@ -628,6 +633,22 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
                 f"{where}: metadata key {key!r} is missing or 0: a Llama needs it"
             )
     kv_heads = _per_layer(ck, "llama.attention.head_count_kv", layers, heads)
+    for key, value in (
+        ("llama.attention.head_count", heads),
+        ("llama.attention.head_count_kv", kv_heads),
+        ("llama.feed_forward_length", intermediate),
+        ("llama.attention.key_length", m.get("llama.attention.key_length", "int", 1)),
+        (
+            "llama.attention.value_length",
+            m.get("llama.attention.value_length", "int", 1),
+        ),
+    ):
+        limit = MAX_HEADS if "head_count" in key else MAX_WIDTH
+        if not 1 <= value <= limit:
+            raise GGUFError(
+                f"{where}: key {key!r} is {value}, outside 1..{limit}: the file's "
+                "header is damaged or lies"
+            )
     # llama.cpp: key and value widths default to n_embd / n_head each (the
     # value width does not follow key_length), the rotary width to key_length
     head_dim = m.get("llama.attention.key_length", "int", hidden // heads)
@@ -716,6 +737,8 @@ def _check_rope_scaling(ck: GGUFCheckpoint) -> None:
 MAX_LAYERS = 1024
 MAX_WIDTH = 1 << 17
 MAX_CONTEXT = 1 << 24
+MAX_HEADS = 256
+MAX_VOCAB = 1 << 22
 
 
 def _check_limits(

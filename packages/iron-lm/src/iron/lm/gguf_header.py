@@ -52,6 +52,12 @@ _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
 #: ggml's GGML_MAX_DIMS.
 _MAX_DIMS = 4
+#: Sane limits, far above any published Llama's (a 405B Llama has about 1,150
+#: tensors, 50 keys and arrays of at most a few hundred thousand items): a
+#: count past them is refused before it is walked.
+MAX_TENSORS = 1 << 16
+MAX_KEYS = 1 << 16
+MAX_ARRAY_ITEMS = 1 << 24
 
 # Metadata value types (the format's gguf_type enum): name, fixed size.
 _VALUE_TYPES: dict[int, tuple[str, int]] = {
@@ -150,6 +156,11 @@ class _Walker:
                 )
             if inner not in _VALUE_TYPES:
                 raise self.fail(f"key {key!r} is an array of unknown type {inner}")
+            if count > MAX_ARRAY_ITEMS:
+                raise self.fail(
+                    f"key {key!r} claims {count} items, more than the "
+                    f"{MAX_ARRAY_ITEMS} IRON reads: the header is damaged or lies"
+                )
             width = _VALUE_TYPES[inner][1]
             if inner == _STRING:
                 # Each string is at least its 8-byte length: a count the file
@@ -195,6 +206,12 @@ def walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
         )
     n_tensors = w.u64("the tensor count")
     n_kv = w.u64("the metadata count")
+    if n_tensors > MAX_TENSORS or n_kv > MAX_KEYS:
+        raise w.fail(
+            f"the header claims {n_kv} metadata keys and {n_tensors} tensors; IRON "
+            f"reads at most {MAX_KEYS} and {MAX_TENSORS}: the header is damaged or "
+            "lies"
+        )
     # A key is at least 8 + 0 + 4 + 1 bytes, a tensor 8 + 4 + 8 + 4 + 8.
     if n_kv * 13 + n_tensors * 32 > size - w.at:
         raise w.fail(

@@ -67,6 +67,13 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
                     f"{where}: key 'tokenizer.ggml.merges' item {i} is {text!r}, not "
                     "two tokens separated by a space"
                 )
+            unknown = [t for t in (*pair, pair[0] + pair[1]) if t not in vocab]
+            if unknown:
+                raise GGUFError(
+                    f"{where}: key 'tokenizer.ggml.merges' item {i} is {text!r}, "
+                    f"which makes or uses {unknown[0]!r}, not in "
+                    "'tokenizer.ggml.tokens': the file is damaged"
+                )
             merges.append((pair[0], pair[1]))
     pre: PreTokenizer | None = None
     if model == "gpt2":
