@@ -1047,3 +1047,85 @@ def test_absurd_counts_are_refused_before_anything_is_sized(
     with pytest.raises(GGUFError, match=message):
         open_gguf(path)
     assert time.monotonic() - start < 10
+
+
+# -- SentencePiece files --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_model(tmp_path_factory):
+    """A small SentencePiece BPE model with byte fallback, trained here on
+    the user guide with no normalization (as Llama's: identity rules, extra
+    whitespace kept, a dummy prefix)."""
+    spm = pytest.importorskip("sentencepiece", reason="needs sentencepiece")
+    root = tmp_path_factory.mktemp("spm")
+    guide = Path(__file__).resolve().parents[3] / "docs" / "guide"
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(guide.glob("*.md")))
+    (root / "corpus.txt").write_text(text, encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(root / "corpus.txt"),
+        model_prefix=str(root / "m"),
+        vocab_size=1000,
+        model_type="bpe",
+        byte_fallback=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=True,
+        split_digits=False,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
+    return spm.SentencePieceProcessor(model_file=str(root / "m.model"))
+
+
+def _as_llama_cpp_writes(sp) -> dict:
+    """The tokenizer keys llama.cpp's converter writes from a SentencePiece
+    model (``convert_hf_to_gguf.py``, ``_create_vocab_sentencepiece``):
+    pieces, scores and token types (1 normal, 2 unknown, 3 control, 6 byte)."""
+    tokens, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        types.append(
+            2
+            if sp.is_unknown(i)
+            else 3
+            if sp.is_control(i)
+            else 6
+            if sp.is_byte(i)
+            else 4
+            if sp.is_unused(i)
+            else 1
+        )
+    return {
+        "model": "llama",
+        "pre": "default",
+        "tokens": tokens,
+        "scores": scores,
+        "types": types,
+        "bos": sp.bos_id(),
+        "eos": sp.eos_id(),
+    }
+
+
+def test_a_sentencepiece_file_encodes_as_sentencepiece(tmp_path, sentencepiece_model):
+    sp = sentencepiece_model
+    tok = _as_llama_cpp_writes(sp)
+    config = LlamaConfig.tiny(vocab_size=len(tok["tokens"]))
+    path = write_llama_cpp_gguf(
+        tmp_path / "spm.gguf", config, state_dict(config), tokenizer=tok
+    )
+    ours = Tokenizer.from_gguf(path)
+    for text in SPLIT_CORPUS:
+        if "<|" in text:
+            continue  # no special tokens in this vocabulary
+        ids = ours.encode(text, add_bos=False)
+        assert ids == sp.encode(text), text
+    assert ours.encode("hi")[0] == sp.bos_id()  # llama.cpp adds bos by default
+    # llama.cpp puts a space in front of the text after a special token too
+    eos = sp.id_to_piece(sp.eos_id())
+    assert ours.encode(f"hi{eos}hi", add_bos=False) == [
+        *sp.encode("hi"),
+        sp.eos_id(),
+        *sp.encode("hi"),
+    ]

@@ -36,7 +36,14 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
         ``{"tokenizer", "bos_token", "eos_token", "add_bos_token",
         "chat_template", "special_tokens"}``.
     """
-    from tokenizers import AddedToken, Regex, decoders, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        decoders,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
     from tokenizers import Tokenizer as _HFTokenizer
     from tokenizers.models import BPE
 
@@ -112,11 +119,15 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
             merges = _merges_from_scores(vocab, dict(zip(tokens, scores)))
         tok = _HFTokenizer(BPE(vocab, merges, fuse_unk=True, byte_fallback=True))
         prefix = m.get("tokenizer.ggml.add_space_prefix", "bool", True)
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(
-            replacement="\u2581",
-            prepend_scheme="first" if prefix else "never",
-            split=False,
-        )
+        # llama.cpp (llama_vocab::impl::tokenize, src/llama-vocab.cpp): each
+        # stretch of text between special tokens gets a space in front when
+        # add_space_prefix, its spaces become U+2581, and it is merged whole
+        # (no split). A normalizer runs per stretch, as that does; Metaspace
+        # would not double a leading space.
+        steps_in = [normalizers.Replace(" ", "\u2581")]
+        if prefix:
+            steps_in.insert(0, normalizers.Prepend(" "))
+        tok.normalizer = normalizers.Sequence(steps_in)
         steps = [
             decoders.Replace("\u2581", " "),
             decoders.ByteFallback(),
