@@ -88,9 +88,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
 def test_weights_are_the_files_values_in_bf16(files, kind) -> None:
     expected = dequantized_state_dict(CONFIG, state_dict(), kind)
     with open_gguf(files[kind]) as ck:
-        # The file holds eps as float32 and one eos id (the tiny tokenizer's).
+        # The file holds eps as float32 and one eos id (the tiny tokenizer's
+        # <|end_of_text|>); llama.cpp also ends generation at <|eot_id|> (2).
         eps = float(np.float32(CONFIG.rms_norm_eps))
-        assert ck.config == replace(CONFIG, rms_norm_eps=eps, eos_token_id=1)
+        assert ck.config == replace(CONFIG, rms_norm_eps=eps, eos_token_id=[1, 2])
         tree = ck.tree(quantized=False)
         assert sorted(tree) == sorted(expected)
         for name, want in expected.items():
@@ -141,7 +142,9 @@ def test_the_config_comes_from_the_metadata(files) -> None:
     assert (c.num_attention_heads, c.num_key_value_heads, c.head_dim) == (4, 2, 64)
     assert c.vocab_size == 512 and c.max_position_embeddings == 256
     assert c.rms_norm_eps == pytest.approx(1e-5) and c.rope_theta == 10000.0
-    assert not c.tie_word_embeddings and c.bos_token_id == 0 and c.eos_token_ids == (1,)
+    assert (
+        not c.tie_word_embeddings and c.bos_token_id == 0 and c.eos_token_ids == (1, 2)
+    )
 
 
 def _llama3_divisors(head_dim, theta, factor, low, high, original) -> np.ndarray:
@@ -346,7 +349,7 @@ def test_the_bpe_tokenizer_encodes_as_its_tokenizer_json(files) -> None:
         ids = ours.encode(text, add_bos=False)
         stream = ours.detokenizer()
         assert stream.extend(ids) + stream.flush() == ours.decode(ids) == text
-    assert ours.bos_token == "<|begin_of_text|>" and ours.eos_ids == (1,)
+    assert ours.bos_token == "<|begin_of_text|>" and ours.eos_ids == (1, 2)
     assert ours.apply_chat_template([{"role": "user", "content": "hi"}]).endswith(
         "user: hi\nassistant:"
     )
@@ -636,7 +639,7 @@ def test_a_file_as_llama_cpp_writes_it_loads_with_its_defaults(tmp_path) -> None
         assert ck.config.head_dim == CONFIG.hidden_size // CONFIG.num_attention_heads
         assert ck.config.rope_theta == CONFIG.rope_theta
         assert ck.config.vocab_size == CONFIG.vocab_size
-        assert ck.config.bos_token_id == 0 and ck.config.eos_token_ids == (1,)
+        assert ck.config.bos_token_id == 0 and ck.config.eos_token_ids == (1, 2)
 
 
 DEFAULTS = {

@@ -75,6 +75,7 @@ __all__ = [
     "GGUFTensor",
     "find_gguf",
     "open_gguf",
+    "end_of_generation_ids",
     "special_ids",
     "unpermute_rotary",
 ]
@@ -551,6 +552,41 @@ def special_ids(ck: GGUFCheckpoint) -> dict[str, int | None]:
     return out
 
 
+#: Token texts llama.cpp ends generation at whatever the ids say (its
+#: special_eog_ids, found by text in llama_vocab::impl::load,
+#: src/llama-vocab.cpp; the entries for o200k_harmony, solar-open, gemma4 and
+#: minimax, which come with workarounds of their own, are left out).
+EOG_TEXTS = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    }
+)
+
+
+def end_of_generation_ids(ck: GGUFCheckpoint) -> tuple[int, ...]:
+    """The ids generation stops at, as llama.cpp settles them: eos, eot and
+    eom (:func:`special_ids`), then every token whose text is one of
+    :data:`EOG_TEXTS`, in id order."""
+    ids = special_ids(ck)
+    first = [i for i in (ids["eos"], ids["eot"], ids["eom"]) if i is not None]
+    tokens = ck.metadata.array("tokenizer.ggml.tokens", "str") or []
+    found = [i for i, t in enumerate(tokens) if t in EOG_TEXTS]
+    return tuple(dict.fromkeys([*first, *found]))
+
+
 def _vocab_size(ck: GGUFCheckpoint) -> int:
     """llama.cpp's vocabulary size: ``llama.vocab_size``, else the token
     list's length; a file with neither has the embedding's rows."""
@@ -676,9 +712,7 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
             f"[{vocab}, {hidden}] (the vocabulary and 'llama.embedding_length')"
         )
     ids = special_ids(ck)
-    eos_ids = tuple(
-        dict.fromkeys(i for i in (ids["eos"], ids["eot"], ids["eom"]) if i is not None)
-    )
+    eos_ids = end_of_generation_ids(ck)
     scaling = _llama3_scaling(ck, head_dim)
     try:
         return LlamaConfig(
