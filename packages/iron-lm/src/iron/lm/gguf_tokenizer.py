@@ -124,9 +124,10 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
         # add_space_prefix, its spaces become U+2581, and it is merged whole
         # (no split). A normalizer runs per stretch, as that does; Metaspace
         # would not double a leading space.
-        steps_in = [normalizers.Replace(" ", "\u2581")]
-        if prefix:
-            steps_in.insert(0, normalizers.Prepend(" "))
+        steps_in: list[normalizers.Normalizer] = [
+            *([normalizers.Prepend(" ")] if prefix else []),
+            normalizers.Replace(" ", "\u2581"),
+        ]
         tok.normalizer = normalizers.Sequence(steps_in)
         steps = [
             decoders.Replace("\u2581", " "),
