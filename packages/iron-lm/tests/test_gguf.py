@@ -550,6 +550,10 @@ def test_settings_iron_does_not_run_are_refused_by_key(tmp_path, case) -> None:
             r"split text as .*IRON knows: a.x-4.0, bailingmoe",
         ),
         ({"pre": "no-such"}, r"'tokenizer.ggml.pre' is 'no-such'"),
+        (
+            {"tokens": [*tiny_bpe()["tokens"][:-1], "<|end_of_text|>"]},
+            r"'tokenizer.ggml.tokens' lists '<\|end_of_text\|>' twice \(ids 1 and 511\)",
+        ),
     ],
 )
 def test_tokenizers_iron_does_not_build_are_refused_by_key(

@@ -62,7 +62,16 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
             f"{where}: key 'tokenizer.ggml.token_type' has {len(types)} entries for "
             f"{len(tokens)} tokens"
         )
-    vocab = {t: i for i, t in enumerate(tokens)}
+    # llama.cpp (llama_vocab::impl::load): an empty token is named
+    # [EMPTY_<id>], a token listed twice refuses the file
+    tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+    vocab: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        if vocab.setdefault(t, i) != i:
+            raise GGUFError(
+                f"{where}: key 'tokenizer.ggml.tokens' lists {t!r} twice (ids "
+                f"{vocab[t]} and {i}); llama.cpp refuses it too"
+            )
     merges_text = m.array("tokenizer.ggml.merges", "str")
     merges: list[tuple[str, str]] | None = None
     if merges_text is not None:
