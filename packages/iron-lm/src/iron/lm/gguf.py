@@ -7,7 +7,8 @@ built from (``iron.lm.gguf_tokenizer``, ``Tokenizer.from_gguf``), and the
 weights at their Hugging Face names as the device holds them: a quantized
 tensor's blocks repacked into a device format (``iron.operators.quantized``:
 Q8_0, Q4_0 and Q4_1 with every value unchanged, Q4_K and Q6_K within the
-bound stated there), the float ones (F32, F16, BF16) as bf16.
+bound stated there), the float ones (F32, F16, BF16) and Q5_K (which no
+device format holds) dequantized to bf16.
 
 Reading: the header is first walked and checked by
 :func:`iron.lm.gguf_header.walk_header` (every count, length, type and byte
@@ -74,6 +75,8 @@ __all__ = [
     "GGUFTensor",
     "find_gguf",
     "open_gguf",
+    "end_of_generation_ids",
+    "special_ids",
     "unpermute_rotary",
 ]
 
@@ -182,6 +185,19 @@ class _Metadata:
                 f"GGUF file {str(self.path)!r}: key {key!r} holds text that is not "
                 "UTF-8"
             ) from None
+
+    def is_array(self, key: str) -> bool:
+        """Whether ``key`` (present) holds an array."""
+        return self._types(key)[0] == "ARRAY"
+
+    def array_length(self, key: str) -> int | None:
+        """How many items the array ``key`` holds (None when absent), read
+        from the header without building the list."""
+        if key not in self.fields:
+            return None
+        if not self.is_array(key):
+            raise self._wrong(key, "an array")
+        return len(self.fields[key].data)
 
     def array(self, key: str, kind: str) -> list[Any] | None:
         """The array ``key`` of ``kind`` items ("str", "int", "float"), or None."""
@@ -303,7 +319,8 @@ class GGUFCheckpoint:
         (:data:`iron.operators.quantized.GGUF_FORMATS`) when ``quantized``
         and its rows are a multiple of
         :data:`iron.operators.qmatmul.K_MULTIPLE` elements; F32, F16 and
-        BF16 tensors, and every tensor when not ``quantized``, are bf16.
+        BF16 tensors, Q5_K ones (dequantized as they load), and every tensor
+        when not ``quantized``, are bf16.
         """
         out: dict[str, QuantFormat | None] = {}
         for hf, (src, _) in self._names.items():
@@ -478,6 +495,135 @@ def open_gguf(path: str | os.PathLike[str]) -> GGUFCheckpoint:
 
 
 # -- the config -------------------------------------------------------------------------
+#
+# The keys are read as llama.cpp reads them (llama_model::load_hparams in
+# https://github.com/ggml-org/llama.cpp src/llama-model.cpp, key names from
+# gguf-py/gguf/constants.py): required where llama.cpp requires them, and
+# every optional one with llama.cpp's default.
+
+#: llama.cpp's default special ids by tokenizer model (llama_vocab::impl::load
+#: in src/llama-vocab.cpp): SentencePiece's <unk> <s> </s>; GPT-2 BPE's 11 (a
+#: default it disables when the vocabulary has no token 11).
+_DEFAULT_SPECIAL_IDS: dict[str, dict[str, int]] = {
+    "llama": {"bos": 1, "eos": 2, "unk": 0},
+    "gpt2": {"bos": 11, "eos": 11},
+}
+_SPECIAL_KEYS = {
+    "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id",
+    "eot": "tokenizer.ggml.eot_token_id",
+    "eom": "tokenizer.ggml.eom_token_id",
+    "unk": "tokenizer.ggml.unknown_token_id",
+    "pad": "tokenizer.ggml.padding_token_id",
+}
+
+
+def special_ids(ck: GGUFCheckpoint) -> dict[str, int | None]:
+    """bos, eos, eot, eom, unk and pad token ids as llama.cpp settles them.
+
+    Each starts at llama.cpp's default for the tokenizer model (dropped if
+    outside the vocabulary); a key in the file replaces it when it names a
+    token, and is ignored with a warning when it does not (llama.cpp's "bad
+    special token ... using default id"). The vocabulary's size is the
+    length of ``tokenizer.ggml.tokens`` (else ``llama.vocab_size``, else the
+    embedding's rows).
+    """
+    m = ck.metadata
+    model = m.get("tokenizer.ggml.model", "str")
+    n_tokens = _vocab_size(ck)
+    out: dict[str, int | None] = {}
+    for name, key in _SPECIAL_KEYS.items():
+        default = _DEFAULT_SPECIAL_IDS.get(model or "", {}).get(name)
+        if default is not None and default >= n_tokens:
+            default = None
+        value = m.get(key, "int")
+        if value is not None and not 0 <= value < n_tokens:
+            logger.warning(
+                "GGUF file %r: key %r is %d, outside the %d tokens; using the "
+                "default %s as llama.cpp does",
+                str(ck.path),
+                key,
+                value,
+                n_tokens,
+                default,
+            )
+            value = None
+        out[name] = default if value is None else value
+    return out
+
+
+#: Token texts llama.cpp ends generation at whatever the ids say (its
+#: special_eog_ids, found by text in llama_vocab::impl::load,
+#: src/llama-vocab.cpp; the entries for o200k_harmony, solar-open, gemma4 and
+#: minimax, which come with workarounds of their own, are left out).
+EOG_TEXTS = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "</s>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "[EOT]",
+        "[EOS]",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+        "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    }
+)
+
+
+def end_of_generation_ids(ck: GGUFCheckpoint) -> tuple[int, ...]:
+    """The ids generation stops at, as llama.cpp settles them: eos, eot and
+    eom (:func:`special_ids`), then every token whose text is one of
+    :data:`EOG_TEXTS`, in id order."""
+    ids = special_ids(ck)
+    first = [i for i in (ids["eos"], ids["eot"], ids["eom"]) if i is not None]
+    tokens = ck.metadata.array("tokenizer.ggml.tokens", "str") or []
+    found = [i for i, t in enumerate(tokens) if t in EOG_TEXTS]
+    return tuple(dict.fromkeys([*first, *found]))
+
+
+def _vocab_size(ck: GGUFCheckpoint) -> int:
+    """llama.cpp's vocabulary size: ``llama.vocab_size``, else the token
+    list's length; a file with neither has the embedding's rows."""
+    m = ck.metadata
+    size = m.get("llama.vocab_size", "int")
+    if size is None:
+        size = m.array_length("tokenizer.ggml.tokens")
+    if size is None:
+        embed = ck.tensors.get("token_embd.weight")
+        size = embed.shape[0] if embed is not None else 1
+    if not 1 <= size <= MAX_VOCAB:
+        raise GGUFError(
+            f"GGUF file {str(ck.path)!r}: key 'llama.vocab_size' is {size}, outside "
+            f"1..{MAX_VOCAB}: the file's header is damaged or lies"
+        )
+    return int(size)
+
+
+def _per_layer(ck: GGUFCheckpoint, key: str, layers: int, default: Any) -> Any:
+    """A key llama.cpp reads as one value or one per layer (get_key_or_arr):
+    IRON's Llama needs the same value in every layer."""
+    m = ck.metadata
+    where = f"GGUF file {str(ck.path)!r}"
+    if key in m and m.is_array(key):
+        values = m.array(key, "int") or []
+        if len(values) != layers:
+            raise GGUFError(
+                f"{where}: key {key!r} holds {len(values)} values, not one per "
+                f"layer ({layers}, 'llama.block_count')"
+            )
+        if len(set(values)) > 1:
+            raise GGUFError(
+                f"{where}: key {key!r} differs between layers "
+                f"({sorted(set(values))}): IRON's Llama needs every layer alike"
+            )
+        return values[0] if values else default
+    return m.get(key, "int", default)
 
 
 def _config(ck: GGUFCheckpoint) -> LlamaConfig:
@@ -492,7 +638,9 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
     def need(key: str, kind: str = "int") -> Any:
         value = m.get(key, kind)
         if value is None:
-            raise GGUFError(f"{where}: metadata key {key!r} is missing")
+            raise GGUFError(
+                f"{where}: metadata key {key!r} is missing (llama.cpp requires it too)"
+            )
         return value
 
     for key in ("llama.expert_count", "llama.expert_used_count"):
@@ -501,18 +649,46 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
                 f"{where}: key {key!r} is {m.get(key, 'int')}: a mixture of experts, "
                 "which IRON's Llama does not run"
             )
+    # required by llama.cpp: context length, width, layers, and for the
+    # llama architecture the RMSNorm epsilon
+    context = need("llama.context_length")
     hidden = need("llama.embedding_length")
-    heads = need("llama.attention.head_count")
-    kv_heads = m.get("llama.attention.head_count_kv", "int", heads)
-    head_dim = m.get("llama.attention.key_length", "int")
-    value_dim = m.get("llama.attention.value_length", "int", head_dim)
-    if head_dim is None:
-        if heads <= 0 or hidden % heads:
+    layers = need("llama.block_count")
+    eps = need("llama.attention.layer_norm_rms_epsilon", "float")
+    _check_limits(ck, hidden=hidden, layers=layers, context=context)
+    # optional in llama.cpp (0 when absent, one value or one per layer); a
+    # Llama cannot run without them, so IRON names them
+    heads = _per_layer(ck, "llama.attention.head_count", layers, None)
+    intermediate = _per_layer(ck, "llama.feed_forward_length", layers, None)
+    for key, value in (
+        ("llama.attention.head_count", heads),
+        ("llama.feed_forward_length", intermediate),
+    ):
+        if not value:
             raise GGUFError(
-                f"{where}: 'llama.embedding_length' ({hidden}) is not divisible by "
-                f"'llama.attention.head_count' ({heads})"
+                f"{where}: metadata key {key!r} is missing or 0: a Llama needs it"
             )
-        head_dim = hidden // heads
+    kv_heads = _per_layer(ck, "llama.attention.head_count_kv", layers, heads)
+    for key, value in (
+        ("llama.attention.head_count", heads),
+        ("llama.attention.head_count_kv", kv_heads),
+        ("llama.feed_forward_length", intermediate),
+        ("llama.attention.key_length", m.get("llama.attention.key_length", "int", 1)),
+        (
+            "llama.attention.value_length",
+            m.get("llama.attention.value_length", "int", 1),
+        ),
+    ):
+        limit = MAX_HEADS if "head_count" in key else MAX_WIDTH
+        if not 1 <= value <= limit:
+            raise GGUFError(
+                f"{where}: key {key!r} is {value}, outside 1..{limit}: the file's "
+                "header is damaged or lies"
+            )
+    # llama.cpp: key and value widths default to n_embd / n_head each (the
+    # value width does not follow key_length), the rotary width to key_length
+    head_dim = m.get("llama.attention.key_length", "int", hidden // heads)
+    value_dim = m.get("llama.attention.value_length", "int", hidden // heads)
     if value_dim != head_dim:
         raise GGUFError(
             f"{where}: key 'llama.attention.value_length' is {value_dim}, not the key "
@@ -522,45 +698,113 @@ def _config(ck: GGUFCheckpoint) -> LlamaConfig:
     if rotary != head_dim:
         raise GGUFError(
             f"{where}: key 'llama.rope.dimension_count' is {rotary}, not the head "
-            f"width {head_dim}: IRON's Llama rotates whole heads only"
+            f"width {head_dim}: IRON's Llama rotates whole heads only (llama.cpp "
+            "refuses it too: 'invalid n_rot')"
         )
-    scaling_type = m.get("llama.rope.scaling.type", "str", "none")
-    if scaling_type not in ("none", ""):
-        raise GGUFError(
-            f"{where}: key 'llama.rope.scaling.type' is {scaling_type!r}; IRON's Llama "
-            "supports no scaling or Llama 3's (a 'rope_freqs.weight' tensor)"
-        )
+    _check_rope_scaling(ck)
     embed = ck.tensors.get("token_embd.weight")
     if embed is None:
         raise GGUFError(f"{where}: tensor 'token_embd.weight' is missing")
-    vocab = m.get("llama.vocab_size", "int", embed.shape[0])
-    eos = m.get("tokenizer.ggml.eos_token_id", "int")
-    extra = [
-        m.get(k, "int")
-        for k in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
-    ]
-    eos_ids = tuple(dict.fromkeys(i for i in [eos, *extra] if i is not None))
+    vocab = _vocab_size(ck)
+    if embed.shape != (vocab, hidden):
+        raise GGUFError(
+            f"{where}: tensor 'token_embd.weight' has shape {list(embed.shape)}, not "
+            f"[{vocab}, {hidden}] (the vocabulary and 'llama.embedding_length')"
+        )
+    ids = special_ids(ck)
+    eos_ids = end_of_generation_ids(ck)
     scaling = _llama3_scaling(ck, head_dim)
     try:
         return LlamaConfig(
             hidden_size=hidden,
-            intermediate_size=need("llama.feed_forward_length"),
+            intermediate_size=intermediate,
             num_attention_heads=heads,
             num_key_value_heads=kv_heads,
             head_dim=head_dim,
-            num_hidden_layers=need("llama.block_count"),
+            num_hidden_layers=layers,
             vocab_size=vocab,
-            rms_norm_eps=m.get("llama.attention.layer_norm_rms_epsilon", "float", 1e-5),
+            rms_norm_eps=eps,
             rope_theta=m.get("llama.rope.freq_base", "float", 10000.0),
             rope_scaling=scaling,
             tie_word_embeddings="output.weight" not in ck.tensors,
-            max_position_embeddings=need("llama.context_length"),
-            bos_token_id=m.get("tokenizer.ggml.bos_token_id", "int"),
+            max_position_embeddings=context,
+            bos_token_id=ids["bos"],
             eos_token_id=(eos_ids[0] if len(eos_ids) == 1 else eos_ids) or None,
             dtype="bfloat16",
         )
     except ConfigError as e:
         raise GGUFError(f"{where}: {e}") from None
+
+
+def _check_rope_scaling(ck: GGUFCheckpoint) -> None:
+    """llama.cpp's rotary scaling keys: ``rope.scaling.type`` (default
+    "linear") with ``rope.scaling.factor`` (else the old
+    ``rope.scale_linear``; 0 or absent is 1, no scaling). IRON runs none,
+    linear by 1, or Llama 3's (``rope_freqs.weight``)."""
+    m = ck.metadata
+    where = f"GGUF file {str(ck.path)!r}"
+    kind = m.get("llama.rope.scaling.type", "str", "linear")
+    factor = m.get("llama.rope.scaling.factor", "float")
+    key = "llama.rope.scaling.factor"
+    if factor is None:
+        key = "llama.rope.scale_linear"
+        factor = m.get(key, "float", 0.0)
+    if kind not in ("none", "linear", ""):
+        raise GGUFError(
+            f"{where}: key 'llama.rope.scaling.type' is {kind!r}; IRON's Llama "
+            "supports no scaling or Llama 3's (a 'rope_freqs.weight' tensor)"
+        )
+    if kind == "linear" and factor not in (0.0, 1.0):
+        raise GGUFError(
+            f"{where}: key {key!r} is {factor} with linear rotary scaling, which "
+            "IRON's Llama does not run (it runs a factor of 1, or Llama 3's scaling)"
+        )
+    attn = m.get("llama.rope.scaling.attn_factor", "float", 1.0)
+    if attn != 1.0:
+        raise GGUFError(
+            f"{where}: key 'llama.rope.scaling.attn_factor' is {attn}; IRON's Llama "
+            "runs 1 only"
+        )
+
+
+#: Sane limits on header counts (bigger than any published Llama's by far).
+MAX_LAYERS = 1024
+MAX_WIDTH = 1 << 17
+MAX_CONTEXT = 1 << 24
+MAX_HEADS = 256
+MAX_VOCAB = 1 << 22
+
+
+def _check_limits(
+    ck: GGUFCheckpoint, *, hidden: int, layers: int, context: int
+) -> None:
+    """Widths, layers and context checked before anything is sized by them:
+    within sane limits, and the layer count the file's tensors hold."""
+    where = f"GGUF file {str(ck.path)!r}"
+    for key, value, limit in (
+        ("llama.embedding_length", hidden, MAX_WIDTH),
+        ("llama.block_count", layers, MAX_LAYERS),
+        ("llama.context_length", context, MAX_CONTEXT),
+    ):
+        if not 1 <= value <= limit:
+            raise GGUFError(
+                f"{where}: key {key!r} is {value}, outside 1..{limit}: the file's "
+                "header is damaged or lies"
+            )
+    found = {
+        int(parts[1])
+        for parts in (name.split(".", 2) for name in ck.tensors)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit()
+    }
+    missing = sorted(set(range(layers)) - found)
+    extra = sorted(found - set(range(layers)))
+    if missing or extra:
+        raise GGUFError(
+            f"{where}: key 'llama.block_count' is {layers} but the file holds "
+            + (f"no tensors for layers {missing[:8]}" if missing else "")
+            + (" and " if missing and extra else "")
+            + (f"tensors for layers {extra[:8]}" if extra else "")
+        )
 
 
 #: Llama 3's rotary scalings as Meta published them (factor, low, high,

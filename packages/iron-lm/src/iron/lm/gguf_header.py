@@ -28,13 +28,36 @@ __all__ = [
     "walk_header",
 ]
 
-#: The tensor types IRON reads (the quantized ones kept quantized on the device).
-SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+#: The tensor types IRON reads: the floats held as bf16; Q8_0, Q4_0, Q4_1,
+#: Q4_K and Q6_K kept quantized on the device; Q5_K (Q5_K_M files) dequantized
+#: to bf16 as it loads (no device format holds its five-bit codes and minimums).
+SUPPORTED_TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q4_0",
+    "Q4_1",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+)
+#: What to do with a file holding another type.
+CONVERT_HINT = (
+    "convert the model to one of them, e.g. with llama.cpp's llama-quantize to "
+    "Q4_K_M, Q5_K_M or Q8_0, or export it as F16 or BF16"
+)
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
 #: ggml's GGML_MAX_DIMS.
 _MAX_DIMS = 4
+#: Sane limits, far above any published Llama's (a 405B Llama has about 1,150
+#: tensors, 50 keys and arrays of at most a few hundred thousand items): a
+#: count past them is refused before it is walked.
+MAX_TENSORS = 1 << 16
+MAX_KEYS = 1 << 16
+MAX_ARRAY_ITEMS = 1 << 24
 
 # Metadata value types (the format's gguf_type enum): name, fixed size.
 _VALUE_TYPES: dict[int, tuple[str, int]] = {
@@ -133,6 +156,11 @@ class _Walker:
                 )
             if inner not in _VALUE_TYPES:
                 raise self.fail(f"key {key!r} is an array of unknown type {inner}")
+            if count > MAX_ARRAY_ITEMS:
+                raise self.fail(
+                    f"key {key!r} claims {count} items, more than the "
+                    f"{MAX_ARRAY_ITEMS} IRON reads: the header is damaged or lies"
+                )
             width = _VALUE_TYPES[inner][1]
             if inner == _STRING:
                 # Each string is at least its 8-byte length: a count the file
@@ -178,6 +206,12 @@ def walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
         )
     n_tensors = w.u64("the tensor count")
     n_kv = w.u64("the metadata count")
+    if n_tensors > MAX_TENSORS or n_kv > MAX_KEYS:
+        raise w.fail(
+            f"the header claims {n_kv} metadata keys and {n_tensors} tensors; IRON "
+            f"reads at most {MAX_KEYS} and {MAX_TENSORS}: the header is damaged or "
+            "lies"
+        )
     # A key is at least 8 + 0 + 4 + 1 bytes, a tensor 8 + 4 + 8 + 4 + 8.
     if n_kv * 13 + n_tensors * 32 > size - w.at:
         raise w.fail(
@@ -225,12 +259,12 @@ def walk_header(path: Path, data: Any, size: int) -> list[GGUFTensor]:
         except ValueError:
             raise w.fail(
                 f"tensor {name!r} has unknown ggml type {kind}; IRON reads "
-                f"{', '.join(SUPPORTED_TYPES)}"
+                f"{', '.join(SUPPORTED_TYPES)}: {CONVERT_HINT}"
             ) from None
         if qtype.name not in SUPPORTED_TYPES:
             raise w.fail(
                 f"tensor {name!r} has type {qtype.name}, which IRON does not read; "
-                f"supported: {', '.join(SUPPORTED_TYPES)}"
+                f"supported: {', '.join(SUPPORTED_TYPES)}: {CONVERT_HINT}"
             )
         block, block_bytes = GGML_QUANT_SIZES[qtype]
         if any(d == 0 for d in dims):

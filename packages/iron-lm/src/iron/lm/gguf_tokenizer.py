@@ -9,24 +9,17 @@ decodes with the same code as for a ``tokenizer.json``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from iron.lm.gguf import GGUFCheckpoint, GGUFError
+from iron.lm._gguf_pre import PRE_TOKENIZERS, PreTokenizer
+from iron.lm.gguf import GGUFCheckpoint, GGUFError, special_ids
+
+logger = logging.getLogger("iron.lm")
 
 __all__ = ["tokenizer_parts"]
 
 
-#: tokenizer.ggml.pre values whose text is split with Llama 3's expression
-#: (llama.cpp's LLAMA_VOCAB_PRE_TYPE_LLAMA3, src/llama-vocab.cpp).
-_LLAMA3_PRE = ("llama3", "llama-v3", "llama-bpe", "smaug-bpe", "falcon3", "pixtral")
-#: ... and those split with GPT-2's (the byte-level pre-tokenizer's own).
-_GPT2_PRE = ("default", "gpt2", "")
-#: Llama 3's split expression (its tokenizer.json's pre_tokenizer, as in
-#: meta-llama/Llama-3.2-1B on the Hugging Face Hub).
-_LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 _CONTROL, _USER_DEFINED = 3, 4
 
 
@@ -43,7 +36,14 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
         ``{"tokenizer", "bos_token", "eos_token", "add_bos_token",
         "chat_template", "special_tokens"}``.
     """
-    from tokenizers import AddedToken, Regex, decoders, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        decoders,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
     from tokenizers import Tokenizer as _HFTokenizer
     from tokenizers.models import BPE
 
@@ -62,7 +62,16 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
             f"{where}: key 'tokenizer.ggml.token_type' has {len(types)} entries for "
             f"{len(tokens)} tokens"
         )
-    vocab = {t: i for i, t in enumerate(tokens)}
+    # llama.cpp (llama_vocab::impl::load): an empty token is named
+    # [EMPTY_<id>], a token listed twice refuses the file
+    tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+    vocab: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        if vocab.setdefault(t, i) != i:
+            raise GGUFError(
+                f"{where}: key 'tokenizer.ggml.tokens' lists {t!r} twice (ids "
+                f"{vocab[t]} and {i}); llama.cpp refuses it too"
+            )
     merges_text = m.array("tokenizer.ggml.merges", "str")
     merges: list[tuple[str, str]] | None = None
     if merges_text is not None:
@@ -74,30 +83,39 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
                     f"{where}: key 'tokenizer.ggml.merges' item {i} is {text!r}, not "
                     "two tokens separated by a space"
                 )
+            unknown = [t for t in (*pair, pair[0] + pair[1]) if t not in vocab]
+            if unknown:
+                raise GGUFError(
+                    f"{where}: key 'tokenizer.ggml.merges' item {i} is {text!r}, "
+                    f"which makes or uses {unknown[0]!r}, not in "
+                    "'tokenizer.ggml.tokens': the file is damaged"
+                )
             merges.append((pair[0], pair[1]))
+    pre: PreTokenizer | None = None
     if model == "gpt2":
         if merges is None:
             raise GGUFError(
                 f"{where}: a 'gpt2' tokenizer needs 'tokenizer.ggml.merges'"
             )
-        pre = m.get("tokenizer.ggml.pre", "str", "default")
-        tok = _HFTokenizer(BPE(vocab, merges, fuse_unk=False, byte_fallback=False))
-        if pre in _LLAMA3_PRE:
-            tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [
-                    pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated"),
-                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-                ]
+        pre = _pre_tokenizer(ck)
+        tok = _HFTokenizer(
+            BPE(
+                vocab,
+                merges,
+                fuse_unk=False,
+                byte_fallback=False,
+                ignore_merges=pre.ignore_merges,
             )
-        elif pre in _GPT2_PRE:
-            tok.pre_tokenizer = pre_tokenizers.ByteLevel(
-                add_prefix_space=False, use_regex=True
-            )
-        else:
-            raise GGUFError(
-                f"{where}: key 'tokenizer.ggml.pre' is {pre!r}; IRON splits text as "
-                f"{', '.join(repr(p) for p in _LLAMA3_PRE + _GPT2_PRE[:2])} only"
-            )
+        )
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                *(
+                    pre_tokenizers.Split(Regex(r), behavior="isolated")
+                    for r in pre.regexes
+                ),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         tok.decoder = decoders.ByteLevel()
     elif model == "llama":
         scores = m.array("tokenizer.ggml.scores", "float")
@@ -110,11 +128,16 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
             merges = _merges_from_scores(vocab, dict(zip(tokens, scores)))
         tok = _HFTokenizer(BPE(vocab, merges, fuse_unk=True, byte_fallback=True))
         prefix = m.get("tokenizer.ggml.add_space_prefix", "bool", True)
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(
-            replacement="\u2581",
-            prepend_scheme="first" if prefix else "never",
-            split=False,
-        )
+        # llama.cpp (llama_vocab::impl::tokenize, src/llama-vocab.cpp): each
+        # stretch of text between special tokens gets a space in front when
+        # add_space_prefix, its spaces become U+2581, and it is merged whole
+        # (no split). A normalizer runs per stretch, as that does; Metaspace
+        # would not double a leading space.
+        steps_in: list[normalizers.Normalizer] = [
+            *([normalizers.Prepend(" ")] if prefix else []),
+            normalizers.Replace(" ", "\u2581"),
+        ]
+        tok.normalizer = normalizers.Sequence(steps_in)
         steps = [
             decoders.Replace("\u2581", " "),
             decoders.ByteFallback(),
@@ -129,25 +152,13 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
             "(byte-level BPE) and 'llama' (SentencePiece) tokenizers"
         )
 
-    def token(key: str) -> str | None:
-        i = m.get(key, "int")
-        if i is None:
-            return None
-        if not 0 <= i < len(tokens):
-            raise GGUFError(
-                f"{where}: key {key!r} is {i}, outside the {len(tokens)} tokens"
-            )
-        return tokens[i]
-
+    ids = special_ids(ck)
+    if pre is not None and not pre.bos:
+        ids["bos"] = m.get("tokenizer.ggml.bos_token_id", "int")
     specials = {
-        name: t
-        for name, key in (
-            ("bos_token", "tokenizer.ggml.bos_token_id"),
-            ("eos_token", "tokenizer.ggml.eos_token_id"),
-            ("unk_token", "tokenizer.ggml.unknown_token_id"),
-            ("pad_token", "tokenizer.ggml.padding_token_id"),
-        )
-        if (t := token(key)) is not None
+        f"{name}_token": tokens[i]
+        for name in ("bos", "eos", "unk", "pad")
+        if (i := ids[name]) is not None
     }
     control = [t for t, k in zip(tokens, types) if k == _CONTROL]
     control += [t for t in specials.values() if t not in control]
@@ -157,20 +168,42 @@ def tokenizer_parts(ck: GGUFCheckpoint) -> dict[str, Any]:
     user = [t for t, k in zip(tokens, types) if k == _USER_DEFINED]
     if user:
         tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
-    add_bos = m.get("tokenizer.ggml.add_bos_token", "bool")
-    if add_bos is None and model == "llama":
-        add_bos = True  # llama.cpp's default for SentencePiece vocabularies
+    # llama.cpp's defaults: SentencePiece adds bos; byte-level BPE adds it
+    # for the pre-tokenizers that say so (Llama 3's); neither adds eos
+    add_bos = m.get(
+        "tokenizer.ggml.add_bos_token",
+        "bool",
+        model == "llama" or (pre is not None and pre.add_bos),
+    )
+    add_eos = m.get("tokenizer.ggml.add_eos_token", "bool", False)
     bos = specials.get("bos_token")
-    if add_bos and bos is not None:
+    eos = specials.get("eos_token")
+    for flag, key, name, t in (
+        (add_bos, "tokenizer.ggml.add_bos_token", "bos", bos),
+        (add_eos, "tokenizer.ggml.add_eos_token", "eos", eos),
+    ):
+        if flag and t is None:
+            raise GGUFError(
+                f"{where}: key {key!r} is true but the file has no {name} token "
+                f"(llama.cpp refuses it too)"
+            )
+    if add_bos or add_eos:
+        head = f"{bos} " if add_bos else ""
+        tail = f" {eos}" if add_eos else ""
+        used = {
+            t: vocab[t]
+            for t in (bos if add_bos else None, eos if add_eos else None)
+            if t
+        }
         tok.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A",
-            pair=f"{bos} $A {bos} $B",
-            special_tokens=[(bos, vocab[bos])],
+            single=f"{head}$A{tail}",
+            pair=f"{head}$A{tail} {head}$B{tail}",
+            special_tokens=list(used.items()),
         )
     return {
         "tokenizer": tok,
         "bos_token": bos,
-        "eos_token": specials.get("eos_token"),
+        "eos_token": eos,
         "add_bos_token": add_bos,
         "chat_template": m.get("tokenizer.chat_template", "str"),
         "special_tokens": specials,
@@ -195,3 +228,30 @@ def _merges_from_scores(
         found.extend(local)
     found.sort(key=lambda x: (x[2], len(x[0]), len(x[1])), reverse=True)
     return [(a, b) for a, b, _ in found]
+
+
+def _pre_tokenizer(ck: GGUFCheckpoint) -> PreTokenizer:
+    """``tokenizer.ggml.pre``'s split expressions, as llama.cpp maps the name.
+
+    A missing or empty value is llama.cpp's 'default' with a warning (as
+    llama.cpp warns); a name llama.cpp does not map, or one IRON does not
+    reproduce (``iron.lm._gguf_pre``), is refused naming it.
+    """
+    pre = ck.metadata.get("tokenizer.ggml.pre", "str", "")
+    if pre == "":
+        logger.warning(
+            "GGUF file %r has no 'tokenizer.ggml.pre': splitting text with "
+            "llama.cpp's 'default' expressions, as llama.cpp does (it warns that "
+            "generation quality may degrade; regenerate the file with a recent "
+            "convert_hf_to_gguf.py)",
+            str(ck.path),
+        )
+        pre = "default"
+    found = PRE_TOKENIZERS.get(pre)
+    if found is None:
+        raise GGUFError(
+            f"GGUF file {str(ck.path)!r}: key 'tokenizer.ggml.pre' is {pre!r}, a "
+            "pre-tokenizer IRON does not split text as (llama.cpp refuses names it "
+            "does not know too); IRON knows: " + ", ".join(sorted(PRE_TOKENIZERS))
+        )
+    return found

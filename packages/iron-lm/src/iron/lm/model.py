@@ -288,7 +288,7 @@ class Llama(iron.Graph):
         ``"q4"``, a bf16 checkpoint quantized while loading, piece by piece
         (llama.cpp's Q8_0 and Q4_1 schemes, groups of 32); None (the
         default) is ``"bf16"`` for a safetensors checkpoint and, for a GGUF
-        file, its own types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K kept quantized,
+        file, its own types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K kept quantized, Q5_K as bf16,
         repacked as uploaded; ``"bf16"`` dequantizes them instead). The
         projections read quantized weights with ``QGEMV``/``QGEMM``
         (``iron.operators.qmatmul``).
