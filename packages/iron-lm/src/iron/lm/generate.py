@@ -204,8 +204,8 @@ class Decoder:
 
         Weights stay memory-mapped until uploaded, piece by piece, each
         piece's pages released once on the device. The directory's
-        tokenizer (``tokenizer.json`` and what goes with it) becomes
-        :attr:`tokenizer` when it has one.
+        tokenizer (``tokenizer.json`` and what goes with it), or a GGUF
+        file's own, becomes :attr:`tokenizer` when it has one.
 
         ``temperature``, ``top_k`` and ``top_p`` are the sampling a call
         uses unless it gives its own (:meth:`generate`): they are per-call
@@ -225,8 +225,13 @@ class Decoder:
             top_p=top_p,
             weights=weights,
         )
+        from iron.lm.gguf import find_gguf
+
         checkpoint = graph.checkpoint
-        has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
+        # a GGUF file carries its tokenizer; a directory may hold tokenizer.json
+        has_tokenizer = find_gguf(directory) is not None or (
+            (Path(directory) / TOKENIZER_FILE).is_file()
+        )
         tokenizer = Tokenizer.from_directory(directory) if has_tokenizer else None
         return cls(
             graph,
