@@ -43,6 +43,7 @@ TIMEOUT_S = 60
 #: repeat a prompt's last token, so these lead to different answers.
 WORDS = "apple river stone cloud tiger lemon piano rocket glass maple orbit quartz velvet desert harbor jungle"
 PROMPTS = [f"Prompt {i} is about {word}" for i, word in enumerate(WORDS.split())]
+JSON = {"Content-Type": "application/json"}
 
 
 def _free_port() -> int:
@@ -508,7 +509,10 @@ def test_a_chunked_body_over_the_limit_is_413(server):
             yield b"x" * 65536  # 2.5 MiB, no Content-Length
 
     response = httpx.post(
-        f"{server.url}/v1/completions", content=chunks(), timeout=TIMEOUT_S
+        f"{server.url}/v1/completions",
+        content=chunks(),
+        headers=JSON,
+        timeout=TIMEOUT_S,
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
@@ -546,7 +550,10 @@ LONG = "the NPU " * 400  # far over the context
 @pytest.mark.parametrize(
     ("settings", "status", "param"),
     [
-        ({"model": "gpt-4o"}, 404, "model"),
+        ({"model": 3}, 400, "model"),
+        ({"extra_body": {"min_p": 0.05}}, 400, "min_p"),
+        ({"extra_body": {"repeat_penalty": 1.1}}, 400, "repeat_penalty"),
+        ({"presence_penalty": 0.5}, 400, "presence_penalty"),
         ({"prompt": LONG}, 400, "prompt"),
         ({"max_tokens": 0}, 400, "max_tokens"),
         ({"temperature": 3}, 400, "temperature"),
@@ -616,12 +623,136 @@ def test_a_malformed_request_gets_its_error_object(
     server, method, path, content, status, code
 ):
     response = httpx.request(
-        method, f"{server.url}{path}", content=content, timeout=TIMEOUT_S
+        method, f"{server.url}{path}", content=content, headers=JSON, timeout=TIMEOUT_S
     )
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == code and error["message"]
     assert server.health()["status"] == "ok"  # and it still serves
+
+
+# -- browsers, and callers kept apart -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("localhost", 200),
+        ("localhost:{port}", 200),
+        ("127.0.0.1:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("LocalHost", 200),
+        ("attacker.example", 403),  # a DNS-rebound page names its own site
+        ("attacker.example:{port}", 403),
+        ("localhost.attacker.example", 403),
+        ("127.0.0.1.nip.io", 403),
+    ],
+)
+def test_a_loopback_server_answers_only_loopback_host_names(server, host, status):
+    headers = {"Host": host.format(port=server.port)}
+    for method, path in [("GET", "/health"), ("POST", "/v1/completions")]:
+        body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+        response = httpx.request(
+            method, f"{server.url}{path}", json=body, headers=headers, timeout=TIMEOUT_S
+        )
+        assert response.status_code == status, (method, response.text)
+        if status == 403:
+            error = response.json()["error"]
+            assert error["param"] == "Host" and error["code"] == "host_not_allowed"
+            assert "--allowed-hosts" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"],
+)
+def test_a_post_body_must_say_it_is_json(server, kind):
+    """The content types a web page may send cross-site without a preflight."""
+    body = json.dumps({"model": MODEL, "prompt": "x", "max_tokens": 1}).encode()
+    headers = {} if kind is None else {"Content-Type": kind}
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=body, headers=headers, timeout=60
+    )
+    assert response.status_code == 415
+    error = response.json()["error"]
+    assert error["param"] == "Content-Type" and "application/json" in error["message"]
+    typed = {"Content-Type": "application/json; charset=utf-8"}
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=body, headers=typed, timeout=60
+    )
+    assert response.status_code == 200
+
+
+def test_cors_is_off_by_default(server):
+    origin = {"Origin": "https://attacker.example"}
+    preflight = httpx.options(
+        f"{server.url}/v1/completions",
+        headers={**origin, "Access-Control-Request-Method": "POST"},
+        timeout=TIMEOUT_S,
+    )
+    assert preflight.status_code == 405
+    assert "access-control-allow-origin" not in preflight.headers
+    answer = httpx.get(f"{server.url}/v1/models", headers=origin, timeout=TIMEOUT_S)
+    assert answer.status_code == 200
+    assert "access-control-allow-origin" not in answer.headers
+
+
+@pytest.fixture(scope="module")
+def opened() -> Iterator[Server]:
+    """A server reached by another name, for one web page's origin."""
+    hosts = ("--allowed-hosts", "npu.example", "127.0.0.1")  # the tests' own
+    with serving(*hosts, "--cors-origins", "http://app.example") as s:
+        yield s
+
+
+def test_cors_origins_and_allowed_hosts_open_what_they_name(opened):
+    named = {"Host": f"npu.example:{opened.port}"}
+    ask = {"Access-Control-Request-Method": "POST"}
+    url = f"{opened.url}/v1/completions"
+    good = httpx.options(
+        url, headers={**named, **ask, "Origin": "http://app.example"}, timeout=60
+    )
+    assert good.status_code == 200
+    assert good.headers["access-control-allow-origin"] == "http://app.example"
+    other = httpx.options(
+        url, headers={**named, **ask, "Origin": "http://attacker.example"}, timeout=60
+    )
+    assert "access-control-allow-origin" not in other.headers
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+    answer = httpx.post(
+        url, json=body, headers={**named, "Origin": "http://app.example"}, timeout=60
+    )
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == "http://app.example"
+    # the names given replace the loopback's
+    local = {"Host": f"localhost:{opened.port}"}
+    assert httpx.get(f"{opened.url}/health", headers=local).status_code == 403
+
+
+def test_the_prefix_cache_is_shared_only_by_the_same_caller(server):
+    prompt = "Tell me everything about " + "the secret plan " * 6
+
+    def cached(key: str, **extra) -> int:
+        answer = server.client(key).completions.create(
+            model=MODEL, prompt=prompt, max_tokens=1, **extra
+        )
+        return answer.usage.prompt_tokens_details.cached_tokens
+
+    cached("alice")
+    assert cached("alice") > 0  # the same caller reuses its prefix
+    assert cached("bob") == 0  # another key learns nothing of alice's prompt
+    assert cached("bob") > 0
+    assert cached("bob", user="carol") == 0  # nor another user under one key
+    assert cached("bob", user="carol") > 0
+    assert cached("alice") == 0
+
+
+def test_any_model_name_is_answered_by_the_served_model(server, reference):
+    answer = server.client().completions.create(
+        model="Llama-3.2-1B-Instruct", prompt="The NPU", max_tokens=4
+    )
+    assert answer.model == MODEL  # says which model answered
+    assert answer.choices[0].text == expected(reference, "The NPU", 4)[0]
 
 
 # -- the API key, the queue's bound, SIGTERM -----------------------------------------
@@ -700,6 +831,8 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
         (("--rows", "0"), "--rows is a positive number of prompt tokens per chunk"),
         (("--temperature", "nan"), "--temperature is a number >= 0"),
         (("--api-key", ""), "--api-key must not be empty"),
+        (("--api-key", "clé"), "--api-key holds 'é', which an HTTP header cannot"),
+        (("--temperature", "5"), "--temperature is at most 2 (the server's bound"),
     ],
 )
 def test_bad_settings_are_usage_errors(args, message):
@@ -763,7 +896,7 @@ def test_per_request_sampling_compiles_nothing(reference, monkeypatch):
     monkeypatch.setattr(Runtime, "compile", counted_compile)
     app = create_app(reference, model=MODEL)
     texts = []
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         for s in (
             {},
             {"temperature": 0.7, "seed": 1},

@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
     "ROW_MULTIPLE",
+    "MAX_TEMPERATURE",
     "SEED_LIMIT",
     "UsageError",
     "add_model_options",
@@ -50,6 +51,9 @@ EXIT_INTERRUPTED = 130
 #: Seeds the commands take: a device word holds 30 bits and the draw at
 #: position ``p`` uses ``seed + p``, so half of that range is left for positions.
 SEED_LIMIT = 2**29
+#: The highest sampling temperature the CLI and the server take (OpenAI's
+#: bound); past it the draw is near uniform over the top-k.
+MAX_TEMPERATURE = 2.0
 #: Prompt rows come in multiples of this: twice the 4 rows of the bf16
 #: matrix unit (mmul) on both devices, as GEMM requires (the graph's
 #: iron.lm.sizes.chunk_rows rounds --rows to it).
@@ -88,8 +92,8 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         type=float,
         default=0.0,
         metavar="T",
-        help="sampling temperature; 0 is greedy, any T > 0 samples "
-        "(default: %(default)s)",
+        help=f"sampling temperature in [0, {MAX_TEMPERATURE:g}]; 0 is greedy, "
+        "any T > 0 samples (default: %(default)s)",
     )
     parser.add_argument(
         "--top-k",
@@ -167,9 +171,14 @@ def check_model_options(args: argparse.Namespace) -> str:
     from iron.operators.sample import MAX_TOP_K
     from iron.runtime import default_device
 
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+    if not (math.isfinite(args.temperature) and 0 <= args.temperature):
         raise UsageError(
             f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}"
+        )
+    if args.temperature > MAX_TEMPERATURE:
+        raise UsageError(
+            f"--temperature is at most {MAX_TEMPERATURE:g} (the server's bound too), "
+            f"got {args.temperature}"
         )
     if not 0 < args.top_p <= 1:
         raise UsageError(f"--top-p is a number in (0, 1] (1 is off), got {args.top_p}")

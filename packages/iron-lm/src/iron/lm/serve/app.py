@@ -4,8 +4,12 @@ Routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``),
 ``POST /v1/completions``, ``POST /v1/chat/completions``. Every error is
 OpenAI's error object with its status: 401 (a wrong or missing bearer token
 when the server has an API key), 404 (an unknown model or path), 405, 413 (a
-body over the limit), 400 (anything else wrong with a request, named) and
-503 with ``Retry-After`` (the queue is full). Streams are server-sent events
+body over the limit), 415 (a POST body not sent as ``Content-Type:
+application/json``), 403 (a ``Host`` header the server does not answer: by
+default only the loopback's names, against DNS rebinding), 400 (anything
+else wrong with a request, named) and 503 with ``Retry-After`` (the queue
+is full). Cross-origin (CORS) headers are sent only for the origins the
+server is given. Streams are server-sent events
 of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
 its generation at the next token. A request that asks for log-probabilities
 gets them for the tokens whose text it is sent (a streamed chunk carries
@@ -16,17 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from iron.lm.serve.logprobs import (
     Scored,
@@ -52,16 +60,60 @@ from iron.operators.sample import MAX_TOP_K
 if TYPE_CHECKING:
     from iron.lm.generate import Decoder
 
-__all__ = ["create_app"]
+__all__ = ["LOOPBACK_HOSTS", "create_app"]
 
 logger = logging.getLogger("iron.lm.serve")
 
 #: How often a waiting non-streamed request checks that its client is there.
 POLL_S = 0.25
+#: The ``Host`` names a loopback server answers (with any port, or none).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 def _error(error: APIError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _host_name(host: str) -> str:
+    """``host`` without its port, lower-cased: ``[::1]:8000`` -> ``[::1]``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.partition(":")[0]
+
+
+class _AllowedHosts:
+    """Answers 403 to a request whose ``Host`` names none of ``hosts``.
+
+    A page on another site that rebinds its own name to 127.0.0.1 (DNS
+    rebinding) reaches the loopback with its own name in ``Host``; only a
+    request meant for this machine names it by a loopback name.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Collection[str]) -> None:
+        self.app = app
+        self.hosts = {_host_name(h) for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "*" not in self.hosts:
+            given = ""
+            for name, value in scope["headers"]:
+                if name == b"host":
+                    given = value.decode("latin-1")
+                    break
+            if _host_name(given) not in self.hosts:
+                error = APIError(
+                    f"the Host header {given!r} names no host this server answers "
+                    f"({', '.join(sorted(self.hosts))}); a server meant to be "
+                    "reached by another name is started with --allowed-hosts NAME",
+                    status=403,
+                    param="Host",
+                    code="host_not_allowed",
+                )
+                await _error(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _sse(data: dict[str, Any]) -> str:
@@ -96,6 +148,8 @@ class _Server:
         self.eos = {*decoder.config.eos_token_ids, *self.tokenizer.eos_ids}
         self.prompt_limit = decoder.graph.context - decoder.graph.rows
         self.worker: Worker | None = None
+        #: Whose prompt the decoder's KV cache holds (see :meth:`caller`).
+        self.cache_owner: str | None = None
 
     # -- requests ---------------------------------------------------------------
 
@@ -114,7 +168,27 @@ class _Server:
                 code="invalid_api_key",
             )
 
+    def caller(self, request: HTTPRequest, req: Request) -> str:
+        """Who ``req`` is, for the prefix cache: its bearer token and its
+        ``user`` field. A request reuses the cache only when the one before
+        it was the same caller's, so ``cached_tokens`` (and the time to the
+        first token) never tell one caller about another's prompt."""
+        token = request.headers.get("authorization", "")
+        digest = hashlib.sha256(token.encode("latin-1", "replace")).hexdigest()
+        return json.dumps([digest, req.user])
+
     async def body(self, request: HTTPRequest) -> Any:
+        kind = request.headers.get("content-type")
+        if kind is None or kind.partition(";")[0].strip().lower() != "application/json":
+            # A browser sends text/plain and form types cross-site with no
+            # preflight; JSON alone needs one, which CORS then governs.
+            raise APIError(
+                f"the request's Content-Type is {kind!r}; a POST body is JSON "
+                "sent with the header 'Content-Type: application/json'",
+                status=415,
+                param="Content-Type",
+                code="unsupported_media_type",
+            )
         too_big = APIError(
             f"the request body is over the server's limit of {self.max_body_bytes} "
             "bytes (--max-body-bytes)",
@@ -131,11 +205,21 @@ class _Server:
             if len(data) > self.max_body_bytes:
                 raise too_big
         try:
-            return json.loads(data)
+            parsed = json.loads(data)
+            # JSON may escape a lone surrogate ("\ud800"), which is no text
+            json.dumps(parsed, ensure_ascii=False).encode()
+        except UnicodeEncodeError as e:
+            raise APIError(
+                "the request body escapes a lone UTF-16 surrogate "
+                f"({e.object[e.start : e.end]!r}), which is not text: send "
+                "Unicode characters (or their surrogate pairs)",
+                code="invalid_json",
+            ) from None
         except (ValueError, UnicodeDecodeError) as e:
             raise APIError(
                 f"the request body is not valid JSON: {e}", code="invalid_json"
             ) from None
+        return parsed
 
     def prompt_ids(self, req: Request) -> list[int]:
         if req.messages is not None:
@@ -167,7 +251,7 @@ class _Server:
             )
         return ids
 
-    def job(self, req: Request, ids: list[int]) -> Job:
+    def job(self, req: Request, ids: list[int], caller: str) -> Job:
         """The work of ``req`` on the worker thread, reporting as it goes.
 
         It puts ``("text", piece)`` for each piece of text, preceded (when
@@ -180,6 +264,10 @@ class _Server:
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
 
         def run(job: Job) -> None:
+            # jobs run one at a time on the worker thread: this is the order
+            # the cache is written in
+            mine = self.cache_owner == caller
+            self.cache_owner = caller
             scoring: dict[str, Any] = {}
             if scorer is not None:  # each step's logits, read on the host loop
                 scoring = {"on_logits": scorer.logits, "device_loop": False}
@@ -192,7 +280,7 @@ class _Server:
                 top_k=req.top_k,
                 top_p=req.top_p,
                 stop=sorted(eos),
-                reuse_cache=True,  # only this thread runs the decoder
+                reuse_cache=mine,  # only this thread runs the decoder
                 **scoring,
             )
             scored: list[Scored] = []  # scored tokens whose text is not yet sent
@@ -268,9 +356,9 @@ class _Server:
     async def answer(self, request: HTTPRequest, endpoint: str) -> Response:
         self.authorize(request)
         body = await self.body(request)
-        req = parse_request(endpoint, body, model=self.model, sampling=self.sampling)
+        req = parse_request(endpoint, body, sampling=self.sampling)
         ids = self.prompt_ids(req)
-        job = self.job(req, ids)
+        job = self.job(req, ids, self.caller(request, req))
         self.submit(job)
         rid, created = new_id(endpoint), now()
         if req.stream:
@@ -420,6 +508,8 @@ def create_app(
     api_key: str | None = None,
     max_queue: int = 64,
     max_body_bytes: int = 1 << 20,
+    allowed_hosts: Collection[str] = LOOPBACK_HOSTS,
+    cors_origins: Sequence[str] = (),
 ) -> Starlette:
     """The ASGI app serving ``decoder`` (compiled, with a tokenizer) as ``model``.
 
@@ -437,6 +527,11 @@ def create_app(
             ``Authorization: Bearer <api_key>``.
         max_queue: Requests that may wait for the device; past it, 503.
         max_body_bytes: The largest request body; past it, 413.
+        allowed_hosts: The ``Host`` header values (names, with any port)
+            the app answers; others get 403. ``"*"`` answers any.
+        cors_origins: The origins a browser page may call the app from
+            (Starlette's ``CORSMiddleware`` for exactly these); none: no
+            CORS headers, so browsers keep other sites' pages out.
 
     Raises:
         ValueError: ``decoder`` has no tokenizer.
@@ -523,7 +618,18 @@ def create_app(
         finally:
             server.worker.stop()
 
+    middleware = [Middleware(_AllowedHosts, hosts=allowed_hosts)]
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
     return Starlette(
+        middleware=middleware,
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
