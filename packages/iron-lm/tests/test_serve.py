@@ -910,3 +910,30 @@ def test_per_request_sampling_compiles_nothing(reference, monkeypatch):
             texts.append(response.json()["choices"][0]["text"])
     assert built == []
     assert texts[0] == texts[-1] and len(set(texts)) >= 3
+
+
+def test_a_checkpoint_changed_on_disk_makes_the_server_unhealthy(tmp_path: Path):
+    """Health tells the truth: 503 once the model can no longer answer."""
+    from starlette.testclient import TestClient
+
+    from iron.lm.serve.app import create_app
+
+    directory = tiny.write_checkpoint(tmp_path / "tiny")
+    decoder = Decoder.from_pretrained(
+        directory, device="npu2", context=CONTEXT, rows=ROWS, progress=False
+    ).compile()
+    body = {"model": MODEL, "prompt": "The NPU", "max_tokens": 2}
+    with TestClient(create_app(decoder, model=MODEL), base_url="http://localhost") as c:
+        assert c.get("/health").status_code == 200
+        assert c.post("/v1/completions", json=body).status_code == 200
+        shard = next(directory.glob("*.safetensors"))
+        with open(shard, "ab") as f:
+            f.write(b"\0" * 8)  # rewritten in place while served
+        health = c.get("/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "unavailable"
+        assert "changed on disk" in health.json()["error"]["message"]
+        answer = c.post("/v1/completions", json=body)
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "model_unavailable"
+        assert "retry-after" not in answer.headers  # restart, not retry

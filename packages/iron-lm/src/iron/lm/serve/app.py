@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from iron.lm.checkpoint import CheckpointChangedError
 from iron.lm.serve.logprobs import (
     Scored,
     Scorer,
@@ -150,6 +151,8 @@ class _Server:
         self.worker: Worker | None = None
         #: Whose prompt the decoder's KV cache holds (see :meth:`caller`).
         self.cache_owner: str | None = None
+        #: Why the model can no longer answer (its checkpoint changed on disk).
+        self.broken: str | None = None
 
     # -- requests ---------------------------------------------------------------
 
@@ -167,6 +170,17 @@ class _Server:
                 status=401,
                 code="invalid_api_key",
             )
+
+    def unavailable(self) -> str | None:
+        """Why the model cannot answer any more, or None: a checkpoint shard
+        that changed on disk (a stat per shard) stays fatal until restart."""
+        checkpoint = getattr(self.decoder.graph, "checkpoint", None)
+        if self.broken is None and checkpoint is not None:
+            try:
+                checkpoint.verify()
+            except CheckpointChangedError as e:
+                self.broken = str(e)
+        return self.broken
 
     def caller(self, request: HTTPRequest, req: Request) -> str:
         """Who ``req`` is, for the prefix cache: its bearer token and its
@@ -355,6 +369,9 @@ class _Server:
 
     async def answer(self, request: HTTPRequest, endpoint: str) -> Response:
         self.authorize(request)
+        why = self.unavailable()
+        if why is not None:
+            raise _unavailable(why)
         body = await self.body(request)
         req = parse_request(endpoint, body, sampling=self.sampling)
         ids = self.prompt_ids(req)
@@ -475,7 +492,18 @@ class _Server:
             job.cancel()  # the client went away, or it is done: a no-op then
 
 
+def _unavailable(why: str) -> APIError:
+    return APIError(
+        f"the model can no longer answer: {why}; restart the server",
+        status=503,
+        code="model_unavailable",
+        kind="server_error",
+    )
+
+
 def _internal(error: BaseException) -> APIError:
+    if isinstance(error, CheckpointChangedError):  # not the request's fault
+        return _unavailable(str(error))
     if isinstance(error, ValueError):  # the decoder refused the request
         return APIError(str(error))
     return APIError(
@@ -555,14 +583,17 @@ def create_app(
     async def health(request: HTTPRequest) -> Response:
         worker = server.worker
         assert worker is not None
+        why = server.unavailable()
         return JSONResponse(
             {
-                "status": "ok",
+                "status": "ok" if why is None else "unavailable",
+                **({} if why is None else {"error": _unavailable(why).body()["error"]}),
                 "model": model,
                 "waiting": worker.waiting,
                 "done": worker.done,
                 "cancelled": worker.cancelled,
-            }
+            },
+            status_code=200 if why is None else 503,
         )
 
     def model_card() -> dict[str, Any]:
@@ -597,7 +628,8 @@ def create_app(
 
     async def on_api_error(request: HTTPRequest, error: Exception) -> Response:
         assert isinstance(error, APIError)
-        headers = {"Retry-After": "1"} if error.status == 503 else None
+        retry = error.status == 503 and error.code != "model_unavailable"
+        headers = {"Retry-After": "1"} if retry else None
         return _error(error, headers)
 
     async def on_http_error(request: HTTPRequest, error: Exception) -> Response:
