@@ -523,3 +523,24 @@ def test_a_missing_optional_package_is_an_error_message(monkeypatch, capsys) -> 
     err = capsys.readouterr().err
     assert "iron-lm: error: reading GGUF files needs gguf" in err
     assert "Traceback" not in err
+
+
+def test_a_killed_runs_temporary_model_is_removed_at_the_next_start(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from iron.lm.options import TINY_PREFIX, clean_stale_scratch
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"{TINY_PREFIX}{gone.pid}-abc"
+    (stale / "tiny").mkdir(parents=True)
+    live = tmp_path / f"{TINY_PREFIX}{os.getppid()}-def"  # a process still running
+    live.mkdir()
+    mine = tmp_path / f"{TINY_PREFIX}{os.getpid()}-ghi"
+    mine.mkdir()
+    other = tmp_path / "iron-tinyish"
+    other.mkdir()
+    assert clean_stale_scratch(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and mine.exists() and other.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -227,6 +228,36 @@ def wrapped(text: str, indent: str = "") -> str:
     )
 
 
+#: The embedded model's temporary folder: ``iron-tiny-<pid>-<random>``.
+TINY_PREFIX = "iron-tiny-"
+
+
+def clean_stale_scratch(where: str | Path | None = None) -> list[Path]:
+    """Remove the embedded model's temporary folders whose process is gone.
+
+    A process killed outright (``kill -9``) leaves its folder behind; each
+    folder names its process, so only the dead ones' are removed.
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for folder in Path(where or tempfile.gettempdir()).glob(f"{TINY_PREFIX}*-*"):
+        pid = folder.name[len(TINY_PREFIX) :].partition("-")[0]
+        if not pid.isdigit() or not folder.is_dir() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal: then alive too)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 @contextmanager
 def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
     """The decoder of ``--checkpoint`` (or of the embedded tiny Llama, written
@@ -235,7 +266,9 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
     from iron.lm import tiny
     from iron.lm.generate import Decoder
 
-    with tempfile.TemporaryDirectory(prefix="iron-tiny-") as scratch:
+    clean_stale_scratch()
+    prefix = f"{TINY_PREFIX}{os.getpid()}-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
         directory = args.checkpoint
         if directory is None:
             print(wrapped(tiny.NOTICE), file=sys.stderr)
