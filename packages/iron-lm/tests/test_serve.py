@@ -755,6 +755,47 @@ def test_any_model_name_is_answered_by_the_served_model(server, reference):
     assert answer.choices[0].text == expected(reference, "The NPU", 4)[0]
 
 
+# -- slow and idle connections ---------------------------------------------------------
+
+
+def _closed_after(sock: socket.socket, limit: float) -> tuple[float, bytes]:
+    """Seconds until the server closes ``sock`` (reading what it sent)."""
+    start = time.monotonic()
+    sock.settimeout(limit)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return time.monotonic() - start, got
+
+
+def test_slow_and_idle_connections_are_closed_within_their_bounds(server):
+    from iron.lm.serve._http import HEADER_SECONDS
+    from iron.lm.serve.app import BODY_SECONDS
+
+    address = ("127.0.0.1", server.port)
+    with (
+        socket.create_connection(address) as idle,
+        socket.create_connection(address) as loris,
+        socket.create_connection(address) as slow_body,
+    ):
+        loris.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        slow_body.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
+        start = time.monotonic()
+        threading.Timer(3, loris.sendall, (b"X-Slow: 1\r\n",)).start()  # trickles
+        for sock in (idle, loris):
+            waited, _ = _closed_after(sock, HEADER_SECONDS + 10)
+            assert time.monotonic() - start < HEADER_SECONDS + 3
+        waited, answer = _closed_after(slow_body, BODY_SECONDS + 10)
+        assert BODY_SECONDS - 1 < time.monotonic() - start < BODY_SECONDS + 5
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert server.health()["status"] == "ok"
+
+
 # -- the API key, the queue's bound, SIGTERM -----------------------------------------
 
 

@@ -5,7 +5,7 @@ Routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``),
 OpenAI's error object with its status: 401 (a wrong or missing bearer token
 when the server has an API key), 404 (an unknown model or path), 405, 413 (a
 body over the limit), 415 (a POST body not sent as ``Content-Type:
-application/json``), 403 (a ``Host`` header the server does not answer: by
+application/json``), 408 (a body slower than ``BODY_SECONDS``), 403 (a ``Host`` header the server does not answer: by
 default only the loopback's names, against DNS rebinding), 400 (anything
 else wrong with a request, named) and 503 with ``Retry-After`` (the queue
 is full). Cross-origin (CORS) headers are sent only for the origins the
@@ -67,6 +67,8 @@ logger = logging.getLogger("iron.lm.serve")
 
 #: How often a waiting non-streamed request checks that its client is there.
 POLL_S = 0.25
+#: Seconds a request body may take to arrive once its head has (else 408).
+BODY_SECONDS = 20.0
 #: The ``Host`` names a loopback server answers (with any port, or none).
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
@@ -214,10 +216,19 @@ class _Server:
             if int(declared) > self.max_body_bytes:
                 raise too_big
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > self.max_body_bytes:
-                raise too_big
+        try:
+            async with asyncio.timeout(BODY_SECONDS):
+                async for chunk in request.stream():
+                    data += chunk
+                    if len(data) > self.max_body_bytes:
+                        raise too_big
+        except TimeoutError:
+            raise APIError(
+                f"the request body did not arrive within {BODY_SECONDS:g} s "
+                f"({len(data)} bytes came); send it whole",
+                status=408,
+                code="request_timeout",
+            ) from None
         try:
             parsed = json.loads(data)
             # JSON may escape a lone surrogate ("\ud800"), which is no text
@@ -628,8 +639,11 @@ def create_app(
 
     async def on_api_error(request: HTTPRequest, error: Exception) -> Response:
         assert isinstance(error, APIError)
-        retry = error.status == 503 and error.code != "model_unavailable"
-        headers = {"Retry-After": "1"} if retry else None
+        headers = {}
+        if error.status == 503 and error.code != "model_unavailable":
+            headers["Retry-After"] = "1"
+        if error.status in (408, 413):  # the body is left unread: end there
+            headers["Connection"] = "close"
         return _error(error, headers)
 
     async def on_http_error(request: HTTPRequest, error: Exception) -> Response:

@@ -35,6 +35,10 @@ logger = logging.getLogger("iron.lm.serve")
 API_KEY_VARIABLE = "IRON_LM_API_KEY"
 #: Seconds in-flight requests get to finish after SIGTERM.
 GRACE_S = 30
+#: Seconds a connection may stay idle between requests.
+KEEP_ALIVE_S = 5
+#: The most bytes a request's line and headers may take (else 400).
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -143,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
+        from iron.lm.serve._http import HeaderTimeoutProtocol
         from iron.lm.serve.app import create_app
     except ImportError as e:
         return fail(
@@ -186,6 +191,11 @@ def run(args: argparse.Namespace) -> int:
             log_level="info" if args.verbose else "warning",
             access_log=args.verbose,
             timeout_graceful_shutdown=GRACE_S,
+            # bounds on a connection: idle between requests, a request's
+            # head (HeaderTimeoutProtocol) and its size (h11's limit)
+            http=HeaderTimeoutProtocol,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
         server = uvicorn.Server(config)
         print(
