@@ -755,6 +755,41 @@ def test_any_model_name_is_answered_by_the_served_model(server, reference):
     assert answer.choices[0].text == expected(reference, "The NPU", 4)[0]
 
 
+SERVING = Path(__file__).resolve().parents[3] / "docs" / "guide" / "serving.md"
+
+
+def _fenced(section: str, language: str) -> list[str]:
+    """The ``language`` blocks of serving.md's ``## section``."""
+    text = SERVING.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [b.split("\n```", 1)[0] for b in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_serving_pages_examples_work_against_the_default_server(server):
+    """Its curl and openai examples, as written, against a default server
+    (only the port is this test's)."""
+    here = f"http://127.0.0.1:{server.port}"
+    for block in _fenced("With curl", "sh"):
+        script = block.replace("http://127.0.0.1:8000", here)
+        done = subprocess.run(
+            ["sh", "-e", "-c", script.replace("curl ", "curl -sf ")],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S * 2,
+        )
+        assert done.returncode == 0, done.stderr
+        assert '"model":"iron-tiny"' in done.stdout.replace(" ", "")
+        assert done.stdout.rstrip().endswith("data: [DONE]")
+    (python,) = _fenced("With the openai client", "python")
+    printed = subprocess.run(
+        [sys.executable, "-c", python.replace("http://127.0.0.1:8000", here)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert "CompletionUsage" in printed.stdout
+
+
 # -- slow and idle connections ---------------------------------------------------------
 
 

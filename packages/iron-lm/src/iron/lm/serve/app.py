@@ -1,15 +1,19 @@
 """The HTTP side: a Starlette app speaking OpenAI's API for one decoder.
 
-Routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``),
-``POST /v1/completions``, ``POST /v1/chat/completions``. Every error is
-OpenAI's error object with its status: 401 (a wrong or missing bearer token
-when the server has an API key), 404 (an unknown model or path), 405, 413 (a
-body over the limit), 415 (a POST body not sent as ``Content-Type:
-application/json``), 408 (a body slower than ``BODY_SECONDS``), 403 (a ``Host`` header the server does not answer: by
-default only the loopback's names, against DNS rebinding), 400 (anything
-else wrong with a request, named) and 503 with ``Retry-After`` (the queue
-is full). Cross-origin (CORS) headers are sent only for the origins the
-server is given. Streams are server-sent events
+Routes: ``GET /health`` (503 once the model can no longer answer),
+``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
+``POST /v1/chat/completions``; a request may name any model (one is
+served). Every error is OpenAI's error object with its status: 401 (a
+wrong or missing bearer token when the server has an API key), 403 (a
+``Host`` header the server does not answer: by default only the
+loopback's names, against DNS rebinding), 404 (an unknown path), 405, 408
+(a body slower than ``BODY_SECONDS``), 413 (a body over the limit), 415 (a
+POST body not sent as ``Content-Type: application/json``), 400 (anything
+else wrong with a request, named) and 503 (the queue is full, with
+``Retry-After``; the server is stopping; the model's checkpoint changed on
+disk). Cross-origin (CORS) headers are sent only for the origins the
+server is given. The prefix cache is reused only by the caller that wrote
+it. Streams are server-sent events
 of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
 its generation at the next token. A request that asks for log-probabilities
 gets them for the tokens whose text it is sent (a streamed chunk carries
