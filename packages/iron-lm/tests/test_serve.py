@@ -718,6 +718,8 @@ def test_cors_origins_and_allowed_hosts_open_what_they_name(opened):
         url, headers={**named, **ask, "Origin": "http://attacker.example"}, timeout=60
     )
     assert "access-control-allow-origin" not in other.headers
+    assert other.status_code == 400
+    assert other.json()["error"]["param"] == "Origin"
     body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
     answer = httpx.post(
         url, json=body, headers={**named, "Origin": "http://app.example"}, timeout=60
@@ -894,6 +896,46 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
         assert server.process.wait(TIMEOUT_S) == 0
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{server.url}/health", timeout=5)
+    finally:
+        server.stop()
+
+
+def test_a_forced_stop_answers_what_it_cuts_with_json():
+    """A second Ctrl-C cuts the requests in flight: one waiting gets a JSON
+    503 (uvicorn's own answer was a plain-text 500)."""
+    server = Server()
+    answers: dict[str, httpx.Response | list[str]] = {}
+    body = {"model": MODEL, "prompt": "The NPU", "max_tokens": CONTEXT - ROWS - 8}
+
+    def waiting() -> None:
+        answers["plain"] = httpx.post(
+            f"{server.url}/v1/completions", json=body, timeout=TIMEOUT_S
+        )
+
+    try:
+        with httpx.stream(
+            "POST",
+            f"{server.url}/v1/completions",
+            json={**body, "stream": True},
+            timeout=TIMEOUT_S,
+        ) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")  # it holds the device
+            thread = threading.Thread(target=waiting)
+            thread.start()
+            time.sleep(0.3)  # the second request waits for the device
+            server.process.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            server.process.send_signal(signal.SIGINT)  # forced
+            rest = [line for line in lines if line]
+            thread.join(TIMEOUT_S)
+        # the stream ends: [DONE] if it finished, else the same error as an event
+        assert rest[-1] == "data: [DONE]" or "shutting_down" in rest[-1]
+        plain = answers["plain"]
+        assert isinstance(plain, httpx.Response)
+        assert plain.status_code == 503
+        assert plain.json()["error"]["code"] == "shutting_down"
+        server.process.wait(TIMEOUT_S)
     finally:
         server.stop()
 

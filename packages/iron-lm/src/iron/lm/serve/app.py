@@ -123,6 +123,60 @@ class _AllowedHosts:
         await self.app(scope, receive, send)
 
 
+class _AnswerWhenCancelled:
+    """Ends a request cancelled by the server's shutdown with a JSON error.
+
+    uvicorn cancels what runs at its shutdown deadline, or at a second
+    Ctrl-C, and answers a cancelled request a plain-text 500; this answers
+    503 ``shutting_down`` instead (or, in a stream already going, that
+    error as its last event).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started: dict[str, Any] = {}
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                started.update(message)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                if not started:
+                    await _error(_stopping())(scope, receive, send)
+                elif (b"content-type", b"text/event-stream") in [
+                    (k.lower(), v.split(b";")[0]) for k, v in started["headers"]
+                ]:
+                    body = _sse(_stopping().body()).encode()
+                    await send({"type": "http.response.body", "body": body})
+            raise
+
+
+class _CORS(CORSMiddleware):
+    """Starlette's CORS, refusing a preflight with a JSON error."""
+
+    def preflight_response(self, request_headers: Any) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        error = APIError(
+            f"a cross-origin request refused ({bytes(response.body).decode()}); "
+            "the server takes requests from the pages of --cors-origins only",
+            status=response.status_code,
+            param="Origin",
+            code="cors_refused",
+        )
+        return _error(error)
+
+
 def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
@@ -668,11 +722,14 @@ def create_app(
         finally:
             server.worker.stop()
 
-    middleware = [Middleware(_AllowedHosts, hosts=allowed_hosts)]
+    middleware = [
+        Middleware(_AnswerWhenCancelled),
+        Middleware(_AllowedHosts, hosts=allowed_hosts),
+    ]
     if cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,
+                _CORS,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST"],
                 allow_headers=["Authorization", "Content-Type"],
