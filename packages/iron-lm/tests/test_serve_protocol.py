@@ -157,6 +157,13 @@ def test_llama_cpp_sampling_fields_at_their_neutral_values():
         assert error.status == 400 and "on the device" in error.message
 
 
+def test_values_the_device_cannot_hold_are_the_requests_mistake():
+    # they reached the device's sampler and came back as 500s
+    assert "too small" in refused("temperature", temperature=1e-300).message
+    assert "float32" in refused("top_p", top_p=1e-300).message
+    assert parse(temperature=2.0**-63, top_p=1e-38).top_p == 1e-38
+
+
 def test_the_temperature_bound_is_the_clis():
     from iron.lm.options import MAX_TEMPERATURE
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 import time
 import uuid
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from typing import Any
 
 from iron.lm.options import MAX_TEMPERATURE
 from iron.lm.serve.logprobs import MAX_CHAT_TOP, MAX_COMPLETION_TOP
+from iron.operators.sample import TEMPERATURE_RANGE
 
 __all__ = ["APIError", "Request", "Sampling", "parse_request"]
 
@@ -391,6 +393,20 @@ def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
             "top_p",
             "'top_p' must be a number in (0, 1], got 0 (the probability mass a "
             "draw keeps; for the likeliest token alone send temperature 0)",
+        )
+    if temperature:
+        low, high = TEMPERATURE_RANGE
+        if not low <= temperature < high:
+            raise _bad(
+                "temperature",
+                f"'temperature' = {temperature!r} is too small for the device's "
+                f"sampler, which holds 0 (greedy) or [2**-63, {MAX_TEMPERATURE:g}]",
+            )
+    if top_p is not None and struct.unpack("f", struct.pack("f", top_p))[0] == 0:
+        raise _bad(
+            "top_p",
+            f"'top_p' = {top_p!r} is 0 as the device's float32; send at least 1e-38, "
+            "or temperature 0 for the likeliest token alone",
         )
     top_k = _int_field(body, "top_k", 1, sampling.max_top_k)
     k = sampling.top_k if top_k is None else top_k
