@@ -792,6 +792,46 @@ def test_the_serving_pages_examples_work_against_the_default_server(server):
     assert "CompletionUsage" in printed.stdout
 
 
+def test_a_slow_template_does_not_hold_the_event_loop(tmp_path: Path):
+    """Rendering runs on the prompt thread, and stops at the template's bound;
+    /health answers meanwhile."""
+    from iron.lm.tokenizer import TEMPLATE_SECONDS
+
+    directory = tiny.write_checkpoint(tmp_path / "slow")
+    config = directory / "tokenizer_config.json"
+    settings = json.loads(config.read_text())
+    settings["chat_template"] = (
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+    )
+    config.write_text(json.dumps(settings))
+    with serving("--checkpoint", str(directory), "--model-name", MODEL) as server:
+        answers: list[httpx.Response] = []
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        thread = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    f"{server.url}/v1/chat/completions", json=chat, timeout=TIMEOUT_S
+                )
+            )
+        )
+        start = time.monotonic()
+        thread.start()
+        time.sleep(0.3)  # rendering
+        health = httpx.get(f"{server.url}/health", timeout=TIMEOUT_S)
+        assert health.status_code == 200
+        assert time.monotonic() - start < TEMPLATE_SECONDS / 2  # not held
+        plain = server.client().completions.create(
+            model=MODEL, prompt="The NPU", max_tokens=2
+        )
+        assert plain.usage.completion_tokens == 2
+        thread.join(TIMEOUT_S)
+        assert time.monotonic() - start < TEMPLATE_SECONDS + 3
+        (answer,) = answers
+        assert answer.status_code == 400
+        assert answer.json()["error"]["param"] == "messages"
+        assert "stopped" in answer.json()["error"]["message"]
+
+
 # -- slow and idle connections ---------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -213,6 +214,10 @@ class _Server:
         self.cache_owner: str | None = None
         #: Why the model can no longer answer (its checkpoint changed on disk).
         self.broken: str | None = None
+        #: Prompts are rendered and tokenized on one thread of their own, off
+        #: the event loop, at most max_queue + 1 waiting for it.
+        self.prep = ThreadPoolExecutor(1, thread_name_prefix="iron-lm-prompt")
+        self.preparing = 0
 
     # -- requests ---------------------------------------------------------------
 
@@ -410,6 +415,24 @@ class _Server:
 
         return Job(run, asyncio.get_running_loop())
 
+    async def prepare(self, req: Request) -> list[int]:
+        """:meth:`prompt_ids` on the prompt thread: a slow template or a long
+        prompt holds neither the event loop nor, past the bound, memory."""
+        if self.preparing > self.max_queue:
+            raise APIError(
+                f"{self.preparing} prompts wait to be tokenized, the most this "
+                f"server holds (--max-queue {self.max_queue}); retry shortly",
+                status=503,
+                code="queue_full",
+                kind="server_error",
+            )
+        self.preparing += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.prep, self.prompt_ids, req)
+        finally:
+            self.preparing -= 1
+
     def submit(self, job: Job) -> None:
         assert self.worker is not None
         try:
@@ -443,7 +466,7 @@ class _Server:
             raise _unavailable(why)
         body = await self.body(request)
         req = parse_request(endpoint, body, sampling=self.sampling)
-        ids = self.prompt_ids(req)
+        ids = await self.prepare(req)
         job = self.job(req, ids, self.caller(request, req))
         self.submit(job)
         rid, created = new_id(endpoint), now()
@@ -721,6 +744,7 @@ def create_app(
             yield
         finally:
             server.worker.stop()
+            server.prep.shutdown(wait=False, cancel_futures=True)
 
     middleware = [
         Middleware(_AnswerWhenCancelled),
