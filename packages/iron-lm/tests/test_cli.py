@@ -246,6 +246,8 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         (["--temperature", "-1"], "--temperature is a number >= 0"),
         (["--temperature", "2.5"], "--temperature is at most 2 (the server's bound"),
         (["--temperature", "nan"], "--temperature is a number >= 0"),
+        (["--temperature", "1e-300"], "--temperature is 0 (greedy) or at least"),
+        (["--top-p", "1e-300"], "--top-p is a number in (0, 1] (1 is off), got 1e-300"),
         (["--seed", "-1"], "--seed is an integer in 0..536870912, got -1"),
         (["--seed", "3000000000"], "--seed is an integer in 0..536870912"),
         (["--prompt", "caf\udce9"], "--prompt is not valid UTF-8 text (byte e9"),

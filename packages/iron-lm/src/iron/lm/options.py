@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import shutil
+import struct
 import sys
 import tempfile
 import textwrap
@@ -33,6 +34,7 @@ __all__ = [
     "EXIT_USAGE",
     "ROW_MULTIPLE",
     "MAX_TEMPERATURE",
+    "float32_of",
     "SEED_LIMIT",
     "UsageError",
     "add_model_options",
@@ -52,6 +54,13 @@ EXIT_INTERRUPTED = 130
 #: Seeds the commands take: a device word holds 30 bits and the draw at
 #: position ``p`` uses ``seed + p``, so half of that range is left for positions.
 SEED_LIMIT = 2**29
+
+
+def float32_of(value: float) -> float:
+    """``value`` as the device's float32 holds it (a tiny top_p is 0 there)."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
 #: The highest sampling temperature the CLI and the server take (OpenAI's
 #: bound); past it the draw is near uniform over the top-k.
 MAX_TEMPERATURE = 2.0
@@ -169,7 +178,7 @@ def check_model_options(args: argparse.Namespace) -> str:
     """
     from iron.core.device import as_device
     from iron.operators.attention import LANES
-    from iron.operators.sample import MAX_TOP_K
+    from iron.operators.sample import MAX_TOP_K, TEMPERATURE_RANGE
     from iron.runtime import default_device
 
     if not (math.isfinite(args.temperature) and 0 <= args.temperature):
@@ -181,7 +190,12 @@ def check_model_options(args: argparse.Namespace) -> str:
             f"--temperature is at most {MAX_TEMPERATURE:g} (the server's bound too), "
             f"got {args.temperature}"
         )
-    if not 0 < args.top_p <= 1:
+    if 0 < args.temperature < TEMPERATURE_RANGE[0]:
+        raise UsageError(
+            f"--temperature is 0 (greedy) or at least 2**-63 (the device's "
+            f"sampler holds no less), got {args.temperature}"
+        )
+    if not 0 < args.top_p <= 1 or float32_of(args.top_p) == 0:
         raise UsageError(f"--top-p is a number in (0, 1] (1 is off), got {args.top_p}")
     seed = getattr(args, "seed", 0)
     if not 0 <= seed <= SEED_LIMIT:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import struct
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from iron.lm.options import MAX_TEMPERATURE
+from iron.lm.options import MAX_TEMPERATURE, float32_of
 from iron.lm.serve.logprobs import MAX_CHAT_TOP, MAX_COMPLETION_TOP
 from iron.operators.sample import TEMPERATURE_RANGE
 
@@ -402,7 +401,7 @@ def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
                 f"'temperature' = {temperature!r} is too small for the device's "
                 f"sampler, which holds 0 (greedy) or [2**-63, {MAX_TEMPERATURE:g}]",
             )
-    if top_p is not None and struct.unpack("f", struct.pack("f", top_p))[0] == 0:
+    if top_p is not None and float32_of(top_p) == 0:
         raise _bad(
             "top_p",
             f"'top_p' = {top_p!r} is 0 as the device's float32; send at least 1e-38, "
