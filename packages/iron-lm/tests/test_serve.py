@@ -873,6 +873,28 @@ def test_slow_and_idle_connections_are_closed_within_their_bounds(server):
     assert server.health()["status"] == "ok"
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+        + b"x" * 40000
+        + b"\r\n\r\n",
+        b"NOT HTTP AT ALL\r\n\r\n",
+    ],
+    ids=["oversized", "malformed"],
+)
+def test_a_bad_request_head_gets_a_json_400(server, head):
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        for start in range(0, len(head), 4096):  # as a slow client sends it
+            with contextlib.suppress(OSError):  # the server may be done
+                sock.sendall(head[start : start + 4096])
+            time.sleep(0.01)
+        _, answer = _closed_after(sock, TIMEOUT_S)
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400")
+    assert json.loads(body)["error"]["code"] == "invalid_http"
+
+
 # -- the API key, the queue's bound, SIGTERM -----------------------------------------
 
 

@@ -5,13 +5,15 @@ but waits forever for the head of a request: a client that opens
 connections and sends a header line now and then (slow loris) holds them
 all. Here a connection whose request line and headers are not complete
 within :data:`HEADER_SECONDS` of its first byte (or of its opening, or of
-its last response) is closed. A body that comes too slowly is the app's
+its last response) is closed, and a malformed or oversized head is
+answered OpenAI's JSON error object (uvicorn's own is plain text). A body that comes too slowly is the app's
 to refuse (408, :data:`iron.lm.serve.app.BODY_SECONDS`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -39,6 +41,31 @@ class HeaderTimeoutProtocol(H11Protocol):
         self._head_timer = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(
+            {
+                "error": {
+                    "message": f"{msg} The request line and headers must be valid "
+                    "HTTP/1.1 and at most 16 KiB together",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_http",
+                }
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
