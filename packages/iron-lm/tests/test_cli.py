@@ -104,15 +104,15 @@ def test_check_fails_when_the_tokens_differ(monkeypatch, capsys) -> None:
         return [0] * count
 
     monkeypatch.setattr(Decoder, "reference_tokens", wrong)
-    code = main(["generate", "--max-new-tokens", "4", "--check", "--temperature", "9"])
+    code = main(["generate", "--max-new-tokens", "4", "--check", "--temperature", "2"])
     assert code == 1
     assert "--check: token" in capsys.readouterr().err
 
 
 def test_temperature_alone_samples_and_top_k_zero_is_off() -> None:
     greedy = run("--max-new-tokens", "12")
-    hot = run("--max-new-tokens", "12", "--temperature", "5")
-    off = run("--max-new-tokens", "12", "--temperature", "5", "--top-k", "0")
+    hot = run("--max-new-tokens", "12", "--temperature", "2")
+    off = run("--max-new-tokens", "12", "--temperature", "2", "--top-k", "0")
     for done in (greedy, hot, off):
         assert done.returncode == 0, done.stderr
     assert hot.stdout != greedy.stdout  # it sampled (top-k 1 would not)
@@ -124,7 +124,7 @@ def test_the_seed_changes_sampling_not_the_embedded_weights() -> None:
     assert first.returncode == second.returncode == 0
     assert first.stdout == second.stdout  # greedy: the same model either way
     hot = [
-        run("--max-new-tokens", "8", "--temperature", "5", "--seed", s) for s in "05"
+        run("--max-new-tokens", "8", "--temperature", "2", "--seed", s) for s in "05"
     ]
     assert hot[0].stdout != hot[1].stdout
 
@@ -244,7 +244,10 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         (["--top-p", "0"], "--top-p is a number in (0, 1] (1 is off), got 0.0"),
         (["--top-p", "1.5"], "--top-p is a number in (0, 1] (1 is off), got 1.5"),
         (["--temperature", "-1"], "--temperature is a number >= 0"),
+        (["--temperature", "2.5"], "--temperature is at most 2 (the server's bound"),
         (["--temperature", "nan"], "--temperature is a number >= 0"),
+        (["--temperature", "1e-300"], "--temperature is 0 (greedy) or at least"),
+        (["--top-p", "1e-300"], "--top-p is a number in (0, 1] (1 is off), got 1e-300"),
         (["--seed", "-1"], "--seed is an integer in 0..536870912, got -1"),
         (["--seed", "3000000000"], "--seed is an integer in 0..536870912"),
         (["--prompt", "caf\udce9"], "--prompt is not valid UTF-8 text (byte e9"),
@@ -522,3 +525,24 @@ def test_a_missing_optional_package_is_an_error_message(monkeypatch, capsys) -> 
     err = capsys.readouterr().err
     assert "iron-lm: error: reading GGUF files needs gguf" in err
     assert "Traceback" not in err
+
+
+def test_a_killed_runs_temporary_model_is_removed_at_the_next_start(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from iron.lm.options import TINY_PREFIX, clean_stale_scratch
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"{TINY_PREFIX}{gone.pid}-abc"
+    (stale / "tiny").mkdir(parents=True)
+    live = tmp_path / f"{TINY_PREFIX}{os.getppid()}-def"  # a process still running
+    live.mkdir()
+    mine = tmp_path / f"{TINY_PREFIX}{os.getpid()}-ghi"
+    mine.mkdir()
+    other = tmp_path / "iron-tinyish"
+    other.mkdir()
+    assert clean_stale_scratch(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and mine.exists() and other.exists()

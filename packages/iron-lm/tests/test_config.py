@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from iron.lm.config import ConfigError, LlamaConfig, RopeScaling, UnsupportedModelError
+from iron.lm.config import (
+    LIMITS,
+    ConfigError,
+    LlamaConfig,
+    RopeScaling,
+    UnsupportedModelError,
+)
 
 # The config.json of meta-llama/Llama-3.2-1B-Instruct (values as published).
 LLAMA_32_1B_INSTRUCT = {
@@ -335,3 +341,20 @@ def test_booleans_are_json_booleans(field, value) -> None:
 def test_a_boolean_given_directly_is_checked() -> None:
     with pytest.raises(ConfigError, match="tie_word_embeddings"):
         LlamaConfig.tiny(tie_word_embeddings="false")
+
+
+@pytest.mark.parametrize("field", sorted(LIMITS))
+@pytest.mark.parametrize("over", [1, 10**9])
+def test_an_absurd_count_is_refused_before_anything_is_sized(field, over) -> None:
+    import time
+
+    value = LIMITS[field] + 1 if over == 1 else max(over, LIMITS[field] + 1)
+    changes = {field: value}
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=f"'{field}' is {value}, over the"):
+        LlamaConfig.from_dict(with_(LLAMA_32_1B_INSTRUCT, **changes))
+    assert time.monotonic() - start < 0.1
+    at_limit = {k: LIMITS[field] for k in changes}
+    if field in ("num_attention_heads", "num_key_value_heads", "head_dim"):
+        return  # their limits need the others to match; the refusal is the point
+    LlamaConfig.from_dict(with_(LLAMA_32_1B_INSTRUCT, **at_limit))

@@ -43,6 +43,7 @@ TIMEOUT_S = 60
 #: repeat a prompt's last token, so these lead to different answers.
 WORDS = "apple river stone cloud tiger lemon piano rocket glass maple orbit quartz velvet desert harbor jungle"
 PROMPTS = [f"Prompt {i} is about {word}" for i, word in enumerate(WORDS.split())]
+JSON = {"Content-Type": "application/json"}
 
 
 def _free_port() -> int:
@@ -508,7 +509,10 @@ def test_a_chunked_body_over_the_limit_is_413(server):
             yield b"x" * 65536  # 2.5 MiB, no Content-Length
 
     response = httpx.post(
-        f"{server.url}/v1/completions", content=chunks(), timeout=TIMEOUT_S
+        f"{server.url}/v1/completions",
+        content=chunks(),
+        headers=JSON,
+        timeout=TIMEOUT_S,
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
@@ -546,7 +550,10 @@ LONG = "the NPU " * 400  # far over the context
 @pytest.mark.parametrize(
     ("settings", "status", "param"),
     [
-        ({"model": "gpt-4o"}, 404, "model"),
+        ({"model": 3}, 400, "model"),
+        ({"extra_body": {"min_p": 0.05}}, 400, "min_p"),
+        ({"extra_body": {"repeat_penalty": 1.1}}, 400, "repeat_penalty"),
+        ({"presence_penalty": 0.5}, 400, "presence_penalty"),
         ({"prompt": LONG}, 400, "prompt"),
         ({"max_tokens": 0}, 400, "max_tokens"),
         ({"temperature": 3}, 400, "temperature"),
@@ -616,12 +623,276 @@ def test_a_malformed_request_gets_its_error_object(
     server, method, path, content, status, code
 ):
     response = httpx.request(
-        method, f"{server.url}{path}", content=content, timeout=TIMEOUT_S
+        method, f"{server.url}{path}", content=content, headers=JSON, timeout=TIMEOUT_S
     )
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == code and error["message"]
     assert server.health()["status"] == "ok"  # and it still serves
+
+
+# -- browsers, and callers kept apart -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("localhost", 200),
+        ("localhost:{port}", 200),
+        ("127.0.0.1:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("LocalHost", 200),
+        ("attacker.example", 403),  # a DNS-rebound page names its own site
+        ("attacker.example:{port}", 403),
+        ("localhost.attacker.example", 403),
+        ("127.0.0.1.nip.io", 403),
+    ],
+)
+def test_a_loopback_server_answers_only_loopback_host_names(server, host, status):
+    headers = {"Host": host.format(port=server.port)}
+    for method, path in [("GET", "/health"), ("POST", "/v1/completions")]:
+        body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+        response = httpx.request(
+            method, f"{server.url}{path}", json=body, headers=headers, timeout=TIMEOUT_S
+        )
+        assert response.status_code == status, (method, response.text)
+        if status == 403:
+            error = response.json()["error"]
+            assert error["param"] == "Host" and error["code"] == "host_not_allowed"
+            assert "--allowed-hosts" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"],
+)
+def test_a_post_body_must_say_it_is_json(server, kind):
+    """The content types a web page may send cross-site without a preflight."""
+    body = json.dumps({"model": MODEL, "prompt": "x", "max_tokens": 1}).encode()
+    headers = {} if kind is None else {"Content-Type": kind}
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=body, headers=headers, timeout=60
+    )
+    assert response.status_code == 415
+    error = response.json()["error"]
+    assert error["param"] == "Content-Type" and "application/json" in error["message"]
+    typed = {"Content-Type": "application/json; charset=utf-8"}
+    response = httpx.post(
+        f"{server.url}/v1/completions", content=body, headers=typed, timeout=60
+    )
+    assert response.status_code == 200
+
+
+def test_cors_is_off_by_default(server):
+    origin = {"Origin": "https://attacker.example"}
+    preflight = httpx.options(
+        f"{server.url}/v1/completions",
+        headers={**origin, "Access-Control-Request-Method": "POST"},
+        timeout=TIMEOUT_S,
+    )
+    assert preflight.status_code == 405
+    assert "access-control-allow-origin" not in preflight.headers
+    answer = httpx.get(f"{server.url}/v1/models", headers=origin, timeout=TIMEOUT_S)
+    assert answer.status_code == 200
+    assert "access-control-allow-origin" not in answer.headers
+
+
+@pytest.fixture(scope="module")
+def opened() -> Iterator[Server]:
+    """A server reached by another name, for one web page's origin."""
+    hosts = ("--allowed-hosts", "npu.example", "127.0.0.1")  # the tests' own
+    with serving(*hosts, "--cors-origins", "http://app.example") as s:
+        yield s
+
+
+def test_cors_origins_and_allowed_hosts_open_what_they_name(opened):
+    named = {"Host": f"npu.example:{opened.port}"}
+    ask = {"Access-Control-Request-Method": "POST"}
+    url = f"{opened.url}/v1/completions"
+    good = httpx.options(
+        url, headers={**named, **ask, "Origin": "http://app.example"}, timeout=60
+    )
+    assert good.status_code == 200
+    assert good.headers["access-control-allow-origin"] == "http://app.example"
+    other = httpx.options(
+        url, headers={**named, **ask, "Origin": "http://attacker.example"}, timeout=60
+    )
+    assert "access-control-allow-origin" not in other.headers
+    assert other.status_code == 400
+    assert other.json()["error"]["param"] == "Origin"
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+    answer = httpx.post(
+        url, json=body, headers={**named, "Origin": "http://app.example"}, timeout=60
+    )
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == "http://app.example"
+    # the names given replace the loopback's
+    local = {"Host": f"localhost:{opened.port}"}
+    assert httpx.get(f"{opened.url}/health", headers=local).status_code == 403
+
+
+def test_the_prefix_cache_is_shared_only_by_the_same_caller(server):
+    prompt = "Tell me everything about " + "the secret plan " * 6
+
+    def cached(key: str, **extra) -> int:
+        answer = server.client(key).completions.create(
+            model=MODEL, prompt=prompt, max_tokens=1, **extra
+        )
+        return answer.usage.prompt_tokens_details.cached_tokens
+
+    cached("alice")
+    assert cached("alice") > 0  # the same caller reuses its prefix
+    assert cached("bob") == 0  # another key learns nothing of alice's prompt
+    assert cached("bob") > 0
+    assert cached("bob", user="carol") == 0  # nor another user under one key
+    assert cached("bob", user="carol") > 0
+    assert cached("alice") == 0
+
+
+def test_any_model_name_is_answered_by_the_served_model(server, reference):
+    answer = server.client().completions.create(
+        model="Llama-3.2-1B-Instruct", prompt="The NPU", max_tokens=4
+    )
+    assert answer.model == MODEL  # says which model answered
+    assert answer.choices[0].text == expected(reference, "The NPU", 4)[0]
+
+
+SERVING = Path(__file__).resolve().parents[3] / "docs" / "guide" / "serving.md"
+
+
+def _fenced(section: str, language: str) -> list[str]:
+    """The ``language`` blocks of serving.md's ``## section``."""
+    text = SERVING.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [b.split("\n```", 1)[0] for b in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_serving_pages_examples_work_against_the_default_server(server):
+    """Its curl and openai examples, as written, against a default server
+    (only the port is this test's)."""
+    here = f"http://127.0.0.1:{server.port}"
+    for block in _fenced("With curl", "sh"):
+        script = block.replace("http://127.0.0.1:8000", here)
+        done = subprocess.run(
+            ["sh", "-e", "-c", script.replace("curl ", "curl -sf ")],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S * 2,
+        )
+        assert done.returncode == 0, done.stderr
+        assert '"model":"iron-tiny"' in done.stdout.replace(" ", "")
+        assert done.stdout.rstrip().endswith("data: [DONE]")
+    (python,) = _fenced("With the openai client", "python")
+    printed = subprocess.run(
+        [sys.executable, "-c", python.replace("http://127.0.0.1:8000", here)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert "CompletionUsage" in printed.stdout
+
+
+def test_a_slow_template_does_not_hold_the_event_loop(tmp_path: Path):
+    """Rendering runs on the prompt thread, and stops at the template's bound;
+    /health answers meanwhile."""
+    from iron.lm.tokenizer import TEMPLATE_SECONDS
+
+    directory = tiny.write_checkpoint(tmp_path / "slow")
+    config = directory / "tokenizer_config.json"
+    settings = json.loads(config.read_text())
+    settings["chat_template"] = (
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+    )
+    config.write_text(json.dumps(settings))
+    with serving("--checkpoint", str(directory), "--model-name", MODEL) as server:
+        answers: list[httpx.Response] = []
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        thread = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    f"{server.url}/v1/chat/completions", json=chat, timeout=TIMEOUT_S
+                )
+            )
+        )
+        start = time.monotonic()
+        thread.start()
+        time.sleep(0.3)  # rendering
+        health = httpx.get(f"{server.url}/health", timeout=TIMEOUT_S)
+        assert health.status_code == 200
+        assert time.monotonic() - start < TEMPLATE_SECONDS / 2  # not held
+        plain = server.client().completions.create(
+            model=MODEL, prompt="The NPU", max_tokens=2
+        )
+        assert plain.usage.completion_tokens == 2
+        thread.join(TIMEOUT_S)
+        assert time.monotonic() - start < TEMPLATE_SECONDS + 3
+        (answer,) = answers
+        assert answer.status_code == 400
+        assert answer.json()["error"]["param"] == "messages"
+        assert "stopped" in answer.json()["error"]["message"]
+
+
+# -- slow and idle connections ---------------------------------------------------------
+
+
+def _closed_after(sock: socket.socket, limit: float) -> tuple[float, bytes]:
+    """Seconds until the server closes ``sock`` (reading what it sent)."""
+    start = time.monotonic()
+    sock.settimeout(limit)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return time.monotonic() - start, got
+
+
+def test_slow_and_idle_connections_are_closed_within_their_bounds(server):
+    from iron.lm.serve._http import HEADER_SECONDS
+    from iron.lm.serve.app import BODY_SECONDS
+
+    address = ("127.0.0.1", server.port)
+    with (
+        socket.create_connection(address) as idle,
+        socket.create_connection(address) as loris,
+        socket.create_connection(address) as slow_body,
+    ):
+        loris.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        slow_body.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
+        start = time.monotonic()
+        threading.Timer(3, loris.sendall, (b"X-Slow: 1\r\n",)).start()  # trickles
+        for sock in (idle, loris):
+            waited, _ = _closed_after(sock, HEADER_SECONDS + 10)
+            assert time.monotonic() - start < HEADER_SECONDS + 3
+        waited, answer = _closed_after(slow_body, BODY_SECONDS + 10)
+        assert BODY_SECONDS - 1 < time.monotonic() - start < BODY_SECONDS + 5
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert server.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+        + b"x" * 40000
+        + b"\r\n\r\n",
+        b"NOT HTTP AT ALL\r\n\r\n",
+    ],
+    ids=["oversized", "malformed"],
+)
+def test_a_bad_request_head_gets_a_json_400(server, head):
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        for start in range(0, len(head), 4096):  # as a slow client sends it
+            with contextlib.suppress(OSError):  # the server may be done
+                sock.sendall(head[start : start + 4096])
+            time.sleep(0.01)
+        _, answer = _closed_after(sock, TIMEOUT_S)
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400")
+    assert json.loads(body)["error"]["code"] == "invalid_http"
 
 
 # -- the API key, the queue's bound, SIGTERM -----------------------------------------
@@ -691,6 +962,46 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
         server.stop()
 
 
+def test_a_forced_stop_answers_what_it_cuts_with_json():
+    """A second Ctrl-C cuts the requests in flight: one waiting gets a JSON
+    503 (uvicorn's own answer was a plain-text 500)."""
+    server = Server()
+    answers: dict[str, httpx.Response | list[str]] = {}
+    body = {"model": MODEL, "prompt": "The NPU", "max_tokens": CONTEXT - ROWS - 8}
+
+    def waiting() -> None:
+        answers["plain"] = httpx.post(
+            f"{server.url}/v1/completions", json=body, timeout=TIMEOUT_S
+        )
+
+    try:
+        with httpx.stream(
+            "POST",
+            f"{server.url}/v1/completions",
+            json={**body, "stream": True},
+            timeout=TIMEOUT_S,
+        ) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")  # it holds the device
+            thread = threading.Thread(target=waiting)
+            thread.start()
+            time.sleep(0.3)  # the second request waits for the device
+            server.process.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            server.process.send_signal(signal.SIGINT)  # forced
+            rest = [line for line in lines if line]
+            thread.join(TIMEOUT_S)
+        # the stream ends: [DONE] if it finished, else the same error as an event
+        assert rest[-1] == "data: [DONE]" or "shutting_down" in rest[-1]
+        plain = answers["plain"]
+        assert isinstance(plain, httpx.Response)
+        assert plain.status_code == 503
+        assert plain.json()["error"]["code"] == "shutting_down"
+        server.process.wait(TIMEOUT_S)
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -700,6 +1011,8 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
         (("--rows", "0"), "--rows is a positive number of prompt tokens per chunk"),
         (("--temperature", "nan"), "--temperature is a number >= 0"),
         (("--api-key", ""), "--api-key must not be empty"),
+        (("--api-key", "clé"), "--api-key holds 'é', which an HTTP header cannot"),
+        (("--temperature", "5"), "--temperature is at most 2 (the server's bound"),
     ],
 )
 def test_bad_settings_are_usage_errors(args, message):
@@ -763,7 +1076,7 @@ def test_per_request_sampling_compiles_nothing(reference, monkeypatch):
     monkeypatch.setattr(Runtime, "compile", counted_compile)
     app = create_app(reference, model=MODEL)
     texts = []
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         for s in (
             {},
             {"temperature": 0.7, "seed": 1},
@@ -777,3 +1090,30 @@ def test_per_request_sampling_compiles_nothing(reference, monkeypatch):
             texts.append(response.json()["choices"][0]["text"])
     assert built == []
     assert texts[0] == texts[-1] and len(set(texts)) >= 3
+
+
+def test_a_checkpoint_changed_on_disk_makes_the_server_unhealthy(tmp_path: Path):
+    """Health tells the truth: 503 once the model can no longer answer."""
+    from starlette.testclient import TestClient
+
+    from iron.lm.serve.app import create_app
+
+    directory = tiny.write_checkpoint(tmp_path / "tiny")
+    decoder = Decoder.from_pretrained(
+        directory, device="npu2", context=CONTEXT, rows=ROWS, progress=False
+    ).compile()
+    body = {"model": MODEL, "prompt": "The NPU", "max_tokens": 2}
+    with TestClient(create_app(decoder, model=MODEL), base_url="http://localhost") as c:
+        assert c.get("/health").status_code == 200
+        assert c.post("/v1/completions", json=body).status_code == 200
+        shard = next(directory.glob("*.safetensors"))
+        with open(shard, "ab") as f:
+            f.write(b"\0" * 8)  # rewritten in place while served
+        health = c.get("/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "unavailable"
+        assert "changed on disk" in health.json()["error"]["message"]
+        answer = c.post("/v1/completions", json=body)
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "model_unavailable"
+        assert "retry-after" not in answer.headers  # restart, not retry

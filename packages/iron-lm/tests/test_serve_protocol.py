@@ -26,7 +26,7 @@ def parse(endpoint="completions", sampling=GREEDY, **fields):
         body.setdefault("prompt", "hi")
     else:
         body.setdefault("messages", [{"role": "user", "content": "hi"}])
-    return parse_request(endpoint, body, model="m", sampling=sampling)
+    return parse_request(endpoint, body, sampling=sampling)
 
 
 def refused(param: str, **fields) -> APIError:
@@ -137,14 +137,38 @@ def test_the_seed_is_given_or_drawn_within_its_limit():
     refused("seed", seed=1.5)
 
 
-def test_the_model_must_be_the_served_one():
-    with pytest.raises(APIError) as caught:
-        parse_request(
-            "completions", {"model": "x", "prompt": "hi"}, model="m", sampling=GREEDY
-        )
-    assert (caught.value.status, caught.value.code) == (404, "model_not_found")
-    with pytest.raises(APIError, match="'model' is required"):
-        parse_request("completions", {"prompt": "hi"}, model="m", sampling=GREEDY)
+def test_any_model_name_asks_for_the_served_one():
+    # one model per server: llama-server's answer; the response names it
+    assert parse(model="gpt-4o").prompt == "hi"
+    assert parse_request("completions", {"prompt": "hi"}, sampling=GREEDY).prompt
+    refused("model", model=3)
+
+
+def test_llama_cpp_sampling_fields_at_their_neutral_values():
+    neutral = {"min_p": 0, "repeat_penalty": 1.0, "presence_penalty": 0}
+    assert parse(**neutral, frequency_penalty=0, stop="x").stop == ("x",)
+    for field, value in [
+        ("min_p", 0.05),
+        ("repeat_penalty", 1.1),
+        ("presence_penalty", 0.5),
+        ("frequency_penalty", -0.5),
+    ]:
+        error = refused(field, **{field: value})
+        assert error.status == 400 and "on the device" in error.message
+
+
+def test_values_the_device_cannot_hold_are_the_requests_mistake():
+    # they reached the device's sampler and came back as 500s
+    assert "too small" in refused("temperature", temperature=1e-300).message
+    assert "float32" in refused("top_p", top_p=1e-300).message
+    assert parse(temperature=2.0**-63, top_p=1e-38).top_p == 1e-38
+
+
+def test_the_temperature_bound_is_the_clis():
+    from iron.lm.options import MAX_TEMPERATURE
+
+    assert parse(temperature=MAX_TEMPERATURE).temperature == MAX_TEMPERATURE
+    refused("temperature", temperature=MAX_TEMPERATURE + 0.01)
 
 
 def test_prompts_one_at_a_time():

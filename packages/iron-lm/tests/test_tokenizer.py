@@ -329,3 +329,43 @@ def test_token_bytes_of_sentencepiece_byte_fallback() -> None:
     assert [sp.token_bytes(i) for i in (1, 2, 3)] == [b"\xe2", b"\x9c", b"\x93"]
     assert sp.decode([1, 2, 3]) == "\u2713" and sp.decode([1]) == "\ufffd"
     assert sp.token_bytes(4) == b" a"  # no byte-level table: its decoded text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        # time: loops that print nothing, loops that print
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}"
+        "{% endfor %}",
+        "{% for i in range(99999) %}{% for j in range(99999) %}.{% endfor %}"
+        "{% endfor %}",
+        # size: one huge value, a doubling string, a big power
+        "{{ 'x' * 10**9 }}",
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}"
+        "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
+        "{{ 2 ** 99999999 }}",
+        "{{ 'x'.ljust(10**9) }}",
+        "{% for i in range(2000) %}{{ 'y' * 1000 }}{% endfor %}",
+    ],
+    ids=["silent-loop", "printing-loop", "repeat", "doubling", "power", "pad", "big"],
+)
+def test_a_hostile_template_is_stopped_within_its_bounds(tmp_path, template) -> None:
+    import time
+
+    from iron.lm.tokenizer import TEMPLATE_SECONDS
+
+    tok = Tokenizer.from_directory(copy_tiny(tmp_path, chat_template=template))
+    start = time.monotonic()
+    with pytest.raises(ChatTemplateError) as caught:
+        tok.apply_chat_template(MESSAGES)
+    assert time.monotonic() - start < TEMPLATE_SECONDS + 1.0
+    assert "stopped" in str(caught.value) or "too large" in str(caught.value)
+
+
+def test_a_bounded_template_still_renders_ranges(tmp_path) -> None:
+    template = (
+        "{% for i in range(3)|reverse %}{{ i }}{% endfor %}{{ range(4)|length }}"
+        "{{ range(10)[2] }}{{ 'ab' * 2 }}"
+    )
+    tok = Tokenizer.from_directory(copy_tiny(tmp_path, chat_template=template))
+    assert tok.apply_chat_template(MESSAGES) == "21042abab"

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "LlamaConfig", "RopeScaling", "UnsupportedModelError"]
+__all__ = [
+    "LIMITS",
+    "ConfigError",
+    "LlamaConfig",
+    "RopeScaling",
+    "UnsupportedModelError",
+]
 
 #: The vocabulary size of the tokenizer in ``iron/lm/data/tiny`` (checked by
 #: the package's tests against the shipped tokenizer.json).
@@ -45,6 +51,22 @@ class ConfigError(ValueError):
 class UnsupportedModelError(ConfigError):
     """A valid Hugging Face config of a model or setting IRON's Llama does not
     run (another architecture, a rotary scaling type, biased projections...)."""
+
+
+#: The largest count each field may hold: several times the largest Llama
+#: published (405B: 126 layers, width 16384, 53248, 128 heads; a 256k
+#: vocabulary; 1M positions), and small enough that a hostile config is
+#: refused here, before anything is sized from it.
+LIMITS = {
+    "hidden_size": 1 << 16,
+    "intermediate_size": 1 << 18,
+    "num_attention_heads": 1 << 10,
+    "num_key_value_heads": 1 << 10,
+    "head_dim": 1 << 10,
+    "num_hidden_layers": 1 << 10,
+    "vocab_size": 1 << 22,
+    "max_position_embeddings": 1 << 24,
+}
 
 
 @dataclass(frozen=True)
@@ -140,6 +162,12 @@ class LlamaConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(
                     f"config field {name!r} must be a positive integer, got {value!r}"
+                )
+            if value > LIMITS[name]:
+                raise ConfigError(
+                    f"config field {name!r} is {value}, over the {LIMITS[name]} this "
+                    "library takes (iron.lm.config.LIMITS): the config is damaged, or "
+                    "the model is far beyond any Llama IRON runs"
                 )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError(

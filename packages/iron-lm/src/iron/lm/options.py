@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
+import struct
 import sys
 import tempfile
 import textwrap
@@ -30,12 +32,16 @@ __all__ = [
     "EXIT_INPUT",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "MAX_TEMPERATURE",
     "ROW_MULTIPLE",
     "SEED_LIMIT",
+    "TINY_PREFIX",
     "UsageError",
     "add_model_options",
     "check_model_options",
+    "clean_stale_scratch",
     "fail",
+    "float32_of",
     "open_decoder",
     "wrapped",
 ]
@@ -50,6 +56,16 @@ EXIT_INTERRUPTED = 130
 #: Seeds the commands take: a device word holds 30 bits and the draw at
 #: position ``p`` uses ``seed + p``, so half of that range is left for positions.
 SEED_LIMIT = 2**29
+
+
+def float32_of(value: float) -> float:
+    """``value`` as the device's float32 holds it (a tiny top_p is 0 there)."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+#: The highest sampling temperature the CLI and the server take (OpenAI's
+#: bound); past it the draw is near uniform over the top-k.
+MAX_TEMPERATURE = 2.0
 #: Prompt rows come in multiples of this: twice the 4 rows of the bf16
 #: matrix unit (mmul) on both devices, as GEMM requires (the graph's
 #: iron.lm.sizes.chunk_rows rounds --rows to it).
@@ -88,8 +104,8 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         type=float,
         default=0.0,
         metavar="T",
-        help="sampling temperature; 0 is greedy, any T > 0 samples "
-        "(default: %(default)s)",
+        help=f"sampling temperature in [0, {MAX_TEMPERATURE:g}]; 0 is greedy, "
+        "any T > 0 samples (default: %(default)s)",
     )
     parser.add_argument(
         "--top-k",
@@ -164,14 +180,24 @@ def check_model_options(args: argparse.Namespace) -> str:
     """
     from iron.core.device import as_device
     from iron.operators.attention import LANES
-    from iron.operators.sample import MAX_TOP_K
+    from iron.operators.sample import MAX_TOP_K, TEMPERATURE_RANGE
     from iron.runtime import default_device
 
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+    if not (math.isfinite(args.temperature) and 0 <= args.temperature):
         raise UsageError(
             f"--temperature is a number >= 0 (0 is greedy), got {args.temperature}"
         )
-    if not 0 < args.top_p <= 1:
+    if args.temperature > MAX_TEMPERATURE:
+        raise UsageError(
+            f"--temperature is at most {MAX_TEMPERATURE:g} (the server's bound too), "
+            f"got {args.temperature}"
+        )
+    if 0 < args.temperature < TEMPERATURE_RANGE[0]:
+        raise UsageError(
+            f"--temperature is 0 (greedy) or at least 2**-63 (the device's "
+            f"sampler holds no less), got {args.temperature}"
+        )
+    if not 0 < args.top_p <= 1 or float32_of(args.top_p) == 0:
         raise UsageError(f"--top-p is a number in (0, 1] (1 is off), got {args.top_p}")
     seed = getattr(args, "seed", 0)
     if not 0 <= seed <= SEED_LIMIT:
@@ -218,6 +244,36 @@ def wrapped(text: str, indent: str = "") -> str:
     )
 
 
+#: The embedded model's temporary folder: ``iron-tiny-<pid>-<random>``.
+TINY_PREFIX = "iron-tiny-"
+
+
+def clean_stale_scratch(where: str | Path | None = None) -> list[Path]:
+    """Remove the embedded model's temporary folders whose process is gone.
+
+    A process killed outright (``kill -9``) leaves its folder behind; each
+    folder names its process, so only the dead ones' are removed.
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for folder in Path(where or tempfile.gettempdir()).glob(f"{TINY_PREFIX}*-*"):
+        pid = folder.name[len(TINY_PREFIX) :].partition("-")[0]
+        if not pid.isdigit() or not folder.is_dir() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal: then alive too)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 @contextmanager
 def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
     """The decoder of ``--checkpoint`` (or of the embedded tiny Llama, written
@@ -226,7 +282,9 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
     from iron.lm import tiny
     from iron.lm.generate import Decoder
 
-    with tempfile.TemporaryDirectory(prefix="iron-tiny-") as scratch:
+    clean_stale_scratch()
+    prefix = f"{TINY_PREFIX}{os.getpid()}-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
         directory = args.checkpoint
         if directory is None:
             print(wrapped(tiny.NOTICE), file=sys.stderr)

@@ -1,11 +1,19 @@
 """The HTTP side: a Starlette app speaking OpenAI's API for one decoder.
 
-Routes: ``GET /health``, ``GET /v1/models`` (and ``/v1/models/{id}``),
-``POST /v1/completions``, ``POST /v1/chat/completions``. Every error is
-OpenAI's error object with its status: 401 (a wrong or missing bearer token
-when the server has an API key), 404 (an unknown model or path), 405, 413 (a
-body over the limit), 400 (anything else wrong with a request, named) and
-503 with ``Retry-After`` (the queue is full). Streams are server-sent events
+Routes: ``GET /health`` (503 once the model can no longer answer),
+``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
+``POST /v1/chat/completions``; a request may name any model (one is
+served). Every error is OpenAI's error object with its status: 401 (a
+wrong or missing bearer token when the server has an API key), 403 (a
+``Host`` header the server does not answer: by default only the
+loopback's names, against DNS rebinding), 404 (an unknown path), 405, 408
+(a body slower than ``BODY_SECONDS``), 413 (a body over the limit), 415 (a
+POST body not sent as ``Content-Type: application/json``), 400 (anything
+else wrong with a request, named) and 503 (the queue is full, with
+``Retry-After``; the server is stopping; the model's checkpoint changed on
+disk). Cross-origin (CORS) headers are sent only for the origins the
+server is given. The prefix cache is reused only by the caller that wrote
+it. Streams are server-sent events
 of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
 its generation at the next token. A request that asks for log-probabilities
 gets them for the tokens whose text it is sent (a streamed chunk carries
@@ -16,18 +24,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from iron.lm.checkpoint import CheckpointChangedError
 from iron.lm.serve.logprobs import (
     Scored,
     Scorer,
@@ -52,16 +66,116 @@ from iron.operators.sample import MAX_TOP_K
 if TYPE_CHECKING:
     from iron.lm.generate import Decoder
 
-__all__ = ["create_app"]
+__all__ = ["LOOPBACK_HOSTS", "create_app"]
 
 logger = logging.getLogger("iron.lm.serve")
 
 #: How often a waiting non-streamed request checks that its client is there.
 POLL_S = 0.25
+#: Seconds a request body may take to arrive once its head has (else 408).
+BODY_SECONDS = 20.0
+#: The ``Host`` names a loopback server answers (with any port, or none).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 def _error(error: APIError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _host_name(host: str) -> str:
+    """``host`` without its port, lower-cased: ``[::1]:8000`` -> ``[::1]``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.partition(":")[0]
+
+
+class _AllowedHosts:
+    """Answers 403 to a request whose ``Host`` names none of ``hosts``.
+
+    A page on another site that rebinds its own name to 127.0.0.1 (DNS
+    rebinding) reaches the loopback with its own name in ``Host``; only a
+    request meant for this machine names it by a loopback name.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Collection[str]) -> None:
+        self.app = app
+        self.hosts = {_host_name(h) for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "*" not in self.hosts:
+            given = ""
+            for name, value in scope["headers"]:
+                if name == b"host":
+                    given = value.decode("latin-1")
+                    break
+            if _host_name(given) not in self.hosts:
+                error = APIError(
+                    f"the Host header {given!r} names no host this server answers "
+                    f"({', '.join(sorted(self.hosts))}); a server meant to be "
+                    "reached by another name is started with --allowed-hosts NAME",
+                    status=403,
+                    param="Host",
+                    code="host_not_allowed",
+                )
+                await _error(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _AnswerWhenCancelled:
+    """Ends a request cancelled by the server's shutdown with a JSON error.
+
+    uvicorn cancels what runs at its shutdown deadline, or at a second
+    Ctrl-C, and answers a cancelled request a plain-text 500; this answers
+    503 ``shutting_down`` instead (or, in a stream already going, that
+    error as its last event).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started: dict[str, Any] = {}
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                started.update(message)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                if not started:
+                    await _error(_stopping())(scope, receive, send)
+                elif (b"content-type", b"text/event-stream") in [
+                    (k.lower(), v.split(b";")[0]) for k, v in started["headers"]
+                ]:
+                    body = _sse(_stopping().body()).encode()
+                    await send({"type": "http.response.body", "body": body})
+            raise
+
+
+class _CORS(CORSMiddleware):
+    """Starlette's CORS, refusing a preflight with a JSON error."""
+
+    def preflight_response(self, request_headers: Any) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        error = APIError(
+            f"a cross-origin request refused ({bytes(response.body).decode()}); "
+            "the server takes requests from the pages of --cors-origins only",
+            status=response.status_code,
+            param="Origin",
+            code="cors_refused",
+        )
+        return _error(error)
 
 
 def _sse(data: dict[str, Any]) -> str:
@@ -96,6 +210,14 @@ class _Server:
         self.eos = {*decoder.config.eos_token_ids, *self.tokenizer.eos_ids}
         self.prompt_limit = decoder.graph.context - decoder.graph.rows
         self.worker: Worker | None = None
+        #: Whose prompt the decoder's KV cache holds (see :meth:`caller`).
+        self.cache_owner: str | None = None
+        #: Why the model can no longer answer (its checkpoint changed on disk).
+        self.broken: str | None = None
+        #: Prompts are rendered and tokenized on one thread of their own, off
+        #: the event loop, at most max_queue + 1 waiting for it.
+        self.prep = ThreadPoolExecutor(1, thread_name_prefix="iron-lm-prompt")
+        self.preparing = 0
 
     # -- requests ---------------------------------------------------------------
 
@@ -114,7 +236,38 @@ class _Server:
                 code="invalid_api_key",
             )
 
+    def unavailable(self) -> str | None:
+        """Why the model cannot answer any more, or None: a checkpoint shard
+        that changed on disk (a stat per shard) stays fatal until restart."""
+        checkpoint = getattr(self.decoder.graph, "checkpoint", None)
+        if self.broken is None and checkpoint is not None:
+            try:
+                checkpoint.verify()
+            except CheckpointChangedError as e:
+                self.broken = str(e)
+        return self.broken
+
+    def caller(self, request: HTTPRequest, req: Request) -> str:
+        """Who ``req`` is, for the prefix cache: its bearer token and its
+        ``user`` field. A request reuses the cache only when the one before
+        it was the same caller's, so ``cached_tokens`` (and the time to the
+        first token) never tell one caller about another's prompt."""
+        token = request.headers.get("authorization", "")
+        digest = hashlib.sha256(token.encode("latin-1", "replace")).hexdigest()
+        return json.dumps([digest, req.user])
+
     async def body(self, request: HTTPRequest) -> Any:
+        kind = request.headers.get("content-type")
+        if kind is None or kind.partition(";")[0].strip().lower() != "application/json":
+            # A browser sends text/plain and form types cross-site with no
+            # preflight; JSON alone needs one, which CORS then governs.
+            raise APIError(
+                f"the request's Content-Type is {kind!r}; a POST body is JSON "
+                "sent with the header 'Content-Type: application/json'",
+                status=415,
+                param="Content-Type",
+                code="unsupported_media_type",
+            )
         too_big = APIError(
             f"the request body is over the server's limit of {self.max_body_bytes} "
             "bytes (--max-body-bytes)",
@@ -126,16 +279,35 @@ class _Server:
             if int(declared) > self.max_body_bytes:
                 raise too_big
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > self.max_body_bytes:
-                raise too_big
         try:
-            return json.loads(data)
+            async with asyncio.timeout(BODY_SECONDS):
+                async for chunk in request.stream():
+                    data += chunk
+                    if len(data) > self.max_body_bytes:
+                        raise too_big
+        except TimeoutError:
+            raise APIError(
+                f"the request body did not arrive within {BODY_SECONDS:g} s "
+                f"({len(data)} bytes came); send it whole",
+                status=408,
+                code="request_timeout",
+            ) from None
+        try:
+            parsed = json.loads(data)
+            # JSON may escape a lone surrogate ("\ud800"), which is no text
+            json.dumps(parsed, ensure_ascii=False).encode()
+        except UnicodeEncodeError as e:
+            raise APIError(
+                "the request body escapes a lone UTF-16 surrogate "
+                f"({e.object[e.start : e.end]!r}), which is not text: send "
+                "Unicode characters (or their surrogate pairs)",
+                code="invalid_json",
+            ) from None
         except (ValueError, UnicodeDecodeError) as e:
             raise APIError(
                 f"the request body is not valid JSON: {e}", code="invalid_json"
             ) from None
+        return parsed
 
     def prompt_ids(self, req: Request) -> list[int]:
         if req.messages is not None:
@@ -167,7 +339,7 @@ class _Server:
             )
         return ids
 
-    def job(self, req: Request, ids: list[int]) -> Job:
+    def job(self, req: Request, ids: list[int], caller: str) -> Job:
         """The work of ``req`` on the worker thread, reporting as it goes.
 
         It puts ``("text", piece)`` for each piece of text, preceded (when
@@ -180,6 +352,10 @@ class _Server:
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
 
         def run(job: Job) -> None:
+            # jobs run one at a time on the worker thread: this is the order
+            # the cache is written in
+            mine = self.cache_owner == caller
+            self.cache_owner = caller
             scoring: dict[str, Any] = {}
             if scorer is not None:  # each step's logits, read on the host loop
                 scoring = {"on_logits": scorer.logits, "device_loop": False}
@@ -192,7 +368,7 @@ class _Server:
                 top_k=req.top_k,
                 top_p=req.top_p,
                 stop=sorted(eos),
-                reuse_cache=True,  # only this thread runs the decoder
+                reuse_cache=mine,  # only this thread runs the decoder
                 **scoring,
             )
             scored: list[Scored] = []  # scored tokens whose text is not yet sent
@@ -239,6 +415,24 @@ class _Server:
 
         return Job(run, asyncio.get_running_loop())
 
+    async def prepare(self, req: Request) -> list[int]:
+        """:meth:`prompt_ids` on the prompt thread: a slow template or a long
+        prompt holds neither the event loop nor, past the bound, memory."""
+        if self.preparing > self.max_queue:
+            raise APIError(
+                f"{self.preparing} prompts wait to be tokenized, the most this "
+                f"server holds (--max-queue {self.max_queue}); retry shortly",
+                status=503,
+                code="queue_full",
+                kind="server_error",
+            )
+        self.preparing += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.prep, self.prompt_ids, req)
+        finally:
+            self.preparing -= 1
+
     def submit(self, job: Job) -> None:
         assert self.worker is not None
         try:
@@ -267,10 +461,13 @@ class _Server:
 
     async def answer(self, request: HTTPRequest, endpoint: str) -> Response:
         self.authorize(request)
+        why = self.unavailable()
+        if why is not None:
+            raise _unavailable(why)
         body = await self.body(request)
-        req = parse_request(endpoint, body, model=self.model, sampling=self.sampling)
-        ids = self.prompt_ids(req)
-        job = self.job(req, ids)
+        req = parse_request(endpoint, body, sampling=self.sampling)
+        ids = await self.prepare(req)
+        job = self.job(req, ids, self.caller(request, req))
         self.submit(job)
         rid, created = new_id(endpoint), now()
         if req.stream:
@@ -387,7 +584,18 @@ class _Server:
             job.cancel()  # the client went away, or it is done: a no-op then
 
 
+def _unavailable(why: str) -> APIError:
+    return APIError(
+        f"the model can no longer answer: {why}; restart the server",
+        status=503,
+        code="model_unavailable",
+        kind="server_error",
+    )
+
+
 def _internal(error: BaseException) -> APIError:
+    if isinstance(error, CheckpointChangedError):  # not the request's fault
+        return _unavailable(str(error))
     if isinstance(error, ValueError):  # the decoder refused the request
         return APIError(str(error))
     return APIError(
@@ -420,6 +628,8 @@ def create_app(
     api_key: str | None = None,
     max_queue: int = 64,
     max_body_bytes: int = 1 << 20,
+    allowed_hosts: Collection[str] = LOOPBACK_HOSTS,
+    cors_origins: Sequence[str] = (),
 ) -> Starlette:
     """The ASGI app serving ``decoder`` (compiled, with a tokenizer) as ``model``.
 
@@ -437,6 +647,11 @@ def create_app(
             ``Authorization: Bearer <api_key>``.
         max_queue: Requests that may wait for the device; past it, 503.
         max_body_bytes: The largest request body; past it, 413.
+        allowed_hosts: The ``Host`` header values (names, with any port)
+            the app answers; others get 403. ``"*"`` answers any.
+        cors_origins: The origins a browser page may call the app from
+            (Starlette's ``CORSMiddleware`` for exactly these); none: no
+            CORS headers, so browsers keep other sites' pages out.
 
     Raises:
         ValueError: ``decoder`` has no tokenizer.
@@ -460,14 +675,17 @@ def create_app(
     async def health(request: HTTPRequest) -> Response:
         worker = server.worker
         assert worker is not None
+        why = server.unavailable()
         return JSONResponse(
             {
-                "status": "ok",
+                "status": "ok" if why is None else "unavailable",
+                **({} if why is None else {"error": _unavailable(why).body()["error"]}),
                 "model": model,
                 "waiting": worker.waiting,
                 "done": worker.done,
                 "cancelled": worker.cancelled,
-            }
+            },
+            status_code=200 if why is None else 503,
         )
 
     def model_card() -> dict[str, Any]:
@@ -502,7 +720,11 @@ def create_app(
 
     async def on_api_error(request: HTTPRequest, error: Exception) -> Response:
         assert isinstance(error, APIError)
-        headers = {"Retry-After": "1"} if error.status == 503 else None
+        headers = {}
+        if error.status == 503 and error.code != "model_unavailable":
+            headers["Retry-After"] = "1"
+        if error.status in (408, 413):  # the body is left unread: end there
+            headers["Connection"] = "close"
         return _error(error, headers)
 
     async def on_http_error(request: HTTPRequest, error: Exception) -> Response:
@@ -522,8 +744,23 @@ def create_app(
             yield
         finally:
             server.worker.stop()
+            server.prep.shutdown(wait=False, cancel_futures=True)
 
+    middleware = [
+        Middleware(_AnswerWhenCancelled),
+        Middleware(_AllowedHosts, hosts=allowed_hosts),
+    ]
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                _CORS,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
     return Starlette(
+        middleware=middleware,
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),

@@ -35,6 +35,10 @@ logger = logging.getLogger("iron.lm.serve")
 API_KEY_VARIABLE = "IRON_LM_API_KEY"
 #: Seconds in-flight requests get to finish after SIGTERM.
 GRACE_S = 30
+#: Seconds a connection may stay idle between requests.
+KEEP_ALIVE_S = 5
+#: The most bytes a request's line and headers may take (else 400).
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -74,6 +78,22 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="the largest request body; larger gets 413 (default: %(default)s)",
     )
+    serve.add_argument(
+        "--allowed-hosts",
+        nargs="+",
+        default=None,
+        metavar="HOST",
+        help="the Host header names answered, with any port; '*' is any (default: "
+        "the loopback's names on a loopback --host, else any)",
+    )
+    serve.add_argument(
+        "--cors-origins",
+        nargs="+",
+        default=[],
+        metavar="ORIGIN",
+        help="origins whose web pages may call the server, e.g. "
+        "http://localhost:3000 (default: none)",
+    )
     return serve
 
 
@@ -86,6 +106,26 @@ def _check_server_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-queue is at least 0, got {args.max_queue}")
     if args.api_key is not None and not args.api_key:
         raise UsageError("--api-key must not be empty")
+    if args.api_key is not None and not all(" " < c <= "~" for c in args.api_key):
+        bad = next(c for c in args.api_key if not " " < c <= "~")
+        raise UsageError(
+            f"--api-key holds {bad!r}, which an HTTP header cannot carry as "
+            "itself: no client could ever send the key; use printable ASCII "
+            "without spaces"
+        )
+
+
+def allowed_hosts(host: str, given: list[str] | None) -> tuple[str, ...]:
+    """The Host names answered: ``given``, else the loopback's on a loopback
+    bind (with ``host`` itself), else any (``"*"``)."""
+    from iron.lm.serve.app import LOOPBACK_HOSTS
+
+    if given:
+        return tuple(given)
+    if _loopback(host):
+        bracketed = f"[{host}]" if ":" in host else host
+        return tuple(dict.fromkeys((*LOOPBACK_HOSTS, bracketed)))
+    return ("*",)
 
 
 def _loopback(host: str) -> bool:
@@ -107,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
+        from iron.lm.serve._http import HeaderTimeoutProtocol
         from iron.lm.serve.app import create_app
     except ImportError as e:
         return fail(
@@ -140,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             max_queue=args.max_queue,
             max_body_bytes=args.max_body_bytes,
+            allowed_hosts=allowed_hosts(args.host, args.allowed_hosts),
+            cors_origins=args.cors_origins,
         )
         config = uvicorn.Config(
             app,
@@ -148,6 +191,11 @@ def run(args: argparse.Namespace) -> int:
             log_level="info" if args.verbose else "warning",
             access_log=args.verbose,
             timeout_graceful_shutdown=GRACE_S,
+            # bounds on a connection: idle between requests, a request's
+            # head (HeaderTimeoutProtocol) and its size (h11's limit)
+            http=HeaderTimeoutProtocol,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
         server = uvicorn.Server(config)
         print(

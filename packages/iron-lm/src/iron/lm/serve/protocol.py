@@ -19,7 +19,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from iron.lm.options import MAX_TEMPERATURE, float32_of
 from iron.lm.serve.logprobs import MAX_CHAT_TOP, MAX_COMPLETION_TOP
+from iron.operators.sample import TEMPERATURE_RANGE
 
 __all__ = ["APIError", "Request", "Sampling", "parse_request"]
 
@@ -50,6 +52,8 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "best_of": (None, 1),
     "presence_penalty": (None, 0),
     "frequency_penalty": (None, 0),
+    "repeat_penalty": (None, 1),  # llama.cpp's and Ollama's
+    "min_p": (None, 0),  # llama.cpp's and Ollama's
     "logit_bias": (None, {}),
     "tools": (None, []),
     "tool_choice": (None, "none", "auto"),
@@ -66,14 +70,21 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "audio": (None,),
     "web_search_options": (None,),
 }
+_ON_DEVICE = (
+    "tokens are drawn on the device from the logits as computed, with "
+    "temperature, top_k and top_p only; penalties and min_p would change the "
+    "logits before the draw"
+)
 _WHY = {
     "top_logprobs": "/v1/completions lists the most likely tokens with "
     "'logprobs': N, N in [0, 5]",
     "echo": "the prompt is not echoed",
     "suffix": "insertion (a suffix) is not supported",
     "best_of": "one completion is generated per request",
-    "presence_penalty": "penalties are not applied",
-    "frequency_penalty": "penalties are not applied",
+    "presence_penalty": _ON_DEVICE,
+    "frequency_penalty": _ON_DEVICE,
+    "repeat_penalty": _ON_DEVICE,
+    "min_p": _ON_DEVICE,
     "logit_bias": "logit biases are not applied",
 }
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -162,6 +173,8 @@ class Request:
             generated token's position, with its own log-probability
             (completions' ``logprobs``, chat's ``top_logprobs`` once
             ``logprobs`` is true); None: no log-probabilities.
+        user: The caller's ``user`` field: the prefix cache is shared only
+            between requests with the same key and ``user``.
     """
 
     endpoint: str
@@ -176,6 +189,7 @@ class Request:
     stream: bool
     include_usage: bool
     logprobs: int | None = None
+    user: str | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -320,14 +334,11 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
-def parse_request(
-    endpoint: str, body: Any, *, model: str, sampling: Sampling
-) -> Request:
+def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
     """Check a request body for ``endpoint`` (``"completions"`` or ``"chat"``).
 
     Raises:
-        APIError: The first thing wrong with it, by field name: 404 for a
-            model this server does not serve, else 400.
+        APIError: The first thing wrong with it, by field name (400).
     """
     if not isinstance(body, dict):
         raise APIError("the request body must be a JSON object")
@@ -351,16 +362,10 @@ def parse_request(
             "completions; leave it out",
             "unknown_parameter",
         )
-    if body.get("model") is None:
-        raise _bad("model", "'model' is required: GET /v1/models lists it")
-    if body["model"] != model:
-        raise APIError(
-            f"the model {body['model']!r} does not exist here; this server serves "
-            f"{model!r} (GET /v1/models)",
-            status=404,
-            param="model",
-            code="model_not_found",
-        )
+    # One model per server: any name asks for it (as llama-server answers),
+    # and the response's 'model' says which it is.
+    if body.get("model") is not None and not isinstance(body["model"], str):
+        raise _bad("model", f"'model' must be text, got {body['model']!r}")
     n = body.get("n")
     if n is not None and not (_is_int(n) and n == 1):
         raise _bad(
@@ -380,13 +385,27 @@ def parse_request(
         max_tokens = _int_field(body, "max_tokens", 1)
         if max_tokens is None:
             max_tokens = 16  # OpenAI's default for completions
-    temperature = _number_field(body, "temperature", 0.0, 2.0)
+    temperature = _number_field(body, "temperature", 0.0, MAX_TEMPERATURE)
     top_p = _number_field(body, "top_p", 0.0, 1.0)
     if top_p == 0:
         raise _bad(
             "top_p",
             "'top_p' must be a number in (0, 1], got 0 (the probability mass a "
             "draw keeps; for the likeliest token alone send temperature 0)",
+        )
+    if temperature:
+        low, high = TEMPERATURE_RANGE
+        if not low <= temperature < high:
+            raise _bad(
+                "temperature",
+                f"'temperature' = {temperature!r} is too small for the device's "
+                f"sampler, which holds 0 (greedy) or [2**-63, {MAX_TEMPERATURE:g}]",
+            )
+    if top_p is not None and float32_of(top_p) == 0:
+        raise _bad(
+            "top_p",
+            f"'top_p' = {top_p!r} is 0 as the device's float32; send at least 1e-38, "
+            "or temperature 0 for the likeliest token alone",
         )
     top_k = _int_field(body, "top_k", 1, sampling.max_top_k)
     k = sampling.top_k if top_k is None else top_k
@@ -424,6 +443,7 @@ def parse_request(
         stream=bool(stream),
         include_usage=include_usage,
         logprobs=logprobs,
+        user=user,
     )
 
 
