@@ -199,3 +199,30 @@ def test_bad_draft_models_are_refused(decoder, other):
         decoder.generate(prompt, draft=other)
     with pytest.raises(TypeError, match="draft takes a Decoder or None"):
         decoder.generate(prompt, speculate=2, draft="small")
+
+
+@needs_jit
+def test_each_token_gets_its_own_logits_before_it(decoder):
+    """on_logits (the server's log-probabilities) sees, before each token, the
+    logits that token was drawn from: the same rows as without speculation."""
+    prompt = repetitive(20, seed=8)
+    events: list = []
+
+    def run(**kw) -> list:
+        events.clear()
+        tokens = []
+        for token in decoder.generate(
+            prompt,
+            max_new_tokens=16,
+            stop=[],
+            on_logits=lambda row: events.append(row.tobytes()),
+            **kw,
+        ):
+            tokens.append(token)
+            events.append(token)
+        return list(events)
+
+    plain = run()
+    fast = run(speculate=6)
+    assert decoder.stats.accepted_tokens > 0
+    assert fast == plain  # logits, token, logits, token, ...

@@ -795,16 +795,17 @@ class Decoder:
             draft = self._drafted(model, text, room) if room > 0 else []
             values = {**first, "token": token, "position": position, "n": 1}
             if not draft:  # nothing to verify: one decode step
-                out = [int(self._decode_step(values, on_logits)["token"])]
+                step, carry = self.decode(**values)
+                _check_finite(step, position + 1)
+                out, rows_of = [int(carry["token"])], [step]
             else:
                 fed = np.zeros(rows, np.int32)
                 fed[: len(draft) + 1] = [token, *draft]
                 logits, _ = self.prompt(fed, **{**values, "n": len(draft) + 1})
-                out = []
+                out, rows_of = [], []
                 for i in range(len(draft) + 1):
                     _check_finite(logits[i], position + i + 1)
-                    if on_logits is not None:
-                        on_logits(np.array(logits[i], np.float32))
+                    rows_of.append(logits[i])
                     out.append(
                         draw(logits[i], seed=seed + position + i + 1, **settings)
                     )
@@ -815,7 +816,9 @@ class Decoder:
                 self.stats.accepted_tokens += sum(
                     1 for kept, drafted in zip(out, draft) if kept == drafted
                 )
-            for token in out:
+            for token, row in zip(out, rows_of, strict=True):
+                if on_logits is not None:  # each token's own, before it
+                    on_logits(np.array(row, np.float32))
                 self._timed(made, started, first_done)
                 made += 1
                 text.append(token)
