@@ -1013,6 +1013,8 @@ def test_a_forced_stop_answers_what_it_cuts_with_json():
         (("--api-key", ""), "--api-key must not be empty"),
         (("--api-key", "clé"), "--api-key holds 'é', which an HTTP header cannot"),
         (("--temperature", "5"), "--temperature is at most 2 (the server's bound"),
+        (("--speculate", "16"), "--speculate is in [0, 15] with --rows 16"),
+        (("--speculate", "-1"), "--speculate is in [0, 15]"),
     ],
 )
 def test_bad_settings_are_usage_errors(args, message):

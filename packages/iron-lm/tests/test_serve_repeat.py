@@ -79,3 +79,37 @@ def test_a_request_repeated_in_any_order_gets_identical_text_and_logprobs(
         top_k=256 if settings else None,
     ).read()
     assert first[0] == text
+
+
+def test_a_speculating_request_gets_the_same_text_and_says_what_it_drafted(server):
+    client = server.client()
+    request = {
+        "model": MODEL,
+        "prompt": "one two three one two three one two three one two",
+        "max_tokens": 16,
+    }
+    plain = client.completions.create(**request)
+    fast = client.completions.create(**request, extra_body={"speculate": 6})
+    assert fast.choices[0].text == plain.choices[0].text
+    details = fast.usage.completion_tokens_details
+    assert details is not None
+    assert details.accepted_prediction_tokens > 0
+    assert details.rejected_prediction_tokens >= 0
+    assert plain.usage.completion_tokens_details is None  # it did not speculate
+    streamed = client.completions.create(
+        **request,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"speculate": 6},
+    )
+    chunks = list(streamed)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == (
+        plain.choices[0].text
+    )
+    assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens == (
+        details.accepted_prediction_tokens
+    )
+    with pytest.raises(Exception) as refused:
+        client.completions.create(**request, extra_body={"speculate": 99})
+    assert refused.value.status_code == 400
+    assert "speculate" in str(refused.value)

@@ -369,6 +369,7 @@ class _Server:
                 top_p=req.top_p,
                 stop=sorted(eos),
                 reuse_cache=mine,  # only this thread runs the decoder
+                speculate=req.speculate,
                 **scoring,
             )
             scored: list[Scored] = []  # scored tokens whose text is not yet sent
@@ -410,8 +411,21 @@ class _Server:
             else:
                 job.outcome = "done"
                 send_scored(len(stream.text))
-                cached = decoder.stats.cached_tokens
-                job.put("done", (stream.finish_reason, len(stream.token_ids), cached))
+                stats = decoder.stats
+                drafted = (
+                    (stats.drafted_tokens, stats.accepted_tokens)
+                    if req.speculate
+                    else None
+                )
+                job.put(
+                    "done",
+                    (
+                        stream.finish_reason,
+                        len(stream.token_ids),
+                        stats.cached_tokens,
+                        drafted,
+                    ),
+                )
 
         return Job(run, asyncio.get_running_loop())
 
@@ -508,7 +522,7 @@ class _Server:
                 elif kind == "logprobs":
                     scored += value
                 elif kind == "done":
-                    finish, completion, cached = value
+                    finish, completion, cached, drafted = value
                     text = "".join(pieces)
                     out = envelope(req.endpoint, rid, created, self.model, chunk=False)
                     logprobs = self.logprobs(req, ids, scored)
@@ -517,7 +531,7 @@ class _Server:
                             req.endpoint, text, finish, chunk=False, logprobs=logprobs
                         )
                     ]
-                    out["usage"] = usage(len(ids), completion, cached)
+                    out["usage"] = usage(len(ids), completion, cached, drafted)
                     return JSONResponse(out)
                 elif kind == "error":
                     return _failed(value)
@@ -565,12 +579,12 @@ class _Server:
                 elif kind == "logprobs":
                     scored += value
                 elif kind == "done":
-                    finish, completion, cached = value
+                    finish, completion, cached, drafted = value
                     yield chunk(None if endpoint == "chat" else "", finish)
                     if req.include_usage:
                         last = envelope(endpoint, rid, created, self.model, chunk=True)
                         last["choices"] = []
-                        last["usage"] = usage(len(ids), completion, cached)
+                        last["usage"] = usage(len(ids), completion, cached, drafted)
                         yield _sse(last)
                     yield "data: [DONE]\n\n"
                     return
@@ -630,6 +644,7 @@ def create_app(
     max_body_bytes: int = 1 << 20,
     allowed_hosts: Collection[str] = LOOPBACK_HOSTS,
     cors_origins: Sequence[str] = (),
+    speculate: int = 0,
 ) -> Starlette:
     """The ASGI app serving ``decoder`` (compiled, with a tokenizer) as ``model``.
 
@@ -652,11 +667,20 @@ def create_app(
         cors_origins: The origins a browser page may call the app from
             (Starlette's ``CORSMiddleware`` for exactly these); none: no
             CORS headers, so browsers keep other sites' pages out.
+        speculate: A request's ``speculate`` when it gives none: tokens
+            drafted per pass by prompt lookup (0 is off); a request may ask
+            up to the prompt chunk's rows less one.
 
     Raises:
-        ValueError: ``decoder`` has no tokenizer.
+        ValueError: ``decoder`` has no tokenizer, or ``speculate`` is
+            outside ``[0, rows - 1]``.
     """
     context = decoder.graph.context
+    if not 0 <= speculate <= decoder.graph.rows - 1:
+        raise ValueError(
+            f"speculate={speculate} is outside [0, {decoder.graph.rows - 1}] for "
+            f"prompt chunks of {decoder.graph.rows} rows"
+        )
     server = _Server(
         decoder,
         model=model,
@@ -666,6 +690,8 @@ def create_app(
             top_p,
             max_top_k=min(MAX_TOP_K, decoder.config.vocab_size),
             seed_limit=2**30 - 1 - context,
+            speculate=speculate,
+            max_speculate=decoder.graph.rows - 1,
         ),
         api_key=api_key,
         max_queue=max_queue,

@@ -87,6 +87,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "the loopback's names on a loopback --host, else any)",
     )
     serve.add_argument(
+        "--speculate",
+        type=int,
+        default=0,
+        metavar="K",
+        help="speculative decoding by prompt lookup for requests that do not "
+        "say ('speculate' in the body): up to K drafted tokens verified per "
+        "pass, the same text, faster where answers repeat their prompt; at most "
+        "--rows - 1 (default: 0, off)",
+    )
+    serve.add_argument(
         "--cors-origins",
         nargs="+",
         default=[],
@@ -104,6 +114,12 @@ def _check_server_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-body-bytes is at least 1, got {args.max_body_bytes}")
     if args.max_queue < 0:
         raise UsageError(f"--max-queue is at least 0, got {args.max_queue}")
+    if args.rows >= 1 and not 0 <= args.speculate < args.rows:
+        raise UsageError(
+            f"--speculate is in [0, {args.rows - 1}] with --rows {args.rows} (a "
+            f"chunk verifies the drafts and the token before them), got "
+            f"{args.speculate}"
+        )
     if args.api_key is not None and not args.api_key:
         raise UsageError("--api-key must not be empty")
     if args.api_key is not None and not all(" " < c <= "~" for c in args.api_key):
@@ -183,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes,
             allowed_hosts=allowed_hosts(args.host, args.allowed_hosts),
             cors_origins=args.cors_origins,
+            speculate=args.speculate,
         )
         config = uvicorn.Config(
             app,

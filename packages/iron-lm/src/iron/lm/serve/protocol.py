@@ -38,6 +38,7 @@ _COMMON = {
     "stream_options",
     "n",
     "user",
+    "speculate",
 }
 _READ = {
     "completions": _COMMON | {"prompt", "logprobs"},
@@ -144,6 +145,10 @@ class Sampling:
         top_p: The probability mass a draw keeps, in ``(0, 1]``.
         max_top_k: The most candidates the device's sampler holds.
         seed_limit: The largest seed a request may ask.
+        speculate: Tokens drafted per pass by prompt lookup when a request
+            gives no ``speculate`` (0 is off).
+        max_speculate: The most a request may ask (a prompt chunk's rows
+            less one).
     """
 
     temperature: float = 0.0
@@ -151,6 +156,8 @@ class Sampling:
     top_p: float = 1.0
     max_top_k: int = 256
     seed_limit: int = 2**30
+    speculate: int = 0
+    max_speculate: int = 15
 
 
 @dataclasses.dataclass
@@ -175,6 +182,9 @@ class Request:
             ``logprobs`` is true); None: no log-probabilities.
         user: The caller's ``user`` field: the prefix cache is shared only
             between requests with the same key and ``user``.
+        speculate: Tokens drafted per pass by prompt lookup and verified
+            (``Decoder.generate``'s ``speculate``; 0 is off): the same text,
+            faster where the answer repeats its prompt.
     """
 
     endpoint: str
@@ -190,6 +200,7 @@ class Request:
     include_usage: bool
     logprobs: int | None = None
     user: str | None = None
+    speculate: int = 0
 
 
 def _is_int(value: Any) -> bool:
@@ -425,6 +436,7 @@ def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
                 f"'stream_options' may hold only include_usage, got {options!r}",
             )
         include_usage = bool(options.get("include_usage"))
+    speculate = _int_field(body, "speculate", 0, sampling.max_speculate)
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise _bad("user", f"'user' must be text, got {user!r}")
@@ -444,6 +456,7 @@ def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
         include_usage=include_usage,
         logprobs=logprobs,
         user=user,
+        speculate=sampling.speculate if speculate is None else speculate,
     )
 
 
@@ -456,14 +469,32 @@ def new_id(endpoint: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:
-    """OpenAI's usage object; ``cached`` prompt tokens came from the KV cache."""
-    return {
+def usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached: int,
+    drafted: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """OpenAI's usage object; ``cached`` prompt tokens came from the KV cache.
+
+    ``drafted`` is (tokens drafted, tokens kept) of a request that
+    speculated: OpenAI's ``completion_tokens_details`` then says how many
+    drafted tokens were accepted and rejected (its fields for predicted
+    tokens).
+    """
+    out: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached},
     }
+    if drafted is not None:
+        made, kept = drafted
+        out["completion_tokens_details"] = {
+            "accepted_prediction_tokens": kept,
+            "rejected_prediction_tokens": made - kept,
+        }
+    return out
 
 
 def envelope(endpoint: str, rid: str, created: int, model: str, *, chunk: bool):
