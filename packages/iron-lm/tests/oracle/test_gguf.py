@@ -244,6 +244,12 @@ def test_gguf_tokenizer_encodes_as_transformers(name, tmp_path) -> None:
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
     ours = Tokenizer.from_gguf(path)
     for text in CORPUS:
+        if name == "llama-spm" and text.startswith(" "):
+            # llama.cpp puts a space in front of text that starts with one
+            # (src/llama-vocab.cpp, add_space_prefix: ' ' is '▁▁') and IRON
+            # follows it (test_gguf.py checks it against sentencepiece);
+            # transformers' GGUF conversion does not (' ' is '▁')
+            continue
         for special in (True, False):
             want = theirs(text, add_special_tokens=special)["input_ids"]
             got = ours.encode(text, add_bos=special)
