@@ -69,18 +69,15 @@ def _f16(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float16)
 
 
-def pack_q4_k(w: np.ndarray) -> np.ndarray:
-    """(rows, cols) float32 -> Q4_K bytes (rows, cols // 256 * 144).
+def _k_fit(w: np.ndarray, top: int) -> tuple:
+    """A min/max fit of Q4_K's and Q5_K's 256-blocks: codes 0..``top``.
 
-    Per 256 block: d, dmin (f16), 8 six-bit scales and mins packed in 12
-    bytes, 128 bytes of nibbles; element l of sub-block j is
-    ``d * sc_j * q - dmin * m_j`` (a plain min/max fit, not llama.cpp's search).
+    Returns d and dmin (float64, f16-exact), the 12 bytes of six-bit scales
+    and mins per block, and the codes (n, 8 sub-blocks, 32) uint8.
     """
-    rows, cols = w.shape
     b = w.reshape(-1, 8, 32).astype(np.float64)
     lo = np.minimum(b.min(-1), 0)
-    hi = b.max(-1)
-    scale = (hi - lo) / 15
+    scale = (b.max(-1) - lo) / top
     mn = -lo
     d = _f16(scale.max(-1) / 63).astype(np.float64)
     dmin = _f16(mn.max(-1) / 63).astype(np.float64)
@@ -94,12 +91,24 @@ def pack_q4_k(w: np.ndarray) -> np.ndarray:
     q = np.rint(
         (b + (dmin[:, None] * m)[..., None]) / np.where(step > 0, step, 1)[..., None]
     )
-    q = np.clip(q, 0, 15).astype(np.uint8)
-    n = b.shape[0]
-    scales = np.zeros((n, 12), np.uint8)
+    q = np.clip(q, 0, top).astype(np.uint8)
+    scales = np.zeros((b.shape[0], 12), np.uint8)
     scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
     scales[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
     scales[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    return d, dmin, scales, q
+
+
+def pack_q4_k(w: np.ndarray) -> np.ndarray:
+    """(rows, cols) float32 -> Q4_K bytes (rows, cols // 256 * 144).
+
+    Per 256 block: d, dmin (f16), 8 six-bit scales and mins packed in 12
+    bytes, 128 bytes of nibbles; element l of sub-block j is
+    ``d * sc_j * q - dmin * m_j`` (a plain min/max fit, not llama.cpp's search).
+    """
+    rows, cols = w.shape
+    d, dmin, scales, q = _k_fit(w, 15)
+    n = q.shape[0]
     qs = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, 128)
     out = np.concatenate(
         [
@@ -122,28 +131,8 @@ def pack_q5_k(w: np.ndarray) -> np.ndarray:
     in 0..31 (bit j of ``qh[l % 32]`` its fifth bit; a min/max fit).
     """
     rows, cols = w.shape
-    b = w.reshape(-1, 8, 32).astype(np.float64)
-    lo = np.minimum(b.min(-1), 0)
-    scale = (b.max(-1) - lo) / 31
-    mn = -lo
-    d = _f16(scale.max(-1) / 63).astype(np.float64)
-    dmin = _f16(mn.max(-1) / 63).astype(np.float64)
-    sc = np.clip(np.rint(scale / np.where(d > 0, d, 1)[:, None]), 0, 63).astype(
-        np.uint8
-    )
-    m = np.clip(np.rint(mn / np.where(dmin > 0, dmin, 1)[:, None]), 0, 63).astype(
-        np.uint8
-    )
-    step = d[:, None] * sc
-    q = np.rint(
-        (b + (dmin[:, None] * m)[..., None]) / np.where(step > 0, step, 1)[..., None]
-    )
-    q = np.clip(q, 0, 31).astype(np.uint8)  # (n, 8 sub-blocks, 32)
-    n = b.shape[0]
-    scales = np.zeros((n, 12), np.uint8)
-    scales[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
-    scales[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
-    scales[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    d, dmin, scales, q = _k_fit(w, 31)  # q: (n, 8 sub-blocks, 32)
+    n = q.shape[0]
     low = q & 15
     # 64-element chunk c: sub-block 2c in the low nibbles, 2c + 1 in the high
     qs = (low[:, 0::2] | (low[:, 1::2] << 4)).reshape(n, 128)
