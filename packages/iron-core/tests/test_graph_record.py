@@ -7,6 +7,8 @@ operand handles, refusing wrong ranks, dtypes, counts and non-handles.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from graphs_for_tests import ScaleThenMul, bf16
@@ -60,8 +62,17 @@ def test_an_unknown_shape_alone_raises():
     )
 
 
+def test_recording_without_a_device_takes_the_default(monkeypatch):
+    monkeypatch.delenv("IRON_DEVICE", raising=False)
+    monkeypatch.setenv("IRON_BACKEND", "emu")
+    with iron.use_device(None):
+        recording = ScaleThenMul().record(x=(16,), y=(16,))
+    assert recording.device.name == "npu2"  # as iron-lm without --device
+
+
 def test_recording_without_a_device_names_the_three_ways(monkeypatch):
     monkeypatch.delenv("IRON_DEVICE", raising=False)
+    monkeypatch.setitem(sys.modules, "iron.runtime.select", None)  # no iron-runtime
     with iron.use_device(None):
         with pytest.raises(RuntimeError) as info:
             ScaleThenMul().record(x=(16,), y=(16,))
