@@ -126,7 +126,9 @@ class Runtime:
         planned = plan(
             description, recording, full_elf, check, arena=arena.plan, emit=emit
         )
-        logger.info("%s", planned.report(graph.name))
+        # -v (INFO) a summary; -vv (DEBUG) every choice of the plan.
+        logger.info("%s", planned.summary(graph.name))
+        logger.debug("%s", planned.report(graph.name))
         if planned.emit is not None:
             # Composed before the build, so a version whose Emit cannot start
             # its target fails before the arena takes its layout.
