@@ -71,7 +71,7 @@ class RowOperator(Operator):
         result comes back as a ``(cols,)`` view too (so does a 1-D ``out=``).
         Anything else is :meth:`Operator.step`'s.
         """
-        x = operands[0] if operands else fields.get("x")
+        x: Any = operands[0] if operands else fields.get("x")
         if getattr(x, "ndim", None) != 1:
             return super().step(*operands, out=out, **fields)
         if operands:
