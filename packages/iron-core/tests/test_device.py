@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 import threading
 
 import pytest
 
 from iron.core import device as device_module
+from iron.core import plugins
 from iron.core.device import (
     DEVICES,
     ENV_VAR,
@@ -305,12 +305,6 @@ def test_require_device_unknown_argument():
         require_device("npu0")
 
 
-@pytest.fixture
-def no_runtime(monkeypatch: pytest.MonkeyPatch):
-    """iron-runtime (which picks the default device) as if not installed."""
-    monkeypatch.setitem(sys.modules, "iron.runtime.select", None)
-
-
 def test_require_device_defaults_as_the_cli_does(monkeypatch, caplog):
     # The NPU present, else npu2: the function iron-lm's --device default calls.
     from iron.runtime import default_device
@@ -328,9 +322,11 @@ def test_require_device_defaults_as_the_cli_does(monkeypatch, caplog):
 
 
 def test_require_device_default_follows_the_detected_npu(monkeypatch):
-    import iron.runtime.select as select
+    class Detected:  # a runtime whose XRT reports an NPU1
+        def default_device(self):
+            return "npu1"
 
-    monkeypatch.setattr(select, "default_device", lambda: "npu1")
+    monkeypatch.setattr(plugins, "backend", Detected)
     monkeypatch.setattr(device_module, "_announced", set())
     assert require_device() is NPU1
 

@@ -7,8 +7,6 @@ operand handles, refusing wrong ranks, dtypes, counts and non-handles.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 from graphs_for_tests import ScaleThenMul, bf16
@@ -70,9 +68,8 @@ def test_recording_without_a_device_takes_the_default(monkeypatch):
     assert recording.device.name == "npu2"  # as iron-lm without --device
 
 
-def test_recording_without_a_device_names_the_three_ways(monkeypatch):
+def test_recording_without_a_device_names_the_three_ways(monkeypatch, no_runtime):
     monkeypatch.delenv("IRON_DEVICE", raising=False)
-    monkeypatch.setitem(sys.modules, "iron.runtime.select", None)  # no iron-runtime
     with iron.use_device(None):
         with pytest.raises(RuntimeError) as info:
             ScaleThenMul().record(x=(16,), y=(16,))

@@ -7,8 +7,6 @@ that call alone.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 from graphs_for_tests import Head, Row, ScaleThenMul, bf16, mul, scale
@@ -64,9 +62,10 @@ def test_reference_without_a_device_takes_the_default(monkeypatch):
         np.testing.assert_array_equal(got, ScaleThenMul().reference(x, y))
 
 
-def test_reference_without_a_device_or_runtime_raises_runtime_error(monkeypatch):
+def test_reference_without_a_device_or_runtime_raises_runtime_error(
+    monkeypatch, no_runtime
+):
     monkeypatch.delenv("IRON_DEVICE", raising=False)
-    monkeypatch.setitem(sys.modules, "iron.runtime.select", None)  # no iron-runtime
     with iron.use_device(None), pytest.raises(RuntimeError, match="IRON_DEVICE"):
         ScaleThenMul().reference(bf16(8), bf16(8))
 

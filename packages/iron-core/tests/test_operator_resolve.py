@@ -7,8 +7,6 @@ which bind() evaluates.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from operators_for_tests import DomainScale, Mode, NoResolve, PerCallRows
 
@@ -61,8 +59,7 @@ def test_resolved_without_a_device_takes_the_default(no_device, monkeypatch):
     assert DomainScale(size=64).resolved().columns == 8  # npu2, as the CLI
 
 
-def test_resolved_without_a_device_names_the_three_ways(no_device, monkeypatch):
-    monkeypatch.setitem(sys.modules, "iron.runtime.select", None)  # no iron-runtime
+def test_resolved_without_a_device_names_the_three_ways(no_device, no_runtime):
     with pytest.raises(RuntimeError) as info:
         DomainScale(size=64).resolved()
     assert isinstance(info.value, NoDeviceError)

@@ -345,14 +345,17 @@ def _default_device() -> Device:
 
     :func:`iron.runtime.default_device` decides (the NPU XRT reports, else
     npu2, which the emulated NPU runs): one function for the Python API and the
-    CLI. The core does not depend on iron-runtime, so it is imported here.
+    CLI. The core does not depend on iron-runtime: it asks the backend the
+    ``iron.backends`` entry point names (:func:`iron.core.plugins.backend`).
 
     Raises:
         NoDeviceError: iron-runtime is not installed.
     """
+    from iron.core import plugins
+
     try:
-        from iron.runtime.select import default_device
-    except ImportError:
+        runtime = plugins.backend()
+    except plugins.MissingDistributionError:
         known = ", ".join(DEVICES)
         raise NoDeviceError(
             "no NPU device is bound, and iron-runtime (which picks the NPU "
@@ -362,7 +365,7 @@ def _default_device() -> Device:
             '`with iron.use_device("npu2"):`, or set the environment variable '
             f"IRON_DEVICE=npu2 (known devices: {known})"
         ) from None
-    device = as_device(default_device())
+    device = as_device(runtime.default_device())
     if device.name not in _announced:
         _announced.add(device.name)
         logger.warning(
