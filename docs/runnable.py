@@ -136,8 +136,9 @@ def run_page(page: Path, env: dict[str, str] | None = None) -> PageRun:
 
     Args:
         page: a Markdown file with ``<!-- runnable -->`` blocks.
-        env: the environment (default: this process's, without
-            ``IRON_DEVICE``, so no page inherits a bound device).
+        env: the environment (default: this process's without any
+            ``IRON_*`` variable, so a page runs as a reader runs it: no bound
+            device, backend or emulator setting the reader would not have).
 
     Returns:
         The exit status, each block's output (stable) and the raw streams.
@@ -145,7 +146,7 @@ def run_page(page: Path, env: dict[str, str] | None = None) -> PageRun:
     text = page.read_text()
     count = len(blocks(text))
     if env is None:
-        env = {k: v for k, v in os.environ.items() if k != "IRON_DEVICE"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IRON_")}
     with tempfile.TemporaryDirectory(prefix="iron-docs-page-") as scratch:
         script = Path(scratch) / "page.py"
         script.write_text(program(text))

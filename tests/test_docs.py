@@ -44,6 +44,23 @@ def test_a_marker_must_precede_a_python_fence():
         runnable.blocks(f"text\n{MARKER}\n")  # the last line
 
 
+def test_a_page_runs_as_a_reader_runs_it(tmp_path, monkeypatch):
+    # No IRON_* variable reaches a page, and a page that names no device gets
+    # the default the CLI takes (the NPU present, else the emulated npu2).
+    monkeypatch.setenv("IRON_DEVICE", "npu1")
+    monkeypatch.setenv("IRON_EMU_POISON", "1")
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"{MARKER}\n```python\nimport os\nimport iron.core.device\n"
+        "print(sorted(k for k in os.environ if k.startswith('IRON_')))\n"
+        "print(iron.core.device.require_device())\n```\n"
+    )
+    done = runnable.run_page(page)
+    assert done.returncode == 0, done.stderr
+    assert done.outputs[0].splitlines()[0] == "[]"
+    assert "no device named: using" in done.stderr
+
+
 def _shown(page: Path, outputs) -> str:
     return runnable.show_outputs(page.read_text(), outputs)
 

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from iron.core import device as device_module
+from iron.core import plugins
 from iron.core.device import (
     DEVICES,
     ENV_VAR,
@@ -304,16 +305,43 @@ def test_require_device_unknown_argument():
         require_device("npu0")
 
 
-def test_require_device_message_names_all_three_ways():
+def test_require_device_defaults_as_the_cli_does(monkeypatch, caplog):
+    # The NPU present, else npu2: the function iron-lm's --device default calls.
+    from iron.runtime import default_device
+
+    monkeypatch.setenv("IRON_BACKEND", "emu")
+    monkeypatch.setattr(device_module, "_announced", set())
+    with caplog.at_level("WARNING", logger="iron"):
+        assert require_device() is NPU2
+        assert require_device() is NPU2
+    assert default_device() == "npu2"
+    notices = [r.getMessage() for r in caplog.records if r.name == "iron"]
+    assert len(notices) == 1, notices  # said once
+    assert "no device named: using npu2" in notices[0]
+    assert "emulated" in notices[0] and "iron.use_device" in notices[0]
+
+
+def test_require_device_default_follows_the_detected_npu(monkeypatch):
+    class Detected:  # a runtime whose XRT reports an NPU1
+        def default_device(self):
+            return "npu1"
+
+    monkeypatch.setattr(plugins, "backend", Detected)
+    monkeypatch.setattr(device_module, "_announced", set())
+    assert require_device() is NPU1
+
+
+def test_require_device_message_names_all_three_ways(no_runtime):
     with pytest.raises(NoDeviceError) as info:
         require_device()
     message = str(info.value)
     assert 'iron.set_current_device("npu2")' in message
     assert 'with iron.use_device("npu2"):' in message
     assert "IRON_DEVICE=npu2" in message
+    assert "iron-runtime" in message
 
 
-def test_no_device_error_is_a_runtime_error():
+def test_no_device_error_is_a_runtime_error(no_runtime):
     assert issubclass(NoDeviceError, RuntimeError)
     with pytest.raises(RuntimeError):
         require_device()

@@ -52,7 +52,19 @@ def test_reference_outputs_are_numpy_arrays_and_tuples_for_several():
     np.testing.assert_array_equal(b, scale(x, 4.0))
 
 
-def test_reference_without_a_device_raises_runtime_error(monkeypatch):
+def test_reference_without_a_device_takes_the_default(monkeypatch):
+    monkeypatch.delenv("IRON_DEVICE", raising=False)
+    monkeypatch.setenv("IRON_BACKEND", "emu")
+    x, y = bf16(8), bf16(8)
+    with iron.use_device(None):
+        got = ScaleThenMul().reference(x, y)
+    with iron.use_device("npu2"):  # the CLI's default where no NPU is present
+        np.testing.assert_array_equal(got, ScaleThenMul().reference(x, y))
+
+
+def test_reference_without_a_device_or_runtime_raises_runtime_error(
+    monkeypatch, no_runtime
+):
     monkeypatch.delenv("IRON_DEVICE", raising=False)
     with iron.use_device(None), pytest.raises(RuntimeError, match="IRON_DEVICE"):
         ScaleThenMul().reference(bf16(8), bf16(8))

@@ -91,7 +91,9 @@ def test_infer_rank_mismatch_is_a_value_error():
         TiledMatVec.infer({"w": handle("w", 8), "x": handle("x", 8)})
     assert not isinstance(info.value, DimensionConflictError)
     assert (
-        str(info.value) == "TiledMatVec: w has shape [8], but its operand is 2-D (M, K)"
+        str(info.value)
+        == "TiledMatVec: w has shape [8], but its operand is 2-D (M, K); "
+        "for a single row write w.reshape(1, -1)"
     )
 
 

@@ -54,7 +54,12 @@ def test_resolved_reads_iron_device(no_device, monkeypatch):
     assert DomainScale(size=64).resolved().columns == 4
 
 
-def test_resolved_without_a_device_names_the_three_ways(no_device):
+def test_resolved_without_a_device_takes_the_default(no_device, monkeypatch):
+    monkeypatch.setenv("IRON_BACKEND", "emu")
+    assert DomainScale(size=64).resolved().columns == 8  # npu2, as the CLI
+
+
+def test_resolved_without_a_device_names_the_three_ways(no_device, no_runtime):
     with pytest.raises(RuntimeError) as info:
         DomainScale(size=64).resolved()
     assert isinstance(info.value, NoDeviceError)

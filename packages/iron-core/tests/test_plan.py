@@ -143,12 +143,34 @@ def test_versions_share_one_arena_and_the_report_explains_every_choice():
     assert text.splitlines()[0] == f"Chain on npu2: version {big.version}"
     for phrase in (
         "packaging: one full ELF",
-        "per-call words: 1 of 32",
+        "per-call words: 1 in its one image, of the 32 an image can read",
         "n  (",
         "arena:",
     ):
         assert phrase in text, phrase
     assert "lower bound" in text
+
+
+def test_the_summary_is_two_lines_and_words_count_per_image():
+    # issue 35: "-v" reads this; "97 of 32 scratchpad words" read as an overflow
+    elf = iron.plan("npu2", _record(Chain(), size=16))
+    assert elf.summary("Chain").splitlines() == [
+        f"Chain on npu2, version {elf.version}: 2 device steps in one run, "
+        "one full ELF",
+        f"  arena {elf.arena.size} bytes ({elf.arena.resident_bytes} of residents); "
+        "per-call words: 1 in its one image, of the 32 an image can read",
+    ]
+    per_step = iron.plan("npu1", _record(Chain(), dev="npu1", size=16))
+    assert not per_step.full_elf and per_step.images == 2
+    # a word per use on npu1 (a read and a write of each step bounded by n),
+    # but each step's own image reads only its own expressions: n, once
+    assert len(per_step.words) == 4 and per_step.words_per_image == 1
+    assert {w.step for w in per_step.words} == {0, 1}
+    assert (
+        "per-call words: 4 in all across 2 step images, at most 1 in one image, "
+        "of the 32 an image can read"
+    ) in per_step.summary()
+    assert "of 32 scratchpad words" not in per_step.report()
 
 
 def test_a_version_without_per_call_values_has_no_words():

@@ -546,3 +546,22 @@ def test_a_killed_runs_temporary_model_is_removed_at_the_next_start(tmp_path):
     other.mkdir()
     assert clean_stale_scratch(tmp_path) == [stale]
     assert not stale.exists() and live.exists() and mine.exists() and other.exists()
+
+
+def test_verbose_is_a_summary_and_vv_the_full_plans() -> None:
+    """-v printed about 250 lines with "per-call words: 97 of 32 scratchpad
+    words" (issue 35): now two lines per compiled version; -vv every choice."""
+    args = ("--max-new-tokens", "2", "--device", "npu1")
+    one = run(*args, "-v")
+    assert one.returncode == 0, one.stderr
+    versions = [
+        line for line in one.stderr.splitlines() if " on npu1, version " in line
+    ]
+    assert len(versions) == 2, one.stderr  # decode and prompt
+    assert len(one.stderr.splitlines()) < 30, one.stderr
+    assert "an image can read" in one.stderr
+    assert "scratchpad words" not in one.stderr and "packaging:" not in one.stderr
+    two = run(*args, "-vv")
+    assert two.returncode == 0, two.stderr
+    assert two.stderr.count("packaging: one xclbin per step") == 2
+    assert len(two.stderr.splitlines()) > 100

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -1139,3 +1140,32 @@ def test_a_decoder_of_a_gguf_file_carries_its_tokenizer(tmp_path):
         skip_special_tokens=True,
     )
     assert "Paris" in answer
+
+
+def _python_blocks(page: Path) -> list[str]:
+    """The ```python blocks of a docs page, as written."""
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), re.M | re.S)
+
+
+def test_the_guides_python_snippets_run_as_written(files, tmp_path):
+    """Issue 35: the GGUF and Quantized pages' snippets failed with
+    NoDeviceError (no device named, as a reader writes them); run verbatim,
+    with no IRON_* variable, on a Q4_K file of the name they use."""
+    docs = Path(__file__).resolve().parents[3] / "docs" / "guide"
+    name = "Llama-3.2-1B-Instruct-Q4_K_M.gguf"
+    (tmp_path / name).write_bytes(files["Q4_K"].read_bytes())
+    (gguf_page,) = _python_blocks(docs / "gguf.md")
+    first = _python_blocks(docs / "quantized.md")[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IRON_")}
+    for code in (gguf_page, first):
+        assert name in code and "device" not in code
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "no device named: using" in done.stderr

@@ -669,21 +669,54 @@ def test_without_out_profiles_go_to_the_working_directory(
     assert _bytes_of(PROFILES) == shipped
 
 
-def test_shipped_writes_the_application_profiles(config_json, tmp_path, monkeypatch):
+def test_shipped_compares_and_never_writes_the_package(
+    config_json, tmp_path, monkeypatch, capsys
+):
+    """Issue 35: --shipped rewrote the tracked profiles; now it tunes into
+    --out (default ./profiles) and compares with the shipped files."""
     own = tmp_path / "own"
+    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
+    tuned = ["--ops", "GEMV", "--no-progress"]
+    assert tune.main([*argv, *tuned, "--out", str(own)]) == 0  # "shipped" ones
     monkeypatch.setattr(LlamaApplication, "profiles_dir", lambda self: own)
     monkeypatch.chdir(tmp_path)
-    argv = ["llama", "--checkpoint", str(config_json), "--device", DEVICE]
-    assert tune.main([*argv, "--ops", "GEMV", "--shipped", "--no-progress"]) == 0
-    assert (own / f"{DEVICE}.json").is_file()
-    assert not (tmp_path / "profiles").exists()
+    before = _bytes_of(own)
+    capsys.readouterr()
+    assert tune.main([*argv, *tuned, "--shipped"]) == 0
+    assert f"{DEVICE}: reproduces the shipped {own / f'{DEVICE}.json'}" in (
+        capsys.readouterr().out
+    )
+    assert _bytes_of(own) == before  # the package's files untouched
+    assert (tmp_path / "profiles" / f"{DEVICE}.json").is_file()
+    # a shipped entry that a tune does not reproduce is named, and exits 1
+    path = own / f"{DEVICE}.json"
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"operator": "GEMV"' in line)
+    entry = json.loads(lines[at].strip().rstrip(","))
+    entry["tile_m"] = 1 if entry["tile_m"] != 1 else 2
+    lines[at] = "  " + json.dumps(entry) + ("," if lines[at].endswith(",") else "")
+    path.write_text("\n".join(lines) + "\n")
+    assert tune.main([*argv, *tuned, "--shipped"]) == tune.EXIT_CHECK
+    out = capsys.readouterr().out
+    assert f"{DEVICE}: differs from the shipped" in out
+    assert f"shipped -> tuned now: tile_m {entry['tile_m']!r} ->" in out
+    # only an explicit path writes them
+    assert tune.main([*argv, *tuned, "--shipped", "--out", str(own)]) == 0
+    assert "reproduces the shipped" in capsys.readouterr().out
 
 
-def test_out_and_shipped_exclude_each_other(config_json, tmp_path, capsys):
-    argv = ["llama", "--checkpoint", str(config_json), "--shipped", "--out", "x"]
-    with pytest.raises(SystemExit):
-        tune.main(argv)
-    assert "not allowed with argument" in capsys.readouterr().err
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+def test_a_fresh_tune_reproduces_the_shipped_profiles(device, tmp_path):
+    """Tutorial 7's commands (to --out, not the package) give the shipped
+    files' every entry; npu2's CausalAttention and decode RoPE entries were
+    stale: tuned before npu2's cost model moved to its 63 GB/s DMA roof."""
+    from iron.lm.tune.check import compare_profiles
+
+    out, cache = tmp_path / "out", tmp_path / "cache.jsonl"
+    common = ["llama", "--device", device, "--out", str(out), "--cache", str(cache)]
+    assert tune.main([*common, "--no-progress"]) == 0
+    assert tune.main([*common, "--weights", "q4,q8", "--ops", "QGEMV"]) == 0
+    assert compare_profiles(out, PROFILES, device) == []
 
 
 def _bad_path_case(tmp_path: Path, case: str) -> tuple[list[str], list[str]]:

@@ -21,7 +21,8 @@ from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError
-from iron.core.tolerance import bf16_ulp_distance, compare
+from iron.core.tolerance import Tolerance, bf16_ulp_distance, compare
+from iron.operators import GEMV, SiLU, Softmax
 from iron.operators.norms import STACK_BYTES, LayerNorm, RMSNorm
 
 DEVICES = (NPU1, NPU2)
@@ -726,3 +727,60 @@ def test_a_weighted_keyword_that_contradicts_the_operands_conflicts():
         "weighted is False from the call's keyword but True from weight operand"
         in str(info.value)
     )
+
+
+# -- a 1-D vector is one row (issue 35) --------------------------------------------------
+
+
+class VectorNormThenProject(iron.Graph):
+    """RMSNorm -> GEMV -> SiLU over a (hidden,) vector, as a newcomer writes it."""
+
+    def body(self, x, norm_weight, w):
+        return SiLU.step(GEMV.step(w, RMSNorm.step(x, weight=norm_weight)))
+
+
+def test_a_vector_is_normalized_as_one_row():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(512).astype(bfloat16)
+    nw = rng.standard_normal(512).astype(bfloat16)
+    w = (rng.standard_normal((256, 512)) / 16).astype(bfloat16)
+    with iron.use_device("npu2"):
+        recording = VectorNormThenProject().record(
+            x=(512,), norm_weight=(512,), w=(256, 512)
+        )
+        norm = recording.steps[0].op
+        assert (norm.rows, norm.cols) == (1, 512)
+        assert recording.steps[0].outputs[0].shape == (1, 512)  # the step's row
+        assert recording.steps[1].inputs[1].shape == (512,)  # GEMV reads a vector
+        assert recording.outputs[0].shape == (256,)
+        got = VectorNormThenProject().reference(x, nw, w)
+        on_device = VectorNormThenProject()(x, nw, w)
+        row = RMSNorm(rows=1, cols=512, weighted=True).reference(x.reshape(1, -1), nw)
+        projected = GEMV(M=256, K=512).resolved().reference(w, row[0])
+        expected = SiLU(size=256).resolved().reference(projected)
+    assert got.shape == on_device.shape == (256,)
+    assert np.array_equal(got, expected)
+    assert compare(on_device, expected, Tolerance.bf16_ulps(2))
+    with iron.use_device("npu2"):
+        for op in (LayerNorm, Softmax):
+            one = OneRow(op).record(x=(64,))
+            assert one.outputs[0].shape == (64,)
+
+
+class OneRow(iron.Graph):
+    def __init__(self, op):
+        self.op = op
+
+    def body(self, x):
+        return self.op.step(x)
+
+
+def test_a_wrong_rank_says_the_reshape_to_write():
+    class Matrix(iron.Graph):
+        def body(self, w, x):
+            return GEMV.step(w, x)
+
+    with iron.use_device("npu2"):
+        with pytest.raises(ValueError) as info:
+            Matrix().record(w=(256,), x=(256,))
+    assert str(info.value).endswith("; for a single row write w.reshape(1, -1)")

@@ -12,8 +12,11 @@ This module owns two things:
   lives in a :class:`contextvars.ContextVar`, so it is per thread and per asyncio
   task, never a process global. :func:`set_current_device` and
   :func:`use_device` bind one; without a binding the environment variable
-  ``IRON_DEVICE`` is read; :func:`require_device` raises :class:`NoDeviceError`
-  when neither gives one.
+  ``IRON_DEVICE`` is read; when neither gives one, :func:`require_device`
+  takes the default the command line takes too
+  (:func:`iron.runtime.default_device`: the NPU present, else npu2, which the
+  emulated NPU runs) and logs once which it took. Only without iron-runtime
+  installed does it raise :class:`NoDeviceError`.
 
 Nothing here touches hardware: a :class:`Device` describes a device, it does not
 open one.
@@ -22,6 +25,7 @@ open one.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -327,7 +331,50 @@ def as_device(dev: Device | str) -> Device:
 
 
 class NoDeviceError(RuntimeError):
-    """Raised by :func:`require_device` when no device is bound or named."""
+    """Raised by :func:`require_device` when no device is bound or named and
+    iron-runtime, which finds the default device, is not installed."""
+
+
+logger = logging.getLogger("iron")
+# The default devices already announced (the notice is logged once each).
+_announced: set[str] = set()
+
+
+def _default_device() -> Device:
+    """The device the command line takes too when none is named, announced once.
+
+    :func:`iron.runtime.default_device` decides (the NPU XRT reports, else
+    npu2, which the emulated NPU runs): one function for the Python API and the
+    CLI. The core does not depend on iron-runtime: it asks the backend the
+    ``iron.backends`` entry point names (:func:`iron.core.plugins.backend`).
+
+    Raises:
+        NoDeviceError: iron-runtime is not installed.
+    """
+    from iron.core import plugins
+
+    try:
+        runtime = plugins.backend()
+    except plugins.MissingDistributionError:
+        known = ", ".join(DEVICES)
+        raise NoDeviceError(
+            "no NPU device is bound, and iron-runtime (which picks the NPU "
+            "present, else the emulated npu2) is not installed; install it "
+            "(pip install iron-runtime), or bind one with "
+            'iron.set_current_device("npu2"), or for a block with '
+            '`with iron.use_device("npu2"):`, or set the environment variable '
+            f"IRON_DEVICE=npu2 (known devices: {known})"
+        ) from None
+    device = as_device(runtime.default_device())
+    if device.name not in _announced:
+        _announced.add(device.name)
+        logger.warning(
+            "no device named: using %s (the NPU present, else npu2, which the "
+            "emulated NPU runs; the iron-lm command line takes the same); name "
+            'one with iron.use_device("npu1") or IRON_DEVICE=npu1 to choose',
+            device.name,
+        )
+    return device
 
 
 # The explicit binding of the current context; None means "not bound here".
@@ -411,28 +458,29 @@ def use_device(dev: Device | str | None) -> Iterator[Device | None]:
 
 
 def require_device(dev: Device | str | None = None) -> Device:
-    """Return ``dev`` if given, else the current device, else raise.
+    """Return ``dev`` if given, else the current device, else the default one.
+
+    The default is the one ``iron-lm`` takes without ``--device``
+    (:func:`iron.runtime.default_device`: the NPU present, else npu2, which
+    the emulated NPU runs); a warning on the ``iron`` logger says once which
+    it took.
 
     Args:
         dev: A :class:`Device` or device name that overrides the binding.
 
     Returns:
-        ``as_device(dev)`` if ``dev`` is given, else :func:`get_current_device`.
+        ``as_device(dev)`` if ``dev`` is given, else :func:`get_current_device`,
+        else the default device.
 
     Raises:
-        NoDeviceError: ``dev`` is None and no device is bound or named by
-            ``IRON_DEVICE``; the message names the three ways to bind one.
+        NoDeviceError: ``dev`` is None, no device is bound or named by
+            ``IRON_DEVICE``, and iron-runtime is not installed; the message
+            names the three ways to bind one.
         ValueError: ``dev`` or ``IRON_DEVICE`` names no known device.
     """
     if dev is not None:
         return as_device(dev)
     current = get_current_device()
     if current is None:
-        known = ", ".join(DEVICES)
-        raise NoDeviceError(
-            "no NPU device is bound; bind one with "
-            'iron.set_current_device("npu2"), or for a block with '
-            '`with iron.use_device("npu2"):`, or set the environment variable '
-            f"IRON_DEVICE=npu2 (known devices: {known})"
-        )
+        return _default_device()
     return current

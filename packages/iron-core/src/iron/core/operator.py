@@ -432,10 +432,14 @@ class Operator:
             if handle is None:
                 continue
             if len(handle.shape) != len(spec.dims):
+                fix = ""
+                if len(handle.shape) + 1 == len(spec.dims):
+                    ones = ", ".join(["1", *map(str, handle.shape)][:-1] + ["-1"])
+                    fix = f"; for a single row write {spec.name}.reshape({ones})"
                 raise ValueError(
                     f"{cls.__name__}: {spec.name} has shape {list(handle.shape)}, "
                     f"but its operand is {len(spec.dims)}-D "
-                    f"({', '.join(map(str, spec.dims))})"
+                    f"({', '.join(map(str, spec.dims))}){fix}"
                 )
             for axis, dim in enumerate(spec.dims):
                 size = int(handle.shape[axis])

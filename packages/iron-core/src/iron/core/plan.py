@@ -153,6 +153,68 @@ class Plan:
         """
         return IdleProgram.of(steps)(values)
 
+    @property
+    def images(self) -> int:
+        """Images the version runs: one full ELF, else one xclbin per device step."""
+        return 1 if self.full_elf else sum(len(c) for c in self.commands)
+
+    @property
+    def words_per_image(self) -> int:
+        """The most per-call words one image reads (``Device.scratchpad_words`` caps it).
+
+        A full ELF's one image reads every word; with an xclbin per step each
+        step's image reads only its own (words not tied to a step count with
+        every image); an image reads each distinct expression once, as
+        :func:`~iron.core.words.words_of` counts them against the limit.
+        """
+        if self.full_elf:
+            return len(self.words)
+        # as words_of counts them: an image reads each distinct expression once
+        shared = {w.expr.key() for w in self.words if w.step is None}
+        own: dict[int, set[object]] = {}
+        for w in self.words:
+            if w.step is not None:
+                own.setdefault(w.step, set()).add(w.expr.key())
+        return len(shared) + max(map(len, own.values()), default=0)
+
+    def _words_in_words(self) -> str:
+        limit = self.device.scratchpad_words
+        if self.full_elf:
+            return (
+                f"{len(self.words)} in its one image, of the {limit} an image can read"
+            )
+        return (
+            f"{len(self.words)} in all across {self.images} step images, at most "
+            f"{self.words_per_image} in one image, of the {limit} an image can read"
+        )
+
+    def summary(self, name: str | None = None) -> str:
+        """A few lines a person reads (``iron-lm -v``); :meth:`report` has every choice."""
+        title = name or self.name
+        dev = self.device
+        steps = sum(len(c) for c in self.commands)
+        packaging = (
+            "one full ELF" if self.full_elf else f"{self.images} xclbins, one per step"
+        )
+        runs = (
+            f"{len(self.commands)} runs split by host steps"
+            if len(self.commands) > 1
+            else "one run"
+        )
+        words = (
+            f"per-call words: {self._words_in_words()}"
+            if self.words
+            else "no per-call words"
+        )
+        return "\n".join(
+            [
+                f"{title} on {dev.name}, version {self.version}: {steps} device "
+                f"steps in {runs}, {packaging}",
+                f"  arena {self.arena.size} bytes ({self.arena.resident_bytes} of "
+                f"residents); {words}",
+            ]
+        )
+
     def report(self, name: str | None = None) -> str:
         """Explain every choice of this plan in words."""
         title = name or self.name
@@ -177,10 +239,7 @@ class Plan:
         else:
             lines.append(f"  commands: one run of {steps} device steps")
         if self.words:
-            lines.append(
-                f"  per-call words: {len(self.words)} of {dev.scratchpad_words} "
-                f"scratchpad words"
-            )
+            lines.append(f"  per-call words: {self._words_in_words()}")
             for w in self.words:
                 lines.append(f"    {w.symbol} = {w.expr}  ({'; '.join(w.uses)})")
         else:

@@ -65,6 +65,9 @@ class Word:
             (a comparison, a division by a non-power of two) can still be
             written from the host.
         why_not: Why it is not loopable; empty when it is.
+        step: The step whose own image reads it, where each step is an image
+            (an xclbin per step); None where one image reads every word (a
+            full ELF) or it is an input's or a host step's.
     """
 
     symbol: str
@@ -72,6 +75,7 @@ class Word:
     uses: tuple[str, ...]
     loopable: bool = True
     why_not: str = ""
+    step: int | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -233,7 +237,7 @@ def words_of(
     Raises:
         TooManyWordsError: More than ``dev.scratchpad_words`` are needed.
     """
-    found: dict[Any, tuple[Affine, list[str]]] = {}
+    found: dict[Any, tuple[Affine, list[str], int | None]] = {}
     per_image: dict[int, set[Any]] = {}
     for n, (expr, use, step) in enumerate(_uses(recording)):
         key = expr.key() if share else n
@@ -245,11 +249,11 @@ def words_of(
             if use not in found[key][1]:
                 found[key][1].append(use)
         else:
-            found[key] = (expr, [use])
+            found[key] = (expr, [use], None if share or step < 0 else step)
     words = []
-    for i, (expr, uses) in enumerate(found.values()):
+    for i, (expr, uses, at) in enumerate(found.values()):
         ok, why = loopable(expr)
-        words.append(Word(f"w{i}", expr, tuple(uses), ok, why))
+        words.append(Word(f"w{i}", expr, tuple(uses), ok, why, at))
     # Each image reads its own scratchpad: a full ELF all the words, a step's
     # xclbin the expressions its own transfers use.
     needed = max((len(keys) for keys in per_image.values()), default=0) + reserved

@@ -261,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
+    if args.verbose >= 2:  # -vv: IRON's full plans, not every library's debug
+        logging.getLogger("iron").setLevel(logging.DEBUG)
     run = {"generate": generate, "chat": chat.run, "serve": serve.run}[args.command]
     try:
         with CTRL_C:

@@ -157,8 +157,10 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
     parser.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        help="log what IRON does (default: off)",
+        action="count",
+        default=0,
+        help="log what IRON does: -v a summary (a few lines per compiled "
+        "version), -vv every choice of each plan (default: off)",
     )
 
 

@@ -60,6 +60,28 @@ class RowOperator(Operator):
         domain=Divisors("rows"), doc="rows one kernel call handles"
     )
     num_aie_columns: int = tunable(domain=_COLUMNS, doc="columns the tiles spread over")
+
+    @classmethod
+    def step(cls, *operands: Any, out: Any = None, **fields: Any) -> Any:
+        """Record one step; a 1-D ``x`` of shape ``(cols,)`` is one row.
+
+        A vector is what a reader naturally passes where a single row is
+        meant (a decoder's hidden state), and it is unambiguous: it is
+        recorded as ``x.reshape(1, -1)`` (a view, no data moves) and the
+        result comes back as a ``(cols,)`` view too (so does a 1-D ``out=``).
+        Anything else is :meth:`Operator.step`'s.
+        """
+        x: Any = operands[0] if operands else fields.get("x")
+        if getattr(x, "ndim", None) != 1:
+            return super().step(*operands, out=out, **fields)
+        if operands:
+            operands = (x.reshape(1, -1), *operands[1:])
+        else:
+            fields = {**fields, "x": x.reshape(1, -1)}
+        if getattr(out, "ndim", None) == 1:
+            out = out.reshape(1, -1)
+        return super().step(*operands, out=out, **fields).reshape(-1)
+
     #: Tiles of each streamed operand a core holds: the depth of the NPU
     #: design's object FIFOs, and what :meth:`core_bytes` counts.
     fifo_depth: ClassVar[int] = 2
@@ -216,7 +238,10 @@ class RMSNorm(RowOperator):
 
     ``RMSNorm.step(x, weight=w, eps=1e-5)``: ``x`` is ``(rows, cols)`` bf16,
     the optional ``weight`` ``(cols,)`` bf16, given by keyword. Whether a weight
-    is given is the ``weighted`` param, read off the operands.
+    is given is the ``weighted`` param, read off the operands. A ``(cols,)``
+    vector ``x`` (a decoder's hidden state) is one row: ``RMSNorm.step``
+    records it as ``x.reshape(1, -1)`` and returns a ``(cols,)`` result, so
+    ``GEMV.step(w, RMSNorm.step(x))`` needs no reshape.
 
     The kernel model, as AMD's IRON builds it (and as Hugging Face's
     ``LlamaRMSNorm`` computes it): the mean of squares is an fp32 sum of
@@ -303,7 +328,8 @@ class LayerNorm(RowOperator):
 
     ``LayerNorm.step(x, weight=w, bias=b, eps=1e-5)``: ``x`` is ``(rows, cols)``
     bf16; ``weight`` and ``bias`` are optional ``(cols,)`` bf16, given by
-    keyword (``weighted`` and ``biased`` are read off the operands).
+    keyword (``weighted`` and ``biased`` are read off the operands). A
+    ``(cols,)`` vector ``x`` is one row, with a ``(cols,)`` result.
 
     The kernel model: one fused kernel, three passes over a row in fp32 (the
     mean; the variance as the mean of squared deviations from it; then

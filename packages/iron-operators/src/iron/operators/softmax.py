@@ -28,7 +28,8 @@ class Softmax(RowOperator):
     """``exp(x - max) / sum(exp(x - max))`` over each row's first ``length`` columns.
 
     ``Softmax.step(x)`` or ``Softmax.step(x, length=n)``: ``x`` is
-    ``(rows, cols)`` bf16. ``length`` (None for all ``cols``) may be a per-call
+    ``(rows, cols)`` bf16, or a ``(cols,)`` vector: one row, with a ``(cols,)``
+    result. ``length`` (None for all ``cols``) may be a per-call
     value (``length=position + 1`` in decode attention): the row normalizes
     over its first ``length`` columns, and the columns at and past it come out
     exactly 0. A length of 0 gives a row of zeros; a length past ``cols`` is

@@ -28,7 +28,7 @@ from iron.core.plan import packaging, plan
 from iron.core.recording import Recording
 from iron.runtime.arena import ScratchArena
 from iron.runtime.compiled import CompiledGraph
-from iron.runtime.select import open_device
+from iron.runtime.select import default_device, open_device
 from iron.runtime.use import GraphUse
 
 __all__ = ["Runtime"]
@@ -54,6 +54,15 @@ _standalone: dict[tuple, Graph] = {}
 
 class Runtime:
     """Builds recordings into versions on the backend in use."""
+
+    def default_device(self) -> str:
+        """The device to build for when none is named: :func:`iron.runtime.default_device`.
+
+        iron-core's ``require_device`` finds it here (through the
+        ``iron.backends`` entry point), so the Python API and ``iron-lm``
+        take one default.
+        """
+        return default_device()
 
     def compile(
         self,
@@ -126,7 +135,9 @@ class Runtime:
         planned = plan(
             description, recording, full_elf, check, arena=arena.plan, emit=emit
         )
-        logger.info("%s", planned.report(graph.name))
+        # -v (INFO) a summary; -vv (DEBUG) every choice of the plan.
+        logger.info("%s", planned.summary(graph.name))
+        logger.debug("%s", planned.report(graph.name))
         if planned.emit is not None:
             # Composed before the build, so a version whose Emit cannot start
             # its target fails before the arena takes its layout.

@@ -28,18 +28,21 @@ Every measurement is appended to a cache (JSON lines, keyed by device,
 measure, operator code, shape and setting) as it is made, so an interrupted
 tune continues where it stopped when rerun. ``--jobs N`` measures in N
 processes. ``--check`` reports profile entries that match no step of the
-application's versions, and fields a newer operator no longer declares
-(exit 1 with the list; 0 when clean).
+application's versions, fields a newer operator no longer declares and
+values outside their domains (exit 1 with the list; 0 when clean); it does
+not tune, so "clean" does not say a tune would choose the same values:
+``--shipped`` compares each freshly tuned file with the shipped one, entry
+by entry (exit 1 where a tunable moved).
 
 Usage::
 
     python -m iron.lm.tune llama --checkpoint DIR_OR_CONFIG_JSON \\
         [--device npu1|npu2] [--ops GEMV,GEMM] [--weights bf16|q8|q4[,...]] \\
-        [--out DIR | --shipped] [--jobs N]
+        [--out DIR] [--shipped] [--jobs N]
     python -m iron.lm.tune --check llama [--checkpoint ...] [--weights ...] [--out DIR]
 
-``--out`` defaults to ``./profiles`` in the working directory; only
-``--shipped`` rewrites the profiles inside the package. ``--weights``
+``--out`` defaults to ``./profiles`` in the working directory; the profiles
+inside the package are rewritten only when ``--out`` names their directory. ``--weights``
 (default ``bf16``) names the weights the versions hold, comma-separated:
 ``q8`` or ``q4`` records them with the matrices packed, as ``iron-lm
 generate --weights q4`` holds them, so ``QGEMV`` and ``QGEMM`` shapes are

@@ -1,6 +1,7 @@
 """``--check``: a profile directory against the application's versions.
 
-Owns :func:`check_profiles`: entries that match no step of the versions,
+Owns :func:`check_profiles` and :func:`compare_profiles` (what ``--shipped``
+says of a fresh tune against the shipped files). :func:`check_profiles`: entries that match no step of the versions,
 fields an operator no longer declares or opens, values outside their
 domains and files that do not load are problems (``--check`` exits 1);
 shapes no entry covers are notes. A file is read by iron-core's own reader
@@ -21,7 +22,7 @@ from iron.core.device import DEVICES, as_device
 from iron.core.profile import Profile, ProfileFile
 from iron.lm.tune.shapes import call_dims, collect_shapes
 
-__all__ = ["check_profiles"]
+__all__ = ["check_profiles", "compare_profiles"]
 
 
 def check_profiles(
@@ -152,3 +153,57 @@ def check_profiles(
                     f"({shape.steps} steps): resolve() picks them"
                 )
     return problems, notes
+
+
+def compare_profiles(
+    fresh: str | os.PathLike[str], shipped: str | os.PathLike[str], device: str
+) -> list[str]:
+    """Where a freshly tuned profile differs from a shipped one, entry by entry.
+
+    Entries are matched by operator and dimensions. Only the operators the
+    fresh file has entries for are compared (a tune with ``--ops`` or of
+    other weights leaves the rest alone, so their absence is no difference).
+
+    Args:
+        fresh: The directory the tune wrote.
+        shipped: The shipped profiles' directory.
+        device: The device whose ``<device>.json`` to compare.
+
+    Returns:
+        One line per difference (a tunable that moved, an entry only one
+        side has); empty when the fresh file reproduces the shipped one.
+    """
+    catalog = plugins.catalog()
+
+    def entries(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for entry in ProfileFile.read(path).entries:
+            name, cls, fields = entry.parse(catalog)
+            params = cls.declaration.params
+            dims = {
+                k: v for k, v in fields.items() if k in params and not params[k].tunable
+            }
+            tunables = {k: v for k, v in fields.items() if k not in dims}
+            key = ", ".join(f"{k}={v!r}" for k, v in dims.items())
+            found[(name, key)] = tunables
+        return found
+
+    new_path = Path(fresh) / f"{device}.json"
+    old_path = Path(shipped) / f"{device}.json"
+    new, old = entries(new_path), entries(old_path)
+    tuned = {name for name, _ in new}
+    lines = []
+    for key in sorted(set(new) | {k for k in old if k[0] in tuned}):
+        shape = f"{key[0]}({key[1]})"
+        if key not in old:
+            lines.append(f"{shape}: tuned now, not in the shipped {old_path.name}")
+        elif key not in new:
+            lines.append(f"{shape}: in the shipped {old_path.name}, not tuned now")
+        elif new[key] != old[key]:
+            moved = ", ".join(
+                f"{t} {old[key].get(t)!r} -> {new[key].get(t)!r}"
+                for t in sorted(set(new[key]) | set(old[key]))
+                if new[key].get(t) != old[key].get(t)
+            )
+            lines.append(f"{shape}: shipped -> tuned now: {moved}")
+    return lines

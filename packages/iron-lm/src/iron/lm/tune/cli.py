@@ -21,7 +21,7 @@ from pathlib import Path
 from iron.core import plugins
 from iron.core.device import DEVICES, as_device
 from iron.lm.tune.cache import default_cache
-from iron.lm.tune.check import check_profiles
+from iron.lm.tune.check import check_profiles, compare_profiles
 from iron.lm.tune.measure import TuneError, measure_for_backend
 from iron.lm.tune.run import tune
 from iron.lm.tune.shapes import MAX_SETTINGS
@@ -78,18 +78,19 @@ def _parser() -> argparse.ArgumentParser:
         "and QGEMM are tuned; e.g. --weights q4,q8 --ops QGEMV); default bf16, "
         "and for --check all three (the profiles serve every weights)",
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
+    parser.add_argument(
         "--out",
         type=Path,
         help=f"the profile directory to write (default: ./{DEFAULT_OUT} in the "
-        "working directory); --check reads it (default: the shipped profiles)",
+        "working directory; the shipped profiles are rewritten only when given "
+        "here by their path); --check reads it (default: the shipped profiles)",
     )
-    where.add_argument(
+    parser.add_argument(
         "--shipped",
         action="store_true",
-        help="rewrite the profiles shipped inside the package (the application's "
-        "own profiles directory) instead: for regenerating them in a checkout",
+        help="after tuning, compare each profile written with the one shipped "
+        "inside the package, entry by entry, and exit 1 if they differ (the "
+        "shipped files are never written unless --out names their directory)",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="processes measuring settings (default 1)"
@@ -97,8 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="check the profiles instead: list entries matching no step and "
-        "fields the operators no longer declare (exit 1 if any)",
+        help="check the profiles instead, without tuning: list entries matching "
+        "no step, fields the operators no longer declare and values outside "
+        "their domains (exit 1 if any); it does not retune, so it cannot say "
+        "whether a tune would choose the same values (--shipped does)",
     )
     parser.add_argument(
         "--cache",
@@ -189,11 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         out = args.out or app.profiles_dir()
     else:
-        out = app.profiles_dir() if args.shipped else args.out or Path(DEFAULT_OUT)
+        # Never the package's own files unless --out names them.
+        out = args.out or Path(DEFAULT_OUT)
         problem = _unwritable(out, directory=True)
         if problem:
-            flag = "--shipped" if args.shipped else "--out"
-            return _fail(f"{flag} {out}: {problem}")
+            return _fail(f"--out {out}: {problem}")
         cache_path = args.cache or default_cache(app.name)
         problem = _unwritable(cache_path, directory=False)
         if problem:
@@ -213,14 +216,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in problems:
             print(problem)
         if problems:
-            where = "--shipped" if out == app.profiles_dir() else f"--out {out}"
             print(
                 f"{len(problems)} problem(s) in {out}; regenerate with "
-                f"python -m iron.lm.tune {app.name} --checkpoint {source} {where}",
+                f"python -m iron.lm.tune {app.name} --checkpoint {source} "
+                f"--out {out}",
                 file=sys.stderr,
             )
             return EXIT_CHECK
-        print(f"{out}: clean for {app.name} {label} on {', '.join(devices)}")
+        print(
+            f"{out}: clean for {app.name} {label} on {', '.join(devices)}: every "
+            f"entry matches a step and gives open tunables within their domains "
+            f"(the values are not retuned; --shipped compares a fresh tune)"
+        )
         return 0
 
     ops = None
@@ -245,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "python -m iron.lm.tune " + shlex.join(argv),
     }
     cache = cache_path
+    differs = False
     for name in devices:
         device = as_device(name)
         try:
@@ -286,4 +294,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except TuneError as error:
             return _fail(str(error))
         print(report.summary(), flush=True)
-    return 0
+        if args.shipped:
+            differ = compare_profiles(out, app.profiles_dir(), device.name)
+            shipped = app.profiles_dir() / f"{device.name}.json"
+            if differ:
+                differs = True
+                print(f"{device.name}: differs from the shipped {shipped}:")
+                for line in differ:
+                    print(f"  {line}")
+            else:
+                print(f"{device.name}: reproduces the shipped {shipped}")
+    return EXIT_CHECK if differs else 0
