@@ -305,16 +305,12 @@ def test_require_device_unknown_argument():
         require_device("npu0")
 
 
-def test_require_device_defaults_as_the_cli_does(monkeypatch, caplog):
-    # The NPU present, else npu2: the function iron-lm's --device default calls.
-    from iron.runtime import default_device
-
-    monkeypatch.setenv("IRON_BACKEND", "emu")
-    monkeypatch.setattr(device_module, "_announced", set())
-    with caplog.at_level("WARNING", logger="iron"):
+def test_require_device_defaults_as_the_cli_does(emulated_default, caplog):
+    # The runtime's default (the NPU present, else npu2): the function
+    # iron-lm's --device default calls too.
+    with use_device(None), caplog.at_level("WARNING", logger="iron"):
         assert require_device() is NPU2
         assert require_device() is NPU2
-    assert default_device() == "npu2"
     notices = [r.getMessage() for r in caplog.records if r.name == "iron"]
     assert len(notices) == 1, notices  # said once
     assert "no device named: using npu2" in notices[0]

@@ -60,9 +60,7 @@ def test_an_unknown_shape_alone_raises():
     )
 
 
-def test_recording_without_a_device_takes_the_default(monkeypatch):
-    monkeypatch.delenv("IRON_DEVICE", raising=False)
-    monkeypatch.setenv("IRON_BACKEND", "emu")
+def test_recording_without_a_device_takes_the_default(emulated_default):
     with iron.use_device(None):
         recording = ScaleThenMul().record(x=(16,), y=(16,))
     assert recording.device.name == "npu2"  # as iron-lm without --device

@@ -52,9 +52,7 @@ def test_reference_outputs_are_numpy_arrays_and_tuples_for_several():
     np.testing.assert_array_equal(b, scale(x, 4.0))
 
 
-def test_reference_without_a_device_takes_the_default(monkeypatch):
-    monkeypatch.delenv("IRON_DEVICE", raising=False)
-    monkeypatch.setenv("IRON_BACKEND", "emu")
+def test_reference_without_a_device_takes_the_default(emulated_default):
     x, y = bf16(8), bf16(8)
     with iron.use_device(None):
         got = ScaleThenMul().reference(x, y)

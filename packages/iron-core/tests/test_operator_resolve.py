@@ -54,8 +54,7 @@ def test_resolved_reads_iron_device(no_device, monkeypatch):
     assert DomainScale(size=64).resolved().columns == 4
 
 
-def test_resolved_without_a_device_takes_the_default(no_device, monkeypatch):
-    monkeypatch.setenv("IRON_BACKEND", "emu")
+def test_resolved_without_a_device_takes_the_default(no_device, emulated_default):
     assert DomainScale(size=64).resolved().columns == 8  # npu2, as the CLI
 
 

@@ -21,7 +21,7 @@ from iron.core.cost import step_time
 from iron.core.declare import Divisors, Input, Output
 from iron.core.device import NPU1, NPU2
 from iron.core.operator import Cost, DimensionConflictError
-from iron.core.tolerance import Tolerance, bf16_ulp_distance, compare
+from iron.core.tolerance import bf16_ulp_distance, compare
 from iron.operators import GEMV, SiLU, Softmax
 from iron.operators.norms import STACK_BYTES, LayerNorm, RMSNorm
 
@@ -753,14 +753,13 @@ def test_a_vector_is_normalized_as_one_row():
         assert recording.steps[0].outputs[0].shape == (1, 512)  # the step's row
         assert recording.steps[1].inputs[1].shape == (512,)  # GEMV reads a vector
         assert recording.outputs[0].shape == (256,)
+        # (tutorial 2 runs the same graph on the emulated NPU)
         got = VectorNormThenProject().reference(x, nw, w)
-        on_device = VectorNormThenProject()(x, nw, w)
         row = RMSNorm(rows=1, cols=512, weighted=True).reference(x.reshape(1, -1), nw)
         projected = GEMV(M=256, K=512).resolved().reference(w, row[0])
         expected = SiLU(size=256).resolved().reference(projected)
-    assert got.shape == on_device.shape == (256,)
+    assert got.shape == (256,)
     assert np.array_equal(got, expected)
-    assert compare(on_device, expected, Tolerance.bf16_ulps(2))
     with iron.use_device("npu2"):
         for op in (LayerNorm, Softmax):
             one = OneRow(op).record(x=(64,))

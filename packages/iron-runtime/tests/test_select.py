@@ -177,6 +177,20 @@ def test_the_emulator_defaults_to_npu2_without_asking_xrt(env):
         assert iron.runtime.default_device() == select.FALLBACK_DEVICE == "npu2"
 
 
+@pytest.mark.parametrize(("reported", "expected"), [("npu1", "npu1"), (None, "npu2")])
+def test_the_python_api_takes_the_same_default(env, reported, expected):
+    """iron-core's require_device, with no device named, asks this runtime
+    (the iron.backends entry point): the device iron-lm takes too."""
+    from iron.core import device as core_device
+
+    env.delenv("IRON_DEVICE", raising=False)
+    env.setattr(xrt, "missing", lambda: [])
+    env.setattr(xrt, "detect", lambda: reported)
+    env.setattr(core_device, "_announced", set())
+    with iron.use_device(None):
+        assert core_device.require_device().name == expected
+
+
 def test_without_xrt_the_default_device_leaves_the_error_to_opening(env):
     """IRON_BACKEND=xrt on a machine without XRT: no detection (its error would
     lack the way out); opening the device names what is missing."""
