@@ -733,3 +733,25 @@ def test_a_b_read_in_the_other_layout_fails_the_reference(host_gemm):
     args[6] = 1
     wrong = _host_product(host_gemm, args, a, b).reshape(m, n)
     assert not compare(wrong, op.reference(a, b), op.tolerance(a, b))
+
+
+def _most_between_waits(lay) -> int:
+    """The most transfers one FIFO queues between two of the layout's waits."""
+    stops = sorted({pos for pos, _ in lay.waits} | {len(lay.transfers)})
+    most, start = 0, 0
+    for stop in stops:
+        per = collections.Counter(t.fifo for t in lay.transfers[start:stop])
+        most, start = max(most, *per.values(), 0), stop
+    return most
+
+
+def test_the_lm_head_gemm_keeps_each_channels_task_queue():
+    # Issue 28, C3: the untuned npu2 LM-head GEMM pushed 6 transfers on a
+    # channel with no wait (its descriptors fit); a channel queues 4 and the
+    # hardware drops the rest, so the schedule blocks instead.
+    d = as_device("npu2")
+    op = GEMM(M=16, K=2048, N=128256, b_transposed=True).resolved(d)
+    lay = gemm.layout(op, d)
+    legality.check(lay, d)
+    assert lay.waits
+    assert _most_between_waits(lay) <= legality.TILE_LIMITS[d.arch].task_queue

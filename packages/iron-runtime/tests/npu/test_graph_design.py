@@ -10,8 +10,10 @@ scratchpad's offset, the scratchpad's own BO) against a fake pyxrt.
 
 from __future__ import annotations
 
+import re
 import sys
 import types
+from math import prod
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,7 @@ from iron.runtime import xrt
 from iron.runtime.driver import RunError
 from iron.runtime.image import build_images
 from iron.runtime.npu import build, legality
+from iron.runtime.npu import graph as graph_mod
 from iron.runtime.npu.graph import EMIT, WindowShift, graph_design
 
 from .support import filecheck
@@ -502,3 +505,83 @@ def test_npu2_falls_back_to_one_elf_per_step(monkeypatch, tmp_path):
     assert len([c for c in log if c[0] == "hw_context"]) == 4
     assert [c for c in log if c[0] == "bo"] == []  # no group_id on ELF kernels
     assert all(c[0] != "run" or c[1] == "main:sequence" for c in log)
+
+
+class Samples(iron.Graph):
+    """A Sample whose int32 token a Copy moves on (as a Llama version's last steps)."""
+
+    def body(self, logits):
+        from iron.operators import Copy, Sample
+
+        return Copy.step(Sample.step(logits))
+
+
+def _runs(text: str) -> dict[str, str]:
+    """Each ``aiex.run``'s callee and its operand types, from ``@main``."""
+    found = re.findall(r"aiex\.run @(\w+)_sequence\(.*\) : \((.*)\)", text)
+    return dict(found)
+
+
+def test_every_run_passes_its_steps_own_argument_types(tmp_path):
+    with iron.use_device("npu2"):
+        rec = Samples().record(logits=(TABLE * 64,))
+        (image,) = build_images(plan("npu2", rec), rec)
+    g = graph_design(image, NPU2, arena_bytes=1 << 16)
+    runs = _runs(g.design.text)
+    assert len(runs) == len(g.steps) == 2
+    for k, s in enumerate(g.steps):
+        (line,) = [x for x in s.design.text.splitlines() if "runtime_sequence" in x]
+        assert runs[f"step{k}"] == ", ".join(re.findall(r"memref<[^>]*>", line))
+    # The token is one int32, moved as 4 bytes (upstream's 4-byte rule).
+    (sample,) = [s.design for s in g.steps if "Sample" in s.design.operator]
+    token = [t for t in sample.layout.transfers if t.fifo.startswith("token")]
+    assert [prod(t.sizes) * t.itemsize for t in token] == [4]
+
+
+def test_a_samples_token_output_is_one_int32():
+    class Last(iron.Graph):
+        def body(self, logits):
+            from iron.operators import Sample
+
+            return Sample.step(logits)
+
+    with iron.use_device("npu2"):
+        rec = Last().record(logits=(TABLE * 64,))
+        (image,) = build_images(plan("npu2", rec), rec)
+    (step,) = graph_design(image, NPU2, arena_bytes=1 << 16).steps
+    assert "%output_sample0_buf: memref<1xi32>" in step.design.text
+    (token,) = [t for t in step.design.layout.transfers if t.fifo.startswith("token")]
+    assert (token.buffer, token.itemsize, prod(token.sizes)) == ("output:sample0", 4, 1)
+
+
+def test_two_steps_typing_one_argument_apart_are_refused(monkeypatch):
+    with iron.use_device("npu2"):
+        rec = Samples().record(logits=(TABLE * 64,))
+        (image,) = build_images(plan("npu2", rec), rec)
+    real = graph_mod._sequence_types
+
+    def retyped(design):
+        types = real(design)
+        return (
+            [t.replace("bf16", "i32") for t in types]
+            if "Copy" in design.operator
+            else types
+        )
+
+    monkeypatch.setattr(graph_mod, "_sequence_types", retyped)
+    with pytest.raises(
+        graph_mod.ArgumentTypeError, match="one argument has one type"
+    ) as info:
+        graph_design(image, NPU2, arena_bytes=1 << 16)
+    assert isinstance(info.value, TypeError) and "Sample" in str(info.value)
+
+
+def test_a_transfer_planned_in_other_items_than_its_argument_is_refused():
+    from iron.runtime.npu.designs.sequence import ItemSizeError, check_items
+
+    t = legality.Transfer(
+        "token_0", legality.Tile(0, 0), "out", 0, (1, 1, 1, 1), (0, 0, 0, 1), 4
+    )
+    check_items([t], {"out": "memref<1xi32>"})
+    with pytest.raises(ItemSizeError, match="4-byte items of argument out"):
+        check_items([t], {"out": "memref<2xbf16>"})

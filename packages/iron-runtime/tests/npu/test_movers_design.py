@@ -409,11 +409,24 @@ def test_a_static_view_in_the_arena_is_walked_at_its_buffers_offset():
     assert "%arena[0, 0, 0, 2064]" in d.text  # byte 4096 + element 16
 
 
-def test_repeat_of_int32_in_the_arena_counts_offsets_in_words():
+def test_repeat_of_int32_in_the_arena_counts_in_bf16_elements():
+    # The arena is bf16 in every design (one type per full-ELF argument), so
+    # an int32 Repeat walks it in bf16 elements: bytes 64 and 256 are 32, 128.
     placement = {"x": Placement("arena", 64, 128), "out": Placement("arena", 256, 512)}
     d = _build(Repeat(rows=4, row_shape=(8,), repeat=4, itemsize=4), "npu1", placement)
-    assert "memref<192xi32>" in d.text
-    assert "%arena[0, 0, 0, 16]" in d.text and "%arena[0, 0, 0, 64]" in d.text
+    assert "memref<384xbf16>" in d.text and "xi32>" in d.text  # FIFO elements
+    assert "%arena[0, 0, 0, 32]" in d.text and "%arena[0, 0, 0, 128]" in d.text
+    assert all(t.itemsize == 2 for t in d.layout.transfers)
+
+
+def test_a_copy_of_bytes_in_the_arena_walks_bf16_elements():
+    placement = {
+        "view": Placement("arena", 64, 256),
+        "out": Placement("arena", 512, 256),
+    }
+    d = _build(Copy(shape=(256,), itemsize=1), "npu2", placement)
+    assert "memref<384xbf16>" in d.text
+    assert "%arena[0, 0, 0, 32]" in d.text and "%arena[0, 0, 0, 256]" in d.text
 
 
 def test_movers_read_no_words():

@@ -444,3 +444,18 @@ def test_a_wrong_tile_layout_fails_the_check(host_qgemm):
 def test_the_harness_refuses_bad_arguments(host_qgemm):
     done = subprocess.run([str(host_qgemm), "4"], capture_output=True)
     assert done.returncode == 2 and b"usage" in done.stderr
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_the_lm_head_qgemm_keeps_each_channels_task_queue(bits):
+    # Issue 28, C3: npu2's profile has no LM-head QGEMM entry, and at the
+    # defaults (8 columns, tile_n=48) it pushed 6 transfers per channel with
+    # no wait; a channel queues 4, so the schedule blocks instead.
+    from .test_gemm_design import _most_between_waits
+
+    d = as_device("npu2")
+    op = QGEMM(M=16, K=2048, N=128256, bits=bits, group=32).resolved(d)
+    lay = qgemm.layout(op, d)
+    legality.check(lay, d)
+    assert lay.waits
+    assert _most_between_waits(lay) <= legality.TILE_LIMITS[d.arch].task_queue

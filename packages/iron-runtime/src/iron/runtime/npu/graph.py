@@ -470,29 +470,80 @@ def _as_step_device(text: str, name: str) -> list[str]:
     ]
 
 
+class ArgumentTypeError(TypeError):
+    """Two steps of a full ELF type one shared argument differently."""
+
+
+_SEQUENCE = re.compile(r"aie\.runtime_sequence @sequence\((.*)\) \{")
+_MEMREF = re.compile(r"memref<[^>]*>")
+
+
+def _sequence_types(design: Design) -> list[str]:
+    """The memref types of ``design``'s runtime-sequence arguments, in order."""
+    line = next(m for m in map(_SEQUENCE.search, design.text.splitlines()) if m)
+    return _MEMREF.findall(line.group(1))
+
+
+def _main_types(
+    steps: Sequence[StepDesign], labels: Sequence[str], args, arg_bytes
+) -> dict[str, str]:
+    """``@main``'s type of each argument: the one every step that takes it declares.
+
+    ``aiex.run`` passes ``@main``'s values to a step's sequence, and aiecc's
+    AIEMaterializeRuntimeSequences refuses an operand whose type is not the
+    callee's ("argument type mismatch"; mlir-aie lib/Dialect/AIEX/Transforms/
+    AIEMaterializeRuntimeSequences.cpp, https://github.com/Xilinx/mlir-aie).
+
+    Raises:
+        ArgumentTypeError: Two steps declare one argument with two types.
+    """
+    types: dict[str, tuple[str, str]] = {}
+    for label, s in zip(labels, steps):
+        for a, t in zip(s.design.args, _sequence_types(s.design), strict=True):
+            seen = types.setdefault(a, (t, label))
+            if seen[0] != t:
+                raise ArgumentTypeError(
+                    f"argument {a} is {seen[0]} in {seen[1]} "
+                    f"({_operator(steps, labels, seen[1])}) but {t} in {label} "
+                    f"({s.design.operator}); one argument has one type in every "
+                    f"step: type it alike in both designs (an arena argument is "
+                    f"bf16, addressed in bf16 elements)"
+                )
+    return {
+        a: types[a][0] if a in types else arg_memref(a, n)
+        for a, n in zip(args, arg_bytes)
+    }
+
+
+def _operator(steps: Sequence[StepDesign], labels: Sequence[str], label: str) -> str:
+    return steps[list(labels).index(label)].design.operator
+
+
 def _full_elf(
     name: str, dev: Device, steps: Sequence[StepDesign], args, arg_bytes
 ) -> Design:
-    """The full ELF's design: every step a device, and ``@main`` running them."""
+    """The full ELF's design: every step a device, and ``@main`` running them.
+
+    Raises:
+        ArgumentTypeError: Two steps type one shared argument differently.
+    """
     b = Builder()
     b.comment(f"IRON full ELF: {name} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
-    types = {a: arg_memref(a, n) for a, n in zip(args, arg_bytes)}
+    labels = ["emit" if s.index == EMIT else f"step{k}" for k, s in enumerate(steps)]
+    types = _main_types(steps, labels, args, arg_bytes)
     with b.region("module"):
-        labels = [
-            "emit" if s.index == EMIT else f"step{k}" for k, s in enumerate(steps)
-        ]
-        for name, s in zip(labels, steps):
-            for line in _as_step_device(s.design.text, name):
+        for label, s in zip(labels, steps):
+            for line in _as_step_device(s.design.text, label):
                 b.line(line.removeprefix("  "))
         with b.device(dev.name, "main"):
             hints = [(a, types[a]) for a in args]
             with b.runtime_sequence(hints, "sequence") as names:
                 ssa = dict(zip(args, names))
-                for name, s in zip(labels, steps):
-                    with b.region(f"aiex.configure @{name}"):
+                for label, s in zip(labels, steps):
+                    with b.region(f"aiex.configure @{label}"):
                         operands = ", ".join(ssa[a] for a in s.design.args)
                         sig = ", ".join(types[a] for a in s.design.args)
-                        b.line(f"aiex.run @{name}_sequence({operands}) : ({sig})")
+                        b.line(f"aiex.run @{label}_sequence({operands}) : ({sig})")
     kernels = tuple(dict.fromkeys(k for s in steps for k in s.design.kernels))
     return Design(
         operator=name,

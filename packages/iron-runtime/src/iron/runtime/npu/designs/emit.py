@@ -111,7 +111,10 @@ def build(
             sources.append((WORDS, spec.carried_slot(name), (1, 1, 1, 1), _WORD))
         else:
             arg, byte = _made_at(spec, name.rsplit(".", 1)[0], segments)
-            sources.append((arg, byte // 2, (1, 1, 1, 2), 2))
+            if arg.startswith("arena"):  # bf16 in every design: two halves
+                sources.append((arg, byte // 2, (1, 1, 1, 2), 2))
+            else:  # a graph output, int32 as its step (Sample) types it
+                sources.append((arg, byte // _WORD, (1, 1, 1, 1), _WORD))
     stretches = [
         a for a in dict.fromkeys(s[0] for s in sources) if a.startswith("arena")
     ]
@@ -186,6 +189,7 @@ def build(
             layout.transfers,
             [],
             1,
+            dtypes={a: "i32" for a, *_ in sources if not a.startswith("arena")},
             waits=["emit_next"],
         )
     return Design(

@@ -416,7 +416,9 @@ def schedule(
     ``packed``: ``b`` is packed rows (:class:`PackedRows`), walked as such.
 
     Unblocked when the order of fewer descriptors on the busiest shim (then
-    fewer in all; ``mn`` on a tie) fits a shim's descriptors at once; else
+    fewer in all; ``mn`` on a tie) fits a shim's descriptors at once and
+    queues at most a channel's ``task_queue`` transfers on each FIFO (the
+    hardware drops a push onto a full queue: mlir-aie PR #3734); else
     the order needing fewer blocks (that order on a tie). With no blocking
     that fits, the unblocked schedule, which legality refuses naming the
     shim and the count.
@@ -429,8 +431,13 @@ def schedule(
         per = collections.Counter(t.shim for t in walks[order])
         return max(per.values()), len(walks[order])
 
+    def pushes(order: str) -> int:
+        """The most transfers one FIFO's channel queues without a wait."""
+        return max(collections.Counter(t.fifo for t in walks[order]).values())
+
     first = min(("mn", "nm"), key=busiest)
-    if busiest(first)[0] <= dev.shim_bds and _legal(walks[first], dev):
+    queued = pushes(first) <= legality.TILE_LIMITS[dev.arch].task_queue
+    if queued and busiest(first)[0] <= dev.shim_bds and _legal(walks[first], dev):
         return Schedule(first)
     found = [
         Schedule(order, blocks)

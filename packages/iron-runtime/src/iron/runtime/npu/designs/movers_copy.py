@@ -247,6 +247,43 @@ def _transfers(
     return found
 
 
+def _in_bf16(op: Any, t: legality.Transfer) -> legality.Transfer:
+    """``t`` in the bf16 elements of its argument when that is the arena's.
+
+    Every design types an arena argument (``arena``, ``arena#<k>``, a window
+    ``arena@<i>``) bf16, so a full ELF's steps all pass it one type (aiecc
+    refuses an ``aiex.run`` operand typed unlike its callee's argument); a
+    Copy of 1- or 4-byte items addresses it in bf16 elements instead of its
+    own. The innermost dimension is contiguous (a sub-word item is walked so
+    upstream, and a 4-byte item's two halves are adjacent).
+
+    Raises:
+        NotImplementedError: The walk cannot be said in bf16 elements.
+    """
+    if not t.buffer.startswith("arena") or t.itemsize == 2:
+        return t
+    num, den = (2, 1) if t.itemsize == 4 else (1, 2)
+    sizes, strides = list(t.sizes), list(t.strides)
+    sizes[-1] *= num
+    scaled = [t.offset * num, sizes[-1], *(x * num for x in strides[:-1])]
+    if (sizes[-1] > num and strides[-1] != 1) or any(x % den for x in scaled):
+        raise NotImplementedError(
+            f"{op!r}: the {t.itemsize}-byte walk {t.sizes}/{t.strides} at "
+            f"{t.offset} of {t.buffer} is not whole bf16 elements of the arena "
+            f"(offset, innermost size and strides in even bytes, innermost "
+            f"stride 1); copy 4-byte-aligned whole words"
+        )
+    sizes[-1] //= den
+    strides = [x * num // den for x in strides[:-1]] + [1]
+    return dataclasses.replace(
+        t,
+        offset=t.offset * num // den,
+        sizes=tuple(sizes),
+        strides=tuple(strides),
+        itemsize=2,
+    )
+
+
 def _queued(
     outs: Sequence[legality.Transfer], ins: Sequence[legality.Transfer]
 ) -> list[tuple[legality.Transfer, bool] | Wait]:
@@ -296,7 +333,7 @@ def emit_sequence(
         transfers,
         [],
         1,
-        dtypes=dict.fromkeys((a for a, _ in args), dtype),
+        dtypes={a: dtype for a, _ in args if not a.startswith("arena")},
         points=points,
     )
 
@@ -401,6 +438,8 @@ def build_copy(
     first = len(outs) if shared else 0
     ins = [dataclasses.replace(t, bd_id=first + i) for i, t in enumerate(ins)]
     e = _chunk([prod(t.sizes) for t in ins + outs], s)
+    ins = [_in_bf16(op, t) for t in ins]
+    outs = [_in_bf16(op, t) for t in outs]
     fifos = (
         legality.Fifo("view_0", shim_in, (mem,), _DEPTH, e, s),
         legality.Fifo("out_0", mem, (shim_out,), _DEPTH, e, s),

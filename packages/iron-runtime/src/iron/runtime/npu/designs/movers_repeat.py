@@ -25,6 +25,7 @@ from iron.runtime.npu.designs.movers_copy import (
     _MEM_ROW,
     _chunk,
     _forward,
+    _in_bf16,
     _itemsize,
     _queued,
 )
@@ -78,6 +79,7 @@ def build_repeat(
         "x_0", shim, xarg, xbase, (rep, rows, *inner), (0, row, *inner_t), s, 1
     )
     e = _chunk([rows * row], s)
+    write, read = _in_bf16(op, write), _in_bf16(op, read)
     fifos = (
         legality.Fifo("x_0", shim, (mem,), _DEPTH, e, s),
         legality.Fifo("out_0", mem, (shim,), _DEPTH, e, s),

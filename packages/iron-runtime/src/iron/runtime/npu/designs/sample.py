@@ -302,7 +302,13 @@ def build(
             lay.transfers,
             ["token"],
             1,
-            dtypes={"logits": _LOGIT_TYPE[item], "token": "i32"},
+            # Keyed by argument (a port's is "output:sample<k>" in a graph);
+            # an arena argument stays bf16, addressed in bf16 elements.
+            dtypes={
+                where[p][0]: t
+                for p, t in (("logits", _LOGIT_TYPE[item]), ("token", "i32"))
+                if not in_arena(where[p][0])
+            },
         )
     return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 

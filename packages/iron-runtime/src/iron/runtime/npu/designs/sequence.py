@@ -35,9 +35,11 @@ from iron.runtime.npu.mlir import Builder, memref
 
 __all__ = [
     "ARG_DTYPES",
+    "ItemSizeError",
     "WORDS",
     "arg_memref",
     "assemble",
+    "check_items",
     "column_fifos",
     "in_arena",
     "load_words",
@@ -255,6 +257,34 @@ def arg_memref(arg: str, nbytes: int, dtypes: Mapping[str, str] | None = None) -
     return memref(nbytes // _DTYPE_BYTES[dt], dt)
 
 
+class ItemSizeError(TypeError):
+    """A transfer was planned in items of another size than its argument's type."""
+
+
+def check_items(transfers: Sequence[Any], types: Mapping[str, str]) -> None:
+    """Every transfer's item is its argument's element, as the memref types say.
+
+    The emitted ``dma_memcpy_nd`` counts sizes, strides and offset in the
+    elements of its argument's memref type, which upstream's verifier
+    multiplies by the element's width (the 4-byte rule of mlir-aie's
+    lib/Dialect/AIEX/IR/AIEXDialect.cpp, ``verifyStridesWraps``,
+    https://github.com/Xilinx/mlir-aie); a layout planned in other items
+    would be checked in one size and moved in another.
+
+    Raises:
+        ItemSizeError: A transfer's item size differs from its argument's.
+    """
+    for t in transfers:
+        dt = types[t.buffer].rsplit("x", 1)[1].rstrip(">")
+        if _DTYPE_BYTES[dt] != t.itemsize:
+            raise ItemSizeError(
+                f"transfer on FIFO {t.fifo} moves {t.itemsize}-byte items of "
+                f"argument {t.buffer}, typed {types[t.buffer]} "
+                f"({_DTYPE_BYTES[dt]}-byte elements); key the design's dtypes by "
+                f"argument name or plan the transfer in the argument's elements"
+            )
+
+
 def runtime_sequence(
     b: Builder,
     args: Sequence[tuple[str, int]],
@@ -279,6 +309,7 @@ def runtime_sequence(
     :func:`iron.runtime.npu.legality.check`).
     """
     types = {a: arg_memref(a, n, dtypes) for a, n in args}
+    check_items(transfers, types)
     hints = [(a if a == "arena" else f"{a}_buf", types[a]) for a, _ in args]
     # Where each transfer issues a token, and the waits after the first k
     # transfers (k = len(transfers): at the end).
