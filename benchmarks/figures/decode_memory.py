@@ -104,8 +104,8 @@ def iron_child(folder: str, budget: str, new: int) -> dict[str, Any]:
     speeds = {"default": decoder.stats.decode_tokens_per_s}
     if have("threadpoolctl"):
         # and at one BLAS thread, as figure 4 also runs (BLAS still runs the
-        # GEMVs without numba, and the prompt's GEMMs; on a shared machine a
-        # thread waiting on a busy core slows them several-fold)
+        # products without numba; on a shared machine a thread waiting on a
+        # busy core slows them several-fold)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, user_api="blas"):

@@ -225,13 +225,14 @@ class Decoder:
             top_p=top_p,
             weights=weights,
         )
-        from iron.lm.gguf import find_gguf
+        from iron.lm.gguf import GGUFCheckpoint
 
         checkpoint = graph.checkpoint
-        # a GGUF file carries its tokenizer; a directory may hold tokenizer.json
-        has_tokenizer = find_gguf(directory) is not None or (
-            (Path(directory) / TOKENIZER_FILE).is_file()
-        )
+        # a GGUF file may carry its tokenizer; a directory may hold tokenizer.json
+        if isinstance(checkpoint, GGUFCheckpoint):
+            has_tokenizer = "tokenizer.ggml.tokens" in checkpoint.metadata
+        else:
+            has_tokenizer = (Path(directory) / TOKENIZER_FILE).is_file()
         tokenizer = Tokenizer.from_directory(directory) if has_tokenizer else None
         return cls(
             graph,
