@@ -99,6 +99,21 @@ def _k_fit(w: np.ndarray, top: int) -> tuple:
     return d, dmin, scales, q
 
 
+def _add_tokenizer(w: Any, tok: dict[str, Any]) -> None:
+    """The tokenizer's keys both writers give: model, pre, tokens, types,
+    merges or scores, bos and eos."""
+    w.add_tokenizer_model(tok["model"])
+    w.add_tokenizer_pre(tok["pre"])
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    if "merges" in tok:
+        w.add_token_merges(tok["merges"])
+    if "scores" in tok:
+        w.add_token_scores(tok["scores"])
+    w.add_bos_token_id(tok["bos"])
+    w.add_eos_token_id(tok["eos"])
+
+
 def pack_q4_k(w: np.ndarray) -> np.ndarray:
     """(rows, cols) float32 -> Q4_K bytes (rows, cols // 256 * 144).
 
@@ -341,16 +356,7 @@ def write_gguf(
     w.add_rope_freq_base(config.rope_theta)
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
-    w.add_tokenizer_model(tok["model"])
-    w.add_tokenizer_pre(tok["pre"])
-    w.add_token_list(tok["tokens"])
-    w.add_token_types(tok["types"])
-    if "merges" in tok:
-        w.add_token_merges(tok["merges"])
-    if "scores" in tok:
-        w.add_token_scores(tok["scores"])
-    w.add_bos_token_id(tok["bos"])
-    w.add_eos_token_id(tok["eos"])
+    _add_tokenizer(w, tok)
     if "unk" in tok:
         w.add_unk_token_id(tok["unk"])
     w.add_add_bos_token(tok["add_bos"])
@@ -454,16 +460,7 @@ def write_llama_cpp_gguf(
     w.add_vocab_size(config.vocab_size)
     w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
     w.add_quantization_version(2)
-    w.add_tokenizer_model(tok["model"])
-    w.add_tokenizer_pre(tok["pre"])
-    w.add_token_list(tok["tokens"])
-    w.add_token_types(tok["types"])
-    if "merges" in tok:
-        w.add_token_merges(tok["merges"])
-    if "scores" in tok:
-        w.add_token_scores(tok["scores"])
-    w.add_bos_token_id(tok["bos"])
-    w.add_eos_token_id(tok["eos"])
+    _add_tokenizer(w, tok)
     if "add_bos" in tok:
         w.add_add_bos_token(tok["add_bos"])
     w.add_chat_template(CHAT_TEMPLATE)
