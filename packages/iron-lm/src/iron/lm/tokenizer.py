@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from iron.lm import template
+from iron.lm.template import TEMPLATE_CHARS, TEMPLATE_SECONDS
 
 __all__ = [
     "ChatTemplateError",
@@ -338,30 +337,22 @@ class Tokenizer:
             "documents": None,
         }
         variables.update(kwargs)
-        template = _compile(self.chat_template)
-        _deadline.at = time.monotonic() + TEMPLATE_SECONDS
-        pieces: list[str] = []
-        size = 0
+        import jinja2
+
         try:
-            for piece in template.generate(**variables):
-                size += len(piece)
-                if size > TEMPLATE_CHARS:
-                    raise _TemplateLimit(f"its text passed {TEMPLATE_CHARS} characters")
-                _check_time()
-                pieces.append(piece)
-        except _TemplateLimit as e:
+            return template.render(self.chat_template, variables)
+        except template.TemplateLimitError as e:
             raise ChatTemplateError(
                 f"the chat template was stopped: {e} (a chat template renders "
                 f"at most {TEMPLATE_CHARS} characters in {TEMPLATE_SECONDS:g} s); "
                 "the checkpoint's template, or these messages, ask too much"
             ) from None
+        except jinja2.TemplateSyntaxError as e:
+            raise ChatTemplateError(f"chat template does not parse: {e}") from None
         except Exception as e:  # the template is the checkpoint's code: any failure
             raise ChatTemplateError(
                 f"the chat template failed while rendering: {type(e).__name__}: {e}"
             ) from None
-        finally:
-            _deadline.at = None
-        return "".join(pieces)
 
     def __repr__(self) -> str:
         return (
@@ -476,129 +467,3 @@ def _pick_template(value: Any, where: Path) -> str | None:
             "'default'"
         )
     raise TokenizerError(f"{str(where)!r}: 'chat_template' must be text or a list")
-
-
-#: A chat template's bounds: the characters it may render, the seconds it may
-#: take (checked at each call, loop step over a range and output piece).
-TEMPLATE_CHARS = 1 << 20
-TEMPLATE_SECONDS = 2.0
-
-
-class _TemplateLimit(Exception):
-    """A template passed :data:`TEMPLATE_CHARS` or :data:`TEMPLATE_SECONDS`."""
-
-
-#: This thread's render deadline (``time.monotonic()``), or None.
-_deadline = threading.local()
-
-
-def _check_time() -> None:
-    at = getattr(_deadline, "at", None)
-    if at is not None and time.monotonic() > at:
-        raise _TemplateLimit(f"it ran past {TEMPLATE_SECONDS:g} s")
-
-
-def _sized(value: Any) -> Any:
-    if isinstance(value, (str, bytes, list, tuple)) and len(value) > TEMPLATE_CHARS:
-        raise _TemplateLimit(f"a value passed {TEMPLATE_CHARS} items")
-    return value
-
-
-@lru_cache(maxsize=8)
-def _compile(source: str) -> Any:
-    """The chat template in a sandbox, with transformers' helpers."""
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
-
-    class Generation(jinja2.ext.Extension):
-        # {% generation %}...{% endgeneration %} marks assistant text for
-        # training masks in transformers; rendering keeps the body as is.
-        tags = {"generation"}
-
-        def parse(self, parser: Any) -> Any:
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.TemplateError(message)
-
-    def tojson(
-        value: Any,
-        ensure_ascii: bool = False,
-        indent: int | None = None,
-        separators: Any = None,
-        sort_keys: bool = False,
-    ) -> str:
-        # Jinja's own tojson escapes HTML characters; chat text must stay as is.
-        return json.dumps(
-            value,
-            ensure_ascii=ensure_ascii,
-            indent=indent,
-            separators=separators,
-            sort_keys=sort_keys,
-        )
-
-    def strftime_now(fmt: str) -> str:
-        return datetime.now().strftime(fmt)
-
-    class Bounded(ImmutableSandboxedEnvironment):
-        """The sandbox, with the time and size bounds checked as it runs."""
-
-        intercepted_binops = frozenset({"*", "**", "+"})
-
-        def call_binop(self, context: Any, operator: str, left: Any, right: Any):
-            _check_time()
-            if operator == "*":
-                for seq, count in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
-                        _sized(range(len(seq) * max(count, 0)))
-            if operator == "**" and isinstance(right, (int, float)) and right > 64:
-                if isinstance(left, (int, float)) and abs(left) > 1:
-                    raise _TemplateLimit(f"{left!r} ** {right!r} is too large")
-            return _sized(super().call_binop(context, operator, left, right))
-
-        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any):
-            _check_time()
-            for arg in (*args, *kwargs.values()):
-                if isinstance(arg, int) and arg > TEMPLATE_CHARS:
-                    raise _TemplateLimit(f"a call was given {arg}")
-            return _sized(super().call(__context, __obj, *args, **kwargs))
-
-    class TimedRange:
-        """``range``, checking the time as a loop steps through it."""
-
-        def __init__(self, *args: int) -> None:
-            self.r = safe_range(*args)
-
-        def __len__(self) -> int:
-            return len(self.r)
-
-        def __getitem__(self, i: Any) -> Any:
-            return self.r[i]
-
-        def __iter__(self) -> Any:
-            for n, i in enumerate(self.r):
-                if not n & 1023:
-                    _check_time()
-                yield i
-
-        def __reversed__(self) -> Any:
-            for n, i in enumerate(reversed(self.r)):
-                if not n & 1023:
-                    _check_time()
-                yield i
-
-    env = Bounded(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[Generation, jinja2.ext.loopcontrols],
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    env.globals["range"] = TimedRange
-    try:
-        return env.from_string(source)
-    except jinja2.TemplateSyntaxError as e:
-        raise ChatTemplateError(f"chat template does not parse: {e}") from None
