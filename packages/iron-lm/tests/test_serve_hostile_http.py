@@ -61,7 +61,9 @@ def _exchange(server: Server, data: bytes, answers: int | None = None) -> bytes:
             if not chunk:
                 break
             got += chunk
-            assert time.monotonic() - start < ANSWER_S, f"no end to the answer to {data[:80]!r}"
+            assert time.monotonic() - start < ANSWER_S, (
+                f"no end to the answer to {data[:80]!r}"
+            )
     return got
 
 
@@ -70,7 +72,11 @@ def _complete(raw: bytes) -> int:
     try:
         return len(_responses(raw))
     except (ValueError, IndexError, KeyError):
-        return len(_responses(raw[: raw.rfind(b"HTTP/1.1 ")])) if raw.count(b"HTTP/1.1 ") > 1 else 0
+        return (
+            len(_responses(raw[: raw.rfind(b"HTTP/1.1 ")]))
+            if raw.count(b"HTTP/1.1 ") > 1
+            else 0
+        )
 
 
 def _responses(raw: bytes, *, bodiless_first: bool = False) -> list[tuple[int, bytes]]:
@@ -141,44 +147,87 @@ def test_pipelined_requests_are_answered_in_order(server):
 
 
 def test_an_oversized_head_pipelined_after_a_good_request_is_refused(server):
-    raw = _exchange(server, HEALTH + b"\r\n" + _health_head(MAX_HEAD_BYTES + 100), answers=2)
+    raw = _exchange(
+        server, HEALTH + b"\r\n" + _health_head(MAX_HEAD_BYTES + 100), answers=2
+    )
     answers = _responses(raw)
     assert [status for status, _ in answers] == [200, 400]
     assert json.loads(answers[1][1])["error"]["code"] == "invalid_http"
 
 
 # A valid request's parts, for mutation: method, target, header lines, body.
-_METHODS = st.sampled_from([b"GET", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"HEAD", b"BREW"])
+_METHODS = st.sampled_from(
+    [b"GET", b"POST", b"PUT", b"DELETE", b"OPTIONS", b"HEAD", b"BREW"]
+)
 _TARGETS = st.sampled_from(
-    [b"/health", b"/v1/models", b"/v1/completions", b"/v1/chat/completions", b"/%00", b"/" + b"a" * 5000]
+    [
+        b"/health",
+        b"/v1/models",
+        b"/v1/completions",
+        b"/v1/chat/completions",
+        b"/%00",
+        b"/" + b"a" * 5000,
+    ]
 )
 _NAMES = st.sampled_from(
-    [b"Host", b"Content-Type", b"Content-Length", b"Transfer-Encoding", b"Authorization", b"X-Any"]
+    [
+        b"Host",
+        b"Content-Type",
+        b"Content-Length",
+        b"Transfer-Encoding",
+        b"Authorization",
+        b"X-Any",
+    ]
 )
 _VALUES = st.one_of(
     st.sampled_from(
-        [b"127.0.0.1", b"evil.example", b"application/json", b"text/plain", b"chunked", b"-1",
-         b"99999999999999999999", b"0", b"Bearer x", b"\x00", b"\xff\xfe"]
+        [
+            b"127.0.0.1",
+            b"evil.example",
+            b"application/json",
+            b"text/plain",
+            b"chunked",
+            b"-1",
+            b"99999999999999999999",
+            b"0",
+            b"Bearer x",
+            b"\x00",
+            b"\xff\xfe",
+        ]
     ),
     st.binary(max_size=64),
 )
 _BODIES = st.one_of(
     st.just(b'{"model": "m", "prompt": "Hi", "max_tokens": 1}'),
-    st.just(b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}'),
+    st.just(
+        b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}'
+    ),
     st.binary(max_size=256),
-    st.text(max_size=64).map(lambda t: json.dumps({"prompt": t, "max_tokens": 1}).encode()),
+    st.text(max_size=64).map(
+        lambda t: json.dumps({"prompt": t, "max_tokens": 1}).encode()
+    ),
 )
 
 
 @st.composite
 def _hostile_requests(draw) -> bytes:
-    line = draw(_METHODS) + b" " + draw(_TARGETS) + b" " + draw(
-        st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2", b"HTTP/1.1 x"])
+    line = (
+        draw(_METHODS)
+        + b" "
+        + draw(_TARGETS)
+        + b" "
+        + draw(st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2", b"HTTP/1.1 x"]))
     )
     headers = [(b"Host", b"127.0.0.1")]
     headers += draw(st.lists(st.tuples(_NAMES, _VALUES), max_size=5))
     body = draw(_BODIES)
-    raw = line + b"\r\n" + b"".join(n + b": " + v + b"\r\n" for n, v in headers) + b"\r\n" + body
+    raw = (
+        line
+        + b"\r\n"
+        + b"".join(n + b": " + v + b"\r\n" for n, v in headers)
+        + b"\r\n"
+        + body
+    )
     cut = draw(st.integers(0, len(raw)))  # a mutation: one byte changed (or none)
     flip = draw(st.sampled_from([None, b"\r", b"\n", b"\x00", b" ", b":"]))
     if flip is not None and cut < len(raw):

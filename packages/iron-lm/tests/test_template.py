@@ -25,7 +25,10 @@ from iron.lm.template import (
 #: Peak Python allocation allowed while refusing a case (the bound is 1 Mi characters).
 PEAK_BYTES = 16 * 2**20
 
-MESSAGES = [{"role": "user", "content": "Hi\nthere"}, {"role": "assistant", "content": "Yo"}]
+MESSAGES = [
+    {"role": "user", "content": "Hi\nthere"},
+    {"role": "assistant", "content": "Yo"},
+]
 
 HOSTILE = {
     "center": "{{ 'x'|center(10**8) }}",
@@ -86,10 +89,13 @@ def test_what_templates_do_still_renders():
 
 def test_the_bounds_sit_at_their_documented_values():
     at = "x" * TEMPLATE_CHARS
-    assert len(render("{{ s|center(%d) }}" % TEMPLATE_CHARS, {"s": "x"})) == TEMPLATE_CHARS
+    assert (
+        len(render(f"{{{{ s|center({TEMPLATE_CHARS}) }}}}", {"s": "x"}))
+        == TEMPLATE_CHARS
+    )
     assert len(render("{{ s ~ '' }}", {"s": at})) == TEMPLATE_CHARS
     with pytest.raises(TemplateLimitError):
         render("{{ s ~ 'y' }}", {"s": at})
-    assert render("{{ 1|tojson(indent=%d) }}" % JSON_INDENT, {}) == "1"
+    assert render(f"{{{{ 1|tojson(indent={JSON_INDENT}) }}}}", {}) == "1"
     with pytest.raises(TemplateLimitError):
-        render("{{ [1]|tojson(indent=%d) }}" % (JSON_INDENT + 1), {})
+        render(f"{{{{ [1]|tojson(indent={JSON_INDENT + 1}) }}}}", {})

@@ -338,7 +338,11 @@ def compiled(source: str) -> Any:
             elif name == "join" and args:  # sep.join(items): the items are the subject
                 subject, args = args[0], (subject, *args[1:])
             # Jinja passes its own loop and block variables as keywords
-            given = {k: v for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")}
+            given = {
+                k: v
+                for k, v in kwargs.items()
+                if k not in ("_loop_vars", "_block_vars")
+            }
             _check_call(name, subject, args, given)
             return _sized(super().call(__context, __obj, *args, **kwargs))
 

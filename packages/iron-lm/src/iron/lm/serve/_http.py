@@ -21,7 +21,10 @@ import asyncio
 import json
 
 import h11
-from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
+from uvicorn.protocols.http.h11_impl import (
+    DEFAULT_MAX_INCOMPLETE_EVENT_SIZE,
+    H11Protocol,
+)
 
 __all__ = ["HEADER_SECONDS", "BoundedConnection", "HeaderTimeoutProtocol", "head_bytes"]
 
@@ -32,7 +35,9 @@ HEADER_SECONDS = 10.0
 def head_bytes(request: h11.Request) -> int:
     """Bytes of ``request``'s line and headers as sent (each line's CRLF counted)."""
     line = len(request.method) + len(request.target) + len(b" HTTP/1.1\r\n") + 1
-    fields = sum(len(name) + len(value) + 4 for name, value in request.headers.raw_items())
+    fields = sum(
+        len(name) + len(value) + 4 for name, value in request.headers.raw_items()
+    )
     return line + fields + 2
 
 
@@ -44,7 +49,9 @@ class BoundedConnection(h11.Connection):
     """
 
     def __init__(self, max_incomplete_event_size: int) -> None:
-        super().__init__(h11.SERVER, max_incomplete_event_size=max_incomplete_event_size)
+        super().__init__(
+            h11.SERVER, max_incomplete_event_size=max_incomplete_event_size
+        )
         self.max_head_bytes = max_incomplete_event_size
 
     def next_event(self):  # type: ignore[no-untyped-def]
@@ -65,7 +72,9 @@ class HeaderTimeoutProtocol(H11Protocol):
     def __init__(self, config, server_state, app_state=None, _loop=None):  # type: ignore[no-untyped-def]
         super().__init__(config, server_state, app_state, _loop)
         size = config.h11_max_incomplete_event_size
-        self.conn = BoundedConnection(DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if size is None else size)
+        self.conn = BoundedConnection(
+            DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if size is None else size
+        )
 
     def _arm(self) -> None:
         waiting = self.conn.their_state is h11.IDLE
