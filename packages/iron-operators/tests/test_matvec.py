@@ -199,6 +199,32 @@ def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) ->
         assert same.all(), f"{name} {case} {rows}x{k}: {np.flatnonzero(~same)[:5]}"
 
 
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_float16_scale_and_minimum_is_read_exactly(name: str) -> None:
+    # one row a float16 bit pattern: scale (and minimum) that pattern, every
+    # code 1; x picks element 0 (and 1), so each sum is one dequantized value
+    fmt = FORMATS[name]
+    k = 2 * fmt.group
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    w = np.zeros((patterns.size, fmt.row_bytes(k)), np.uint8)
+    for g in range(2):
+        at = g * fmt.group_bytes
+        w[:, at : at + 2] = patterns.view(np.uint8).reshape(-1, 2)
+        if fmt.bits == 4:
+            w[:, at + 2 : at + 4] = patterns[::-1].copy().view(np.uint8).reshape(-1, 2)
+            w[:, at + 4 : at + fmt.group_bytes] = 0x11
+        else:
+            w[:, at + 2 : at + fmt.group_bytes] = 1
+    for x in (np.eye(k, dtype=np.float32)[0], np.eye(k, dtype=np.float32)[1]):
+        got = matvec.qmatvec(w, x, fmt.bits, fmt.group)
+        with np.errstate(all="ignore"):
+            want = matvec.matvec(dequantize(w, fmt).astype(bfloat16), x)
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (
+            np.isnan(got) & np.isnan(want)
+        )
+        assert same.all(), f"{name}: float16 patterns {patterns[~same][:5]}"
+
+
 def test_packed_rows_refuse_a_format_that_does_not_fit() -> None:
     q4 = FORMATS["q4"]
     w = np.zeros((4, q4.row_bytes(64)), np.uint8)

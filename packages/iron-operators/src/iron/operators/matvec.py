@@ -111,68 +111,133 @@ def _compile() -> dict[str, Any]:
             for b in range(even.shape[0]):
                 out[b, r] = dot_pairs(row, even[b], odd[b])
 
-    # Dequantizing is exact IEEE arithmetic (no fastmath): each weight is
+    # Dequantizing is exact IEEE arithmetic: each weight is
     # quantized.dequantize's float32, rounded to bf16 as ml_dtypes rounds.
+    # The product scale * q is exact in float32 (11 + 8 bits at most), so
+    # a fused multiply-add ("contract") rounds scale * q + min once, as
+    # numpy's multiply then add does: the same bits.
     @numba.njit(nogil=True, cache=True, boundscheck=False)
     def f16_value(lo, hi):  # pragma: no cover - compiled
-        # a little-endian float16's value, exact in float32
+        # a little-endian float16's value, exact in float32, without a
+        # branch: its magnitude bits shifted into float32's, times 2**112,
+        # rebias exponents and makes subnormals normal exactly; infinities
+        # and NaNs (exponent 31) keep their payload under an all-ones one
         h = np.uint32(lo) | (np.uint32(hi) << np.uint32(8))
+        shifted = np.uint32((h & np.uint32(0x7FFF)) << np.uint32(13))
+        value = np.uint32(shifted).view(np.float32) * np.float32(2.0**112)
+        special = np.uint32(shifted | np.uint32(0x7F800000))
+        wide = (h & np.uint32(0x7C00)) == np.uint32(0x7C00)
+        bits = np.uint32(special if wide else np.float32(value).view(np.uint32))
         sign = np.uint32((h & np.uint32(0x8000)) << np.uint32(16))
-        exp = np.uint32((h >> np.uint32(10)) & np.uint32(0x1F))
-        man = np.uint32(h & np.uint32(0x3FF))
-        if exp == 0x1F:  # infinity or NaN
-            bits = sign | np.uint32(0x7F800000) | np.uint32(man << np.uint32(13))
-        elif exp != 0:  # normal: rebias 15 -> 127
-            bits = sign | np.uint32((exp + 112) << 23) | np.uint32(man << 13)
-        else:  # zero or subnormal: man * 2**-24, exact
-            value = np.float32(man) * np.float32(2.0**-24)
-            return -value if sign else value
-        return np.uint32(bits).view(np.float32)
+        return np.uint32(bits | sign).view(np.float32)
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def bf16_bits(bits):  # pragma: no cover - compiled
-        # a float32's bits rounded to the nearest bf16 (ties to even), as
-        # float32 bits; NaN as ml_dtypes makes it (quiet, the same sign)
+    def bf16_any(value):  # pragma: no cover - compiled
+        # a float32 rounded to the nearest bf16 (ties to even), as float32;
+        # NaN as ml_dtypes makes it (quiet, the same sign)
+        bits = np.float32(value).view(np.uint32)
         up = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
         rounded = np.uint32((bits + up) & np.uint32(0xFFFF0000))
         quiet = np.uint32((bits & np.uint32(0x80000000)) | np.uint32(0x7FC00000))
         nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-        return quiet if nan else rounded
+        return np.uint32(quiet if nan else rounded).view(np.float32)
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def dequant_row(row, wide, bits, group):  # pragma: no cover - compiled
-        # wide's bits are written: bf16 values as float32. Each value is
-        # computed where it stands (no lookup, so the loops vectorize):
-        # scale * q, plus min for q4, two float32 roundings as numpy's
-        # (no fastmath: no fused multiply-add), then one pass rounds all.
-        header = 4 if bits == 4 else 2
-        size = header + group * bits // 8
-        for g in range(wide.shape[0] // group):
-            at, first = g * size, g * group
-            scale = f16_value(row[at], row[at + 1])
-            codes = row[at + header : at + size]
-            if bits == 4:
-                low = f16_value(row[at + 2], row[at + 3])
-                for i in range(group // 2):
-                    code = codes[i]
-                    wide[first + 2 * i] = scale * np.float32(code & 15) + low
-                    wide[first + 2 * i + 1] = scale * np.float32(code >> 4) + low
+    def bf16_finite(value):  # pragma: no cover - compiled
+        # bf16_any for a finite float32: no NaN test, so the loops vectorize
+        bits = np.float32(value).view(np.uint32)
+        up = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+        return np.uint32((bits + up) & np.uint32(0xFFFF0000)).view(np.float32)
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    def headers(row, scales, mins, bits, size):  # pragma: no cover - compiled
+        # each group's float16 scale (and minimum): whether all are finite
+        for g in range(scales.shape[0]):
+            at = g * size
+            scales[g] = f16_value(row[at], row[at + 1])
+            mins[g] = f16_value(row[at + 2], row[at + 3]) if bits == 4 else 0.0
+        finite = True
+        for g in range(scales.shape[0]):
+            finite = finite & np.isfinite(scales[g]) & np.isfinite(mins[g])
+        return finite
+
+    # A packed row's bf16 values (as float32) split as the vectors are:
+    # element 2j to even[j], 2j + 1 to odd[j]. A row whose scales and
+    # minimums are all finite (every row a quantizer writes) rounds without
+    # a NaN test, so its loop vectorizes: its values cannot be NaN (at most
+    # 65504 * 255 in magnitude). Each format has its own loops.
+    @numba.njit(nogil=True, cache=True, boundscheck=False, fastmath={"contract"})
+    def dequant4(row, even, odd, scales, mins, group):  # pragma: no cover
+        half = group // 2
+        size = 4 + half
+        finite = headers(row, scales, mins, 4, size)
+        for g in range(scales.shape[0]):
+            scale = scales[g]
+            low = mins[g]
+            codes = g * size + 4
+            first = g * half
+            if finite:
+                for i in range(half):
+                    code = row[codes + i]
+                    e = np.float32(np.int32(code & np.uint8(15)))
+                    o = np.float32(np.int32(code >> np.uint8(4)))
+                    even[first + i] = bf16_finite(scale * e + low)
+                    odd[first + i] = bf16_finite(scale * o + low)
             else:
-                for i in range(group):  # the code byte as two's complement
-                    wide[first + i] = scale * np.float32(np.int8(codes[i]))
-        out = wide.view(np.uint32)
-        for j in range(out.shape[0]):
-            out[j] = bf16_bits(out[j])
+                for i in range(half):
+                    code = row[codes + i]
+                    e = np.float32(np.int32(code & np.uint8(15)))
+                    o = np.float32(np.int32(code >> np.uint8(4)))
+                    even[first + i] = bf16_any(scale * e + low)
+                    odd[first + i] = bf16_any(scale * o + low)
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False, fastmath={"contract"})
+    def dequant8(row, wide, scales, mins, group):  # pragma: no cover
+        # the code bytes as two's complement, in order (wide holds a row;
+        # dot_pairs reads it as pairs)
+        size = 2 + group
+        finite = headers(row, scales, mins, 8, size)
+        for g in range(scales.shape[0]):
+            scale = scales[g]
+            codes = g * size + 2
+            first = g * group
+            if finite:
+                for i in range(group):
+                    q = np.float32(np.int32(np.int8(row[codes + i])))
+                    wide[first + i] = bf16_finite(scale * q)
+            else:
+                for i in range(group):
+                    q = np.float32(np.int32(np.int8(row[codes + i])))
+                    wide[first + i] = bf16_any(scale * q)
+
+    @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
+    def dot_split(row_even, row_odd, even, odd):  # pragma: no cover - compiled
+        # dot_pairs' loop over a row already split in two: the same sums
+        total = np.float32(0.0)
+        for j in range(even.shape[0]):
+            total += row_even[j] * even[j]
+            total += row_odd[j] * odd[j]
+        return total
 
     @numba.njit(nogil=True, cache=True, fastmath=flags, boundscheck=False)
     def rows_packed(
         packed, even, odd, out, first, last, bits, group
     ):  # pragma: no cover
-        wide = np.empty(2 * even.shape[1], np.float32)
+        half = even.shape[1]
+        row_even = np.empty(half, np.float32)
+        row_odd = np.empty(half, np.float32)
+        wide = np.empty(2 * half if bits == 8 else 0, np.float32)
+        scales = np.empty(2 * half // group, np.float32)
+        mins = np.empty(2 * half // group, np.float32)
         for r in range(first, last):
-            dequant_row(packed[r], wide, bits, group)
-            for b in range(even.shape[0]):
-                out[b, r] = dot_pairs(wide, even[b], odd[b])
+            if bits == 4:  # split as the vectors are
+                dequant4(packed[r], row_even, row_odd, scales, mins, group)
+                for b in range(even.shape[0]):
+                    out[b, r] = dot_split(row_even, row_odd, even[b], odd[b])
+            else:  # in order
+                dequant8(packed[r], wide, scales, mins, group)
+                for b in range(even.shape[0]):
+                    out[b, r] = dot_pairs(wide, even[b], odd[b])
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = max(1, cores or os.cpu_count() or 1)
