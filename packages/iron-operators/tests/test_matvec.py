@@ -182,6 +182,16 @@ def _packed(rng: np.random.Generator, fmt, rows: int, k: int, case: str) -> np.n
     return rng.integers(0, 256, (rows, fmt.row_bytes(k)), dtype=np.uint8)
 
 
+def _as_dequantized(w: np.ndarray, x: np.ndarray, fmt) -> np.ndarray:
+    """Where qmatvec's sums have the bits of matvec over the bf16 dequantized rows."""
+    got = matvec.qmatvec(w, x, fmt.bits, fmt.group)
+    with np.errstate(all="ignore"):
+        want = matvec.matvec(dequantize(w, fmt).astype(bfloat16), x)
+    return (got.view(np.uint32) == want.view(np.uint32)) | (
+        np.isnan(got) & np.isnan(want)
+    )
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
 @pytest.mark.parametrize("case", ["quantized", "bytes"])
 def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) -> None:
@@ -190,12 +200,7 @@ def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) ->
     for rows, k in [(3, 64), (300, 2048), (2100, 1024)]:  # the last one split
         w = _packed(rng, fmt, rows, k, case)
         x = rng.standard_normal(k).astype(bfloat16).astype(np.float32)
-        got = matvec.qmatvec(w, x, fmt.bits, fmt.group)
-        with np.errstate(all="ignore"):
-            want = matvec.matvec(dequantize(w, fmt).astype(bfloat16), x)
-        same = (got.view(np.uint32) == want.view(np.uint32)) | (
-            np.isnan(got) & np.isnan(want)
-        )
+        same = _as_dequantized(w, x, fmt)
         assert same.all(), f"{name} {case} {rows}x{k}: {np.flatnonzero(~same)[:5]}"
 
 
@@ -216,12 +221,7 @@ def test_every_float16_scale_and_minimum_is_read_exactly(name: str) -> None:
         else:
             w[:, at + 2 : at + fmt.group_bytes] = 1
     for x in (np.eye(k, dtype=np.float32)[0], np.eye(k, dtype=np.float32)[1]):
-        got = matvec.qmatvec(w, x, fmt.bits, fmt.group)
-        with np.errstate(all="ignore"):
-            want = matvec.matvec(dequantize(w, fmt).astype(bfloat16), x)
-        same = (got.view(np.uint32) == want.view(np.uint32)) | (
-            np.isnan(got) & np.isnan(want)
-        )
+        same = _as_dequantized(w, x, fmt)
         assert same.all(), f"{name}: float16 patterns {patterns[~same][:5]}"
 
 
