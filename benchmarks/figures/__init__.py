@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import (
     arena,
+    batched,
     compile_cost,
     decode,
     decode_memory,
@@ -37,6 +38,7 @@ FIGURES = {
     11: gguf_loading.run,
     12: decode_memory.run,
     13: speculative.run,
+    14: batched.run,
 }
 
 __all__ = ["FIGURES"]

@@ -107,7 +107,7 @@ def test_each_row_has_the_bits_of_its_sequence_alone(made, weights, data):
         )
         seqs.append((ids, seq, [], []))
     assert sorted(s.slot for _, s, _, _ in seqs) == sorted(taken[:count])
-    for ids, seq, tokens, rows in seqs:  # prompts first, then steps together
+    for _, seq, tokens, rows in seqs:  # prompts first, then steps together
         while (first := engine.prefill(seq)) is None:
             pass
         tokens.append(first)

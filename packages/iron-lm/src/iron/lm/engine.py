@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 from iron.lm.config import LlamaConfig
