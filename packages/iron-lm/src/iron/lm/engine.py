@@ -118,6 +118,7 @@ class Engine:
         #: Per slot: the ids its cache holds at positions 0, 1, ...
         self._held: list[list[int]] = [[] for _ in range(self.slots)]
         self._busy: list[Stream | None] = [None] * self.slots
+        self._owner: list[str | None] = [None] * self.slots
         #: Prompt tokens found in a slot's cache, summed over sequences.
         self.cached_tokens = 0
 
@@ -156,10 +157,14 @@ class Engine:
         top_p: float | None = None,
         stop: Iterable[int] = (),
         reuse: bool = True,
+        owner: str | None = None,
     ) -> Stream:
         """Take a slot for ``ids``: the free slot whose cache holds the longest
         prefix of them (with ``reuse``), else the free slot holding the
-        fewest ids (the lowest of those), so other prefixes stay.
+        fewest ids (the lowest of those), so other prefixes stay. Only a
+        slot last filled by the same ``owner`` is reused (a caller's
+        prompt never tells another caller anything through the time it
+        takes).
 
         Raises:
             NoSlotFree: Every slot holds a sequence.
@@ -175,7 +180,12 @@ class Engine:
             raise NoSlotFree(
                 f"all {self.slots} slots hold a sequence; wait for one to finish"
             )
-        common = {i: _common(self._held[i], checked[:-1].tolist()) for i in free}
+        common = {
+            i: _common(self._held[i], checked[:-1].tolist())
+            if self._owner[i] == owner
+            else 0
+            for i in free
+        }
         # the longest prefix held; else the slot holding least (keeping
         # others' prefixes for their next turn), the lowest of those
         slot = max(
@@ -194,6 +204,7 @@ class Engine:
             prefilled=cached,
         )
         self._held[slot] = self._held[slot][:cached]
+        self._owner[slot] = owner
         self._busy[slot] = seq
         self.cached_tokens += cached
         if seq.max_new_tokens == 0:
@@ -243,6 +254,8 @@ class Engine:
         seqs = [s for s in (self.active if seqs is None else seqs) if s.decoding]
         if not seqs:
             return {}
+        if len(seqs) == 1:  # one sequence: the decode step (GEMV), same bits
+            return self._alone(seqs[0])
         top = max(s.slot for s in seqs) + 1
         batch = next(b for b in BATCHES if b >= top)
         tokens = np.zeros((batch, 1), np.int32)
@@ -273,6 +286,17 @@ class Engine:
             out[s.slot] = self._made(s, token, s.position + 1)
         return out
 
+    def _alone(self, s: Stream) -> dict[int, int]:
+        """One decode step of ``s`` by the decode version: its token is
+        sampled on the device, the draw :func:`draw` makes on the host."""
+        logits, carry = self.decoder.decode(
+            token=s.token, position=s.position, n=1, seed=s.seed, slot=s.slot, **s.draw
+        )
+        _check_finite(logits, s.position + 1)
+        s.logits = np.array(logits, np.float32)
+        self._held[s.slot].append(s.token)
+        return {s.slot: self._made(s, int(carry["token"]), s.position + 1)}
+
     def _made(self, seq: Stream, token: int, position: int) -> int:
         """``token`` made at ``position``: ``seq``'s books updated."""
         seq.token, seq.position = token, position
@@ -300,6 +324,7 @@ class Engine:
                 "waits for them to finish"
             )
         self._held[0] = []
+        self._owner[0] = None
 
 
 def _common(a: list[int], b: list[int]) -> int:
