@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (
     arena,
     batched,
+    batched_serving,
     compile_cost,
     decode,
     decode_memory,
@@ -39,6 +40,7 @@ FIGURES = {
     12: decode_memory.run,
     13: speculative.run,
     14: batched.run,
+    15: batched_serving.run,
 }
 
 __all__ = ["FIGURES"]

@@ -254,7 +254,7 @@ class Engine:
         seqs = [s for s in (self.active if seqs is None else seqs) if s.decoding]
         if not seqs:
             return {}
-        if len(seqs) == 1:  # one sequence: the decode step (GEMV), same bits
+        if not self._batched:  # one slot: the decode step (GEMV), same bits
             return self._alone(seqs[0])
         top = max(s.slot for s in seqs) + 1
         batch = next(b for b in BATCHES if b >= top)
@@ -287,8 +287,11 @@ class Engine:
         return out
 
     def _alone(self, s: Stream) -> dict[int, int]:
-        """One decode step of ``s`` by the decode version: its token is
-        sampled on the device, the draw :func:`draw` makes on the host."""
+        """One decode step of ``s`` by the decode version (a graph of one
+        slot): its token is sampled on the device, the draw :func:`draw`
+        makes on the host. With slots the batched version of one row runs
+        instead: it is one image, where the decode version of a graph with
+        slots is an image per step (no Emit carries the slot)."""
         logits, carry = self.decoder.decode(
             token=s.token, position=s.position, n=1, seed=s.seed, slot=s.slot, **s.draw
         )

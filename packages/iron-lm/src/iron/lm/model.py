@@ -775,24 +775,27 @@ class Llama(iron.Graph):
         h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
         q = _rows(h, attn.q_proj.weight)
         k = _rows(h, attn.k_proj.weight)
-        v = _rows(h, attn.v_proj.weight)
+        # the keys and values go to the step's rows (states), then each row
+        # to its slot's cache (a mover reads a row of a state at its offset)
+        _rows(h, attn.v_proj.weight, out=self.batch_v[:].reshape(rows, -1))
         q = RoPE.step(q.reshape(rows, c.num_attention_heads, c.head_dim), cos_sin)
-        k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
-        v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
-        out = self.batch_attention
-        # the keys and values whole into the step's rows, then each row to
-        # its slot's cache (a mover reads a row of a state at its offset)
-        Copy.step(k, out=self.batch_k[:])
-        Copy.step(v, out=self.batch_v[:])
+        RoPE.step(
+            k.reshape(rows, c.num_key_value_heads, c.head_dim),
+            cos_sin,
+            out=self.batch_k[:],
+        )
+        heads = (rows, c.num_attention_heads, c.head_dim)
+        out = self.batch_attention[:].reshape(heads)
         for i, position in enumerate(positions):
             k_cache, v_cache = self._caches(attn, i)
             at = slice(position, position + 1)
             row = slice(i, i + 1)
             Copy.step(self.batch_k[row].transpose(1, 0, 2), out=k_cache[:, at])
             Copy.step(self.batch_v[row].transpose(1, 0, 2), out=v_cache[:, at])
-            o = DecodeAttention.step(q[i], k_cache, v_cache, length=position + 1)
-            Copy.step(o.reshape(-1), out=out[i])
-        o = _rows(out[:], attn.o_proj.weight)
+            DecodeAttention.step(
+                q[i], k_cache, v_cache, length=position + 1, out=out[i]
+            )
+        o = _rows(self.batch_attention[:], attn.o_proj.weight)
         x = _add(x, o)
         h = RMSNorm.step(
             x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
