@@ -218,3 +218,36 @@ def test_the_queue_bound_counts_beyond_the_slots(decoder):
         scheduler.stop()
     assert outcomes[:3] == ["taken"] * 3
     assert "--max-queue 1" in outcomes[3] and "2 slots" in outcomes[3]
+
+
+def test_a_failing_job_reports_its_error_and_a_cancelled_one_never_runs(decoder):
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=2)
+    ran: list[str] = []
+
+    def fail(job: Job) -> None:
+        ran.append("fail")
+        raise ValueError("refused")
+
+    def never(job: Job) -> None:
+        ran.append("never")
+
+    async def scenario() -> tuple:
+        loop = asyncio.get_running_loop()
+        failing, gone = Job(fail, loop), Job(never, loop)
+        gone.cancel()  # its client left before it started
+        scheduler.submit(failing)
+        scheduler.submit(gone)
+        return (
+            await asyncio.wait_for(failing.out.get(), TIMEOUT_S),
+            await asyncio.wait_for(gone.out.get(), TIMEOUT_S),
+        )
+
+    try:
+        (kind, error), (left, _) = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert kind == "error" and isinstance(error, ValueError)
+    assert left == "cancelled" and ran == ["fail"]
+    assert (scheduler.done, scheduler.cancelled) == (1, 1)

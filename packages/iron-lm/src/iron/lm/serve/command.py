@@ -108,7 +108,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=4,
         metavar="N",
         help="requests decoded together, each with its own KV cache in device "
-        "memory (1 to 8; default: %(default)s)",
+        "memory, 1 to 8 (default: %(default)s)",
     )
     serve.add_argument(
         "--kv-budget",
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         from iron.lm.serve.app import create_app
     except ImportError as e:
         return fail(
-            f"iron-lm serve needs Starlette and uvicorn ({e}): "
+            f"iron-lm serve needs Starlette, uvicorn and prometheus-client ({e}): "
             "pip install './packages/iron-lm[serve]'"
         )
     try:
