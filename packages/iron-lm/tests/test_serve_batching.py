@@ -158,7 +158,9 @@ def test_a_budget_sets_the_slots():
     budget = 2 * slot_bytes(config, CONTEXT) + 100
     server = Server("--slots", "8", "--kv-budget", str(budget))
     try:
-        assert server.health()["slots"] == 2
+        health = server.health()
+        assert health["slots"] == 2
+        assert health["kv_cache_bytes"] == 2 * slot_bytes(config, CONTEXT) <= budget
     finally:
         server.stop()
 

@@ -67,8 +67,9 @@ class Stream:
     Attributes:
         slot: The slot its KV cache is in.
         ids: The prompt's token ids.
-        seed, temperature, top_k, top_p: Its sampling (the codes
-            :meth:`iron.lm.model.Llama.sampling` gives, as per-call values).
+        seed: Its sampling seed (the draw for position ``p`` uses ``seed + p``).
+        draw: Its sampling settings, the codes
+            :meth:`iron.lm.model.Llama.sampling` gives.
         max_new_tokens: At most this many tokens.
         stop: Ids that end it (yielded, then it is done).
         cached: Prompt tokens found in the slot's cache, not prefilled.
@@ -77,6 +78,7 @@ class Stream:
         token: Its last token, fed to the next step.
         made: Tokens made so far.
         done: It made its last token.
+        logits: Those its last token was drawn from (float32, ``(vocab,)``).
     """
 
     slot: int
@@ -91,7 +93,7 @@ class Stream:
     token: int = -1
     made: int = 0
     done: bool = False
-    logits: np.ndarray | None = None  # those the last token was drawn from
+    logits: np.ndarray | None = None
 
     @property
     def decoding(self) -> bool:

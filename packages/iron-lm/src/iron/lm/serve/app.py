@@ -397,9 +397,9 @@ class _Server:
 
             def until_cancelled() -> Iterator[int]:
                 nonlocal length
-                # generate() returns a generator, closed here to stop the
-                # decode; its public signature (the API snapshot) says Iterator.
-                with contextlib.closing(tokens):  # type: ignore[type-var]
+                # a Generation, or generate()'s generator: closed here to
+                # stop the decode (or free the slot)
+                with contextlib.closing(tokens):
                     while not job.cancelled.is_set():
                         token = next(tokens, None)
                         if token is None:
@@ -736,6 +736,7 @@ def create_app(
                 "cancelled": worker.cancelled,
                 "slots": worker.slots,
                 "slots_free": worker.slots_free,
+                "kv_cache_bytes": worker.engine.cache_bytes,
             },
             status_code=200 if why is None else 503,
         )
