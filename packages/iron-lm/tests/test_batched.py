@@ -210,15 +210,24 @@ def test_the_batched_versions_are_legal_designs(dev):
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
-def test_llama_3_2_1b_batched_shapes_are_legal_designs(dev):
+def test_llama_3_2_1b_with_slots_is_all_legal_designs(dev):
     from iron.lm.applications.llama import DEFAULT_CONFIG, placeholder_state_dict
 
     config = LlamaConfig.from_json(DEFAULT_CONFIG)
     model = Llama(config, context=2048, rows=16, slots=SLOTS)  # shipped profiles
     model.load_state_dict(placeholder_state_dict(config))
-    for batch in (1, 8):
+    # the batched steps, and the prompt and decode versions on a slot: a
+    # slot's values follow its keys within one shim step (with every slot's
+    # keys before the values, npu1's prompt needed 19 of 16 descriptors)
+    shapes = {
+        "batched 1": {"tokens": ((1, 1), np.int32)},
+        "batched 8": {"tokens": ((8, 1), np.int32)},
+        "prompt": {"tokens": ((16,), np.int32)},
+        "decode": {},
+    }
+    for label, shape in shapes.items():
         with iron.use_device(dev):
-            recording = model.record(tokens=((batch, 1), np.int32))
+            recording = model.record(**shape)
         images = _designs(recording, dev)
         designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
-        assert designed == len(recording.steps), batch
+        assert designed == len(recording.steps), label

@@ -128,27 +128,32 @@ class Attention:
     k_proj: Linear
     v_proj: Linear
     o_proj: Linear
-    k_cache: iron.core.held.State
-    v_cache: iron.core.held.State
+    k_cache: iron.core.held.State | None
+    v_cache: iron.core.held.State | None
+    #: With slots: every slot's keys and values, ``(slots, 2, kv_heads,
+    #: context, head_dim)``: a slot's values right after its keys, so one
+    #: shim descriptor alternates them (its step reaches 2^20 words; the
+    #: keys of every slot before the values would put them past it).
+    kv_cache: iron.core.held.State | None = None
 
     @classmethod
     def declare(cls, c: LlamaConfig, context: int, slots: int = 1) -> Attention:
-        """Weights to bind, and caches of ``context`` positions: one
-        ``(kv_heads, context, head_dim)`` cache, or with ``slots`` above 1
-        one per slot, ``(slots, kv_heads, context, head_dim)``."""
+        """Weights to bind, and caches of ``context`` positions: a
+        ``(kv_heads, context, head_dim)`` key cache and value cache, or with
+        ``slots`` above 1 one :attr:`kv_cache` holding both for each slot."""
         q_out = c.num_attention_heads * c.head_dim
         kv_out = c.num_key_value_heads * c.head_dim
-        shape: tuple[int, ...] = (c.num_key_value_heads, context, c.head_dim)
-        if slots > 1:
-            shape = (slots, *shape)
-        return cls(
+        shape = (c.num_key_value_heads, context, c.head_dim)
+        linears = (
             Linear.declare(q_out, c.hidden_size),
             Linear.declare(kv_out, c.hidden_size),
             Linear.declare(kv_out, c.hidden_size),
             Linear.declare(c.hidden_size, q_out),
-            iron.state(shape, bfloat16),
-            iron.state(shape, bfloat16),
         )
+        if slots > 1:
+            both = iron.state((slots, 2, *shape), bfloat16)
+            return cls(*linears, None, None, both)
+        return cls(*linears, iron.state(shape, bfloat16), iron.state(shape, bfloat16))
 
 
 @dataclasses.dataclass
@@ -537,9 +542,9 @@ class Llama(iron.Graph):
     def _caches(self, attn: Attention, slot: Any) -> tuple[Any, Any]:
         """A layer's key and value caches of ``slot``, ``(kv_heads, context,
         head_dim)`` each (the only ones when the graph holds one slot)."""
-        if self.slots == 1:
+        if attn.kv_cache is None:
             return attn.k_cache, attn.v_cache
-        return attn.k_cache[slot], attn.v_cache[slot]
+        return attn.kv_cache[slot, 0], attn.kv_cache[slot, 1]
 
     # -- the prompt version ------------------------------------------------------
 
