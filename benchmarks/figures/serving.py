@@ -9,8 +9,9 @@ concurrent clients, every client sends its share of the requests one after
 another: requests per second is all of them over the wall time from the
 first sent to the last answered, and the time to first token of a request
 runs from sending it to the first chunk that carries text. The device runs
-one request at a time (the server queues the rest in arrival order), so the
-time to first token grows with the queue. The numbers of clients are taken
+one request at a time (``--slots 1``: the server queues the rest in arrival
+order; figure 15 decodes them together), so the time to first token grows
+with the queue. The numbers of clients are taken
 in turn, round after round, and the rate is reported as a median and range.
 
 The cache figure: a chat's second turn (a long system prompt, a first
@@ -72,7 +73,7 @@ def _free_port() -> int:
 class Server:
     """``iron-lm serve`` in a subprocess, answering /health."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: str) -> None:
         self.port = _free_port()
         env = {
             **os.environ,
@@ -92,6 +93,7 @@ class Server:
                 str(CONTEXT),
                 "--rows",
                 str(ROWS),
+                *args,
             ],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -297,7 +299,7 @@ def run(ctx: Context) -> dict[str, Any]:
     tokens = 4 if quick else 16  # new tokens per request
     rounds = 1 if quick else 3  # of the numbers of clients, in turn
     alternations = 2 if quick else 5  # of the cache figure
-    server = Server()
+    server = Server("--slots", "1")  # one request at a time: figure 15 batches
     try:
         server.post(  # warm up: the first request's host-side caches
             "/v1/completions", {"model": MODEL, "prompt": "Hello", "max_tokens": 2}

@@ -466,11 +466,12 @@ def test_a_client_killed_mid_stream_stops_its_generation(server, reference):
 
 def test_a_client_that_gives_up_waiting_stops_its_generation(server):
     """A non-streamed request whose client gives up is cancelled, never run to
-    its end. Requests ahead of it keep the device busy for far longer than
-    the client waits (each runs to the end of the context), however fast
-    this machine decodes, so the client surely gives up first."""
+    its end. Requests ahead of it hold every slot for far longer than the
+    client waits (each runs to the end of the context), however fast this
+    machine decodes, so the client surely gives up first."""
     before = server.health()
-    ahead = 4
+    slots = before["slots"]  # decoded together; the rest wait
+    ahead = slots + 4
 
     def busy() -> None:
         httpx.post(
@@ -483,7 +484,7 @@ def test_a_client_that_gives_up_waiting_stops_its_generation(server):
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + TIMEOUT_S
-    while server.health()["waiting"] < ahead - 1:  # one may already be running
+    while server.health()["waiting"] < ahead - slots - 1:  # one may have a slot
         assert time.monotonic() < deadline, "the busy requests never queued"
         time.sleep(0.01)
     with pytest.raises(httpx.ReadTimeout):
@@ -746,7 +747,9 @@ def test_the_prefix_cache_is_shared_only_by_the_same_caller(server):
     assert cached("bob") > 0
     assert cached("bob", user="carol") == 0  # nor another user under one key
     assert cached("bob", user="carol") > 0
-    assert cached("alice") == 0
+    # each caller's prefix stays in a slot of its own while slots are free
+    assert server.health()["slots"] >= 3
+    assert cached("alice") > 0
 
 
 def test_any_model_name_is_answered_by_the_served_model(server, reference):
@@ -900,8 +903,8 @@ def test_a_bad_request_head_gets_a_json_400(server, head):
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[Server]:
-    """A server with an API key and no room to wait."""
-    with serving("--api-key", "sekret", "--max-queue", "0") as s:
+    """A server with an API key, one slot and no room to wait."""
+    with serving("--api-key", "sekret", "--max-queue", "0", "--slots", "1") as s:
         yield s
 
 

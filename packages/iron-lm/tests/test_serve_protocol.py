@@ -1,20 +1,15 @@
-"""The server's request checks and its worker, without a server.
+"""The server's request checks, without a server.
 
 ``parse_request`` accepts what OpenAI's clients send for what this server
 does (fields at their do-nothing values included) and refuses the rest by
-name; the worker runs jobs one at a time in arrival order, refuses past its
-bound and skips a job cancelled while it waited.
+name. (The scheduler that runs the requests: ``test_serve_batching.py``.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-
 import pytest
 
 from iron.lm.serve.protocol import APIError, Sampling, parse_request
-from iron.lm.serve.worker import Job, QueueFull, Worker
 
 GREEDY = Sampling()
 SAMPLED = Sampling(temperature=0.8, top_k=8)
@@ -222,59 +217,3 @@ def test_the_error_object_is_openais():
             "code": "c",
         }
     }
-
-
-# -- the worker ------------------------------------------------------------------------
-
-
-def test_jobs_run_in_arrival_order_and_past_the_bound_are_refused():
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        worker = Worker(bound=2)
-        release = threading.Event()
-        order: list[int] = []
-
-        def work(i):
-            def run(job):
-                if i == 0:
-                    release.wait(10)
-                order.append(i)
-                job.outcome = "done"
-                job.put("done", i)
-
-            return Job(run, loop)
-
-        jobs = [work(i) for i in range(3)]
-        for job in jobs:
-            worker.submit(job)  # one runs (held), two wait
-        while worker.waiting != 2:
-            await asyncio.sleep(0.01)
-        with pytest.raises(QueueFull, match="--max-queue 2"):
-            worker.submit(work(9))
-        jobs[1].cancel()  # its client left while it waited
-        release.set()
-        results = [await asyncio.wait_for(job.out.get(), 10) for job in jobs]
-        worker.stop()
-        return order, results, worker
-
-    order, results, worker = asyncio.run(scenario())
-    assert order == [0, 2]
-    assert results == [("done", 0), ("cancelled", None), ("done", 2)]
-    assert (worker.done, worker.cancelled) == (2, 1)
-
-
-def test_a_failing_job_reports_its_error():
-    async def scenario():
-        worker = Worker(bound=1)
-
-        def run(job):
-            raise ValueError("refused")
-
-        job = Job(run, asyncio.get_running_loop())
-        worker.submit(job)
-        result = await asyncio.wait_for(job.out.get(), 10)
-        worker.stop()
-        return result
-
-    kind, error = asyncio.run(scenario())
-    assert kind == "error" and isinstance(error, ValueError)

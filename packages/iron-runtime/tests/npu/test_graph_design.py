@@ -585,3 +585,42 @@ def test_a_transfer_planned_in_other_items_than_its_argument_is_refused():
     check_items([t], {"out": "memref<1xi32>"})
     with pytest.raises(ItemSizeError, match="4-byte items of argument out"):
         check_items([t], {"out": "memref<2xbf16>"})
+
+
+class RowsOfAState(iron.Graph):
+    """Copies of a state's rows at static offsets (a batched step's keys)."""
+
+    def __init__(self) -> None:
+        self.rows = iron.state((8, 2, 32), bfloat16)
+        self.cache = iron.state((8, 2, 4, 32), bfloat16)
+
+    def body(self, x, *, position: iron.Scratchpad[int]):
+        from iron.operators.movers import Copy
+
+        Copy.step(x, out=self.rows[:])
+        for i in range(8):
+            view = self.rows[i : i + 1].transpose(1, 0, 2)
+            Copy.step(view, out=self.cache[i][:, position : position + 1])
+        return SiLU.step(x.reshape(-1))
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_a_copy_of_a_states_row_is_placed_at_the_state_once(dev):
+    """A contiguous row of a state at a static offset (row 4 of 8) is walked
+    by the Copy's own access from the state's start: placing the port at the
+    row as well counted the offset twice, and the design refused a port of
+    640 bytes placed in 512 (rows 4 to 7)."""
+    graph = RowsOfAState()
+    with iron.use_device(dev):
+        rec = graph.record(x=((8, 2, 32), bfloat16))
+        p = plan(dev, rec)
+    images = build_images(p, rec)
+    arena = -(-_extent(p) // 4) * 4
+    designs = [graph_design(im, dev, arena_bytes=arena) for im in images]
+    assert designs
+    rows_at = p.buffers["rows"].offset // 2
+    steps = {s.index: s for d in designs for s in d.steps}
+    for row in range(8):  # each row's copy reads the state's own bytes
+        transfers = steps[1 + row].design.layout.transfers
+        reads = [t.offset for t in transfers if t.fifo.startswith("view")]
+        assert reads and min(reads) == rows_at + row * 64, row

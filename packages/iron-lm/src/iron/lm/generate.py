@@ -41,7 +41,7 @@ import iron
 from iron.core.held import held_dtype
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
-from iron.lm.model import Llama
+from iron.lm.model import BATCHES, Llama
 from iron.lm.speculate import lookup_draft
 from iron.lm.text import TextStream
 from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
@@ -173,6 +173,7 @@ class Decoder:
         self.progress = progress
         self._prompt: CompiledGraph | None = None
         self._decode: CompiledGraph | None = None
+        self._batched: dict[int, CompiledGraph] = {}
         self._loop: CarriedLoop | None = None
         self.stats = Stats()
         # The ids whose keys and values the caches hold at positions 0, 1, ...
@@ -194,6 +195,7 @@ class Decoder:
         top_p: float = 1.0,
         progress: bool = True,
         weights: str | None = None,
+        slots: int = 1,
     ) -> Decoder:
         """Load a Hugging Face Llama checkpoint directory (or a GGUF file).
 
@@ -211,6 +213,10 @@ class Decoder:
         uses unless it gives its own (:meth:`generate`): they are per-call
         values, so changing them compiles nothing.
 
+        ``slots`` (1 to 8) is how many sequences' KV caches the graph holds:
+        with more than one, :meth:`compile` also builds the batched decode
+        versions that :class:`iron.lm.engine.Engine` runs.
+
         Raises:
             FileNotFoundError: No such directory, or no config.json or shards.
             ValueError: An unsupported architecture or setting (named), or
@@ -224,6 +230,7 @@ class Decoder:
             top_k=top_k,
             top_p=top_p,
             weights=weights,
+            slots=slots,
         )
         from iron.lm.gguf import GGUFCheckpoint
 
@@ -277,13 +284,22 @@ class Decoder:
         return self
 
     def _compile(self) -> None:
+        slots = self.graph.slots
         with iron.use_device(self.device):
-            decode = self.graph.compile()
+            # With slots, the slot is a per-call value no Emit carries, so
+            # the decode step runs from the host (no device loop).
+            decode = self.graph.compile(full_elf=False if slots > 1 else None)
             prompt = self.graph.compile(
                 tokens=((self.graph.rows,), np.int32),
                 feeds=decode if decode.emit else None,
             )
-        self._decode, self._prompt = decode, prompt
+            # with slots, the batched decode steps too, before the upload
+            batched = {
+                b: self.graph.compile(tokens=((b, 1), np.int32))
+                for b in BATCHES
+                if slots > 1 and b <= slots
+            }
+        self._decode, self._prompt, self._batched = decode, prompt, batched
         self._upload(prompt)
         if prompt.emit is not None and decode.emit is not None:
             self._loop = CarriedLoop(prompt, decode, depth=2)
@@ -326,6 +342,14 @@ class Decoder:
         self.compile()
         assert self._decode is not None
         return self._decode
+
+    @property
+    def batched(self) -> dict[int, CompiledGraph]:
+        """The batched decode versions by rows (B in
+        :data:`~iron.lm.model.BATCHES` up to the graph's slots); none when the
+        graph holds one slot."""
+        self.compile()
+        return dict(self._batched)
 
     def _reset(self) -> None:
         """Zero the generated-token record (the caches are overwritten as used)."""

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from iron.lm.quantize import QuantizedCheckpoint
 
 __all__ = [
+    "BATCHES",
+    "BATCH_ROWS",
+    "MAX_SLOTS",
     "Attention",
     "Layer",
     "Linear",
@@ -66,6 +69,20 @@ __all__ = [
 #: The padded logits are floored over an aligned tail: elementwise steps take
 #: whole 16-element tiles.
 _FLOOR_ALIGN = 16
+
+#: The rows a batched decode step may have (:meth:`Llama.body`).
+BATCHES = (1, 2, 4, 8)
+
+#: Rows every product of a batched decode step runs on: a device GEMM's M is
+#: a multiple of twice the mmul's m (4 on AIE2 and AIE2P,
+#: :func:`iron.operators.matmul.mmul_shape`), so a step of fewer rows pads to
+#: 8 (the padding rows read zeros, or a larger step's stale rows; no row is
+#: ever summed with another, so they change no other row's bits).
+BATCH_ROWS = 8
+
+#: The most slots a graph holds: the batched step's rows take one per-call
+#: word each for the position, one for the length attended (``position + 1``).
+MAX_SLOTS = BATCHES[-1]
 
 #: ``top_p=1`` (keep every candidate) as the per-call code Sample reads.
 _TOP_P_ONE = top_p_code(1.0)
@@ -111,23 +128,32 @@ class Attention:
     k_proj: Linear
     v_proj: Linear
     o_proj: Linear
-    k_cache: iron.core.held.State
-    v_cache: iron.core.held.State
+    k_cache: iron.core.held.State | None
+    v_cache: iron.core.held.State | None
+    #: With slots: every slot's keys and values, ``(slots, 2, kv_heads,
+    #: context, head_dim)``: a slot's values right after its keys, so one
+    #: shim descriptor alternates them (its step reaches 2^20 words; the
+    #: keys of every slot before the values would put them past it).
+    kv_cache: iron.core.held.State | None = None
 
     @classmethod
-    def declare(cls, c: LlamaConfig, context: int) -> Attention:
-        """Weights to bind, and caches of ``context`` positions."""
+    def declare(cls, c: LlamaConfig, context: int, slots: int = 1) -> Attention:
+        """Weights to bind, and caches of ``context`` positions: a
+        ``(kv_heads, context, head_dim)`` key cache and value cache, or with
+        ``slots`` above 1 one :attr:`kv_cache` holding both for each slot."""
         q_out = c.num_attention_heads * c.head_dim
         kv_out = c.num_key_value_heads * c.head_dim
         shape = (c.num_key_value_heads, context, c.head_dim)
-        return cls(
+        linears = (
             Linear.declare(q_out, c.hidden_size),
             Linear.declare(kv_out, c.hidden_size),
             Linear.declare(kv_out, c.hidden_size),
             Linear.declare(c.hidden_size, q_out),
-            iron.state(shape, bfloat16),
-            iron.state(shape, bfloat16),
         )
+        if slots > 1:
+            both = iron.state((slots, 2, *shape), bfloat16)
+            return cls(*linears, None, None, both)
+        return cls(*linears, iron.state(shape, bfloat16), iron.state(shape, bfloat16))
 
 
 @dataclasses.dataclass
@@ -159,11 +185,11 @@ class Layer:
     mlp: Mlp
 
     @classmethod
-    def declare(cls, c: LlamaConfig, context: int) -> Layer:
-        """Weights to bind, and caches of ``context`` positions."""
+    def declare(cls, c: LlamaConfig, context: int, slots: int = 1) -> Layer:
+        """Weights to bind, and caches of ``context`` positions (per slot)."""
         return cls(
             Norm(iron.param(c.hidden_size)),
-            Attention.declare(c, context),
+            Attention.declare(c, context, slots),
             Norm(iron.param(c.hidden_size)),
             Mlp.declare(c),
         )
@@ -178,11 +204,11 @@ class Model:
     norm: Norm
 
     @classmethod
-    def declare(cls, c: LlamaConfig, context: int) -> Model:
-        """Weights to bind, and caches of ``context`` positions."""
+    def declare(cls, c: LlamaConfig, context: int, slots: int = 1) -> Model:
+        """Weights to bind, and caches of ``context`` positions (per slot)."""
         return cls(
             Norm(iron.param(padded_size(c.vocab_size), c.hidden_size)),
-            [Layer.declare(c, context) for _ in range(c.num_hidden_layers)],
+            [Layer.declare(c, context, slots) for _ in range(c.num_hidden_layers)],
             Norm(iron.param(c.hidden_size)),
         )
 
@@ -219,6 +245,12 @@ class Llama(iron.Graph):
             per device, written by ``python -m iron.lm.tune llama``); a
             :class:`iron.Profile`, another directory, or None for each
             operator's own ``resolve()`` defaults.
+        slots: Sequences whose KV caches the graph holds at once (1 to
+            :data:`MAX_SLOTS`). With more than one, each layer's caches get
+            a leading slot axis, the prompt and decode versions read and
+            write slot ``slot`` (a per-call value), and the *batched decode*
+            version runs one decode step for slots ``0 .. B - 1`` together
+            (:meth:`body`): the weights are read once for the B rows.
     """
 
     #: The checkpoint :meth:`from_pretrained` loaded the weights from (set there).
@@ -234,8 +266,9 @@ class Llama(iron.Graph):
         top_k: int | None = None,
         top_p: float = 1.0,
         profile: iron.Profile | str | os.PathLike | None = PROFILES,
+        slots: int = 1,
     ) -> None:
-        _check_settings(context=context, rows=rows)
+        _check_settings(context=context, rows=rows, slots=slots)
         context = min(
             context or config.max_position_embeddings, config.max_position_embeddings
         )
@@ -253,7 +286,8 @@ class Llama(iron.Graph):
         # greedy: top_k 1 and top_p 1, whatever is asked (it reads neither)
         self.top_k = self._defaults["top_k"]
         self.top_p = float(top_p) if temperature else 1.0
-        self.model = Model.declare(config, context)
+        self.slots = int(slots)
+        self.model = Model.declare(config, context, self.slots)
         if not config.tie_word_embeddings:
             self.lm_head = Linear.declare(
                 padded_size(config.vocab_size), config.hidden_size
@@ -264,6 +298,19 @@ class Llama(iron.Graph):
         )
         self.generated = iron.state((context + 1, 1), np.int32)
         self._declare_padded_logits()
+        # The batched decode step's rows: its embedded tokens, rotary rows and
+        # attention outputs, BATCH_ROWS of them (the rows a device GEMM takes
+        # at least); a step of B rows writes the first B, written per row and
+        # read as one block. Rows past B are never read into rows below it.
+        width = config.num_attention_heads * config.head_dim
+        self.batch_x = iron.state((BATCH_ROWS, config.hidden_size), bfloat16)
+        self.batch_rope = iron.state(
+            (BATCH_ROWS, *self.rope.shape[1:]), self.rope.dtype
+        )
+        self.batch_attention = iron.state((BATCH_ROWS, width), bfloat16)
+        kv = (BATCH_ROWS, config.num_key_value_heads, config.head_dim)
+        self.batch_k = iron.state(kv, bfloat16)
+        self.batch_v = iron.state(kv, bfloat16)
         self.profile = profile
 
     @classmethod
@@ -277,6 +324,7 @@ class Llama(iron.Graph):
         top_k: int | None = None,
         top_p: float = 1.0,
         weights: str | None = None,
+        slots: int = 1,
     ) -> Llama:
         """A Llama graph with the weights of a Hugging Face checkpoint directory.
 
@@ -291,7 +339,7 @@ class Llama(iron.Graph):
         file, its own types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K kept quantized, Q5_K as bf16,
         repacked as uploaded; ``"bf16"`` dequantizes them instead). The
         projections read quantized weights with ``QGEMV``/``QGEMM``
-        (``iron.operators.qmatmul``).
+        (``iron.operators.qmatmul``). ``slots`` is as for :class:`Llama`.
 
         Reads ``config.json`` and every ``*.safetensors`` shard memory-mapped
         and binds the tensors by their Hugging Face names through
@@ -336,6 +384,7 @@ class Llama(iron.Graph):
                 temperature=temperature,
                 top_k=top_k,
                 top_p=top_p,
+                slots=slots,
             )
             if isinstance(checkpoint, GGUFCheckpoint):
                 quantized = weights is None
@@ -453,16 +502,60 @@ class Llama(iron.Graph):
         temperature: iron.Carried[int] = 0,
         top_k: iron.Carried[int] = 1,
         top_p: iron.Carried[int] = _TOP_P_ONE,
+        slot: iron.Scratchpad[int] = 0,
+        position1: iron.Scratchpad[int] = 0,
+        position2: iron.Scratchpad[int] = 0,
+        position3: iron.Scratchpad[int] = 0,
+        position4: iron.Scratchpad[int] = 0,
+        position5: iron.Scratchpad[int] = 0,
+        position6: iron.Scratchpad[int] = 0,
+        position7: iron.Scratchpad[int] = 0,
     ):
+        """The three versions, chosen by ``tokens``.
+
+        - None: the decode step of slot ``slot``: the carried ``token`` at
+          ``position``, the next token sampled on the device.
+        - ``(rows,)`` ids: a prompt chunk of slot ``slot`` from ``position``,
+          ``n`` of them valid.
+        - ``(B, 1)`` ids (B in :data:`BATCHES`, at most ``slots``): the
+          batched decode step, row ``i`` slot ``i``'s last token at its
+          position (``position`` for row 0, ``position1`` ... for the
+          others). It returns the ``(B, vocab)`` logits; the host draws each
+          row's token (:func:`iron.operators.sample.draw`, the draw the
+          device's Sample makes), so each row keeps its own sampling
+          settings. Row ``i``'s logits have the bits the decode step of
+          slot ``i`` alone gives at that position.
+        """
         draw = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
         if tokens is None:
-            return self._decode(token, position, seed, draw)
-        return self._prompt(tokens, position, n, seed, draw)
+            return self._decode(token, position, seed, draw, slot)
+        if tokens.ndim == 2:
+            rest = (position1, position2, position3, position4)
+            rest += (position5, position6, position7)
+            logits = self._batched(tokens, (position, *rest))
+            # nothing to carry: the host samples and feeds each row again
+            return logits, iron.carry(
+                token=token, position=position, n=n, seed=seed, **draw
+            )
+        return self._prompt(tokens, position, n, seed, draw, slot)
+
+    def _caches(self, attn: Attention, slot: Any) -> tuple[Any, Any]:
+        """A layer's key and value caches of ``slot``, ``(kv_heads, context,
+        head_dim)`` each (the only ones when the graph holds one slot)."""
+        if attn.kv_cache is None:
+            return attn.k_cache, attn.v_cache
+        return attn.kv_cache[slot, 0], attn.kv_cache[slot, 1]
 
     # -- the prompt version ------------------------------------------------------
 
     def _prompt(
-        self, tokens: Any, position: Any, n: Any, seed: Any, draw: dict[str, Any]
+        self,
+        tokens: Any,
+        position: Any,
+        n: Any,
+        seed: Any,
+        draw: dict[str, Any],
+        slot: Any = 0,
     ) -> Any:
         c = self.config
         rows = tokens.shape[0]
@@ -470,7 +563,7 @@ class Llama(iron.Graph):
         x = _embed(self.model.embed_tokens.weight, tokens[:n], c.hidden_size)
         cos_sin = self.rope[position : position + rows]
         for layer in self.model.layers:
-            x = self.prompt_layer(layer, x, cos_sin, position, rows)
+            x = self.prompt_layer(layer, x, cos_sin, position, rows, slot)
         h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
         logits = self._head_logits(h)  # (rows, padded vocab)
         last = self._sampled(logits[n - 1], copy=True)
@@ -536,14 +629,21 @@ class Llama(iron.Graph):
         return self.decode_logits
 
     def prompt_layer(
-        self, layer: Layer, x: Any, cos_sin: Any, position: Any, rows: int
+        self,
+        layer: Layer,
+        x: Any,
+        cos_sin: Any,
+        position: Any,
+        rows: int,
+        slot: Any = 0,
     ) -> Any:
         """Record one decoder layer over a prompt chunk of ``rows`` tokens.
 
         ``x`` is the chunk's ``(rows, hidden)`` activations, ``cos_sin`` the
         rotary table's rows for its positions and ``position`` the cache
         position of its first row (a per-call value): the chunk's keys and
-        values are written to the layer's caches there. Returns the layer's
+        values are written to the layer's caches (of ``slot``, when the
+        graph holds several) there. Returns the layer's
         output, ``(rows, hidden)``. The prompt version calls it per layer;
         a graph of another prompt layout (the prefill benchmark's wide
         chunks) can too.
@@ -558,9 +658,10 @@ class Llama(iron.Graph):
         k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
         window = slice(position, position + rows)
-        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, window])
-        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, window])
-        o = CausalAttention.step(q, attn.k_cache, attn.v_cache, start=position)
+        k_cache, v_cache = self._caches(attn, slot)
+        Copy.step(k.transpose(1, 0, 2), out=k_cache[:, window])
+        Copy.step(v.transpose(1, 0, 2), out=v_cache[:, window])
+        o = CausalAttention.step(q, k_cache, v_cache, start=position)
         o = _rows(o.reshape(rows, -1), attn.o_proj.weight)
         x = _add(x, o)
         h = RMSNorm.step(
@@ -576,13 +677,18 @@ class Llama(iron.Graph):
     # -- the decode version --------------------------------------------------------
 
     def _decode(
-        self, token: Any, position: Any, seed: Any, draw: dict[str, Any]
+        self,
+        token: Any,
+        position: Any,
+        seed: Any,
+        draw: dict[str, Any],
+        slot: Any = 0,
     ) -> Any:
         c = self.config
         x = _embed(self.model.embed_tokens.weight, token, c.hidden_size)  # (hidden,)
         cos_sin = self.rope[position : position + 1]
         for layer in self.model.layers:
-            x = self._decode_layer(layer, x, cos_sin, position)
+            x = self._decode_layer(layer, x, cos_sin, position, slot)
         h = RMSNorm.step(
             x.reshape(1, -1), weight=self.model.norm.weight, eps=c.rms_norm_eps
         )
@@ -595,7 +701,9 @@ class Llama(iron.Graph):
             token=nxt, position=position + 1, n=1, seed=seed, **draw
         )
 
-    def _decode_layer(self, layer: Layer, x: Any, cos_sin: Any, position: Any):
+    def _decode_layer(
+        self, layer: Layer, x: Any, cos_sin: Any, position: Any, slot: Any = 0
+    ):
         c = self.config
         attn = layer.self_attn
         h = RMSNorm.step(
@@ -608,12 +716,13 @@ class Llama(iron.Graph):
         k = RoPE.step(k.reshape(1, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(1, c.num_key_value_heads, c.head_dim)
         at = slice(position, position + 1)
-        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, at])
-        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, at])
+        k_cache, v_cache = self._caches(attn, slot)
+        Copy.step(k.transpose(1, 0, 2), out=k_cache[:, at])
+        Copy.step(v.transpose(1, 0, 2), out=v_cache[:, at])
         o = DecodeAttention.step(
             q.reshape(c.num_attention_heads, c.head_dim),
-            attn.k_cache,
-            attn.v_cache,
+            k_cache,
+            v_cache,
             length=position + 1,
         )
         o = _vector(attn.o_proj.weight, o.reshape(-1))
@@ -629,20 +738,96 @@ class Llama(iron.Graph):
         )
         return ElementwiseAdd.step(x, _vector(mlp.down_proj.weight, act))
 
+    # -- the batched decode version -----------------------------------------------
 
-def _check_settings(*, context: Any, rows: Any) -> None:
+    def _batched(self, tokens: Any, positions: tuple[Any, ...]) -> Any:
+        """One decode step of slots ``0 .. B - 1``: ``tokens`` is ``(B, 1)``.
+
+        Every projection is one skinny GEMM over the B rows (the weights are
+        streamed once for all of them); a GEMM row has the bits of GEMV on
+        that row (``iron.operators.matvec.matvecs``), and attention runs per
+        row on its own slot's cache at its own length, so row ``i`` is the
+        decode step of slot ``i`` alone, bit for bit.
+        """
+        c = self.config
+        batch = tokens.shape[0]
+        if tokens.shape[1:] != (1,) or batch not in BATCHES or batch > self.slots:
+            raise ValueError(
+                f"the batched decode step takes (B, 1) token ids with B in "
+                f"{BATCHES} and at most slots={self.slots}, got {tokens.shape}; "
+                f"pad the batch to the next size (idle rows decode a free slot)"
+            )
+        positions = positions[:batch]
+        # the gather first: the host gathers an input's rows before the run
+        x = _embed(self.model.embed_tokens.weight, tokens.reshape(-1), c.hidden_size)
+        for i, position in enumerate(positions):  # each row's rotary row
+            Copy.step(
+                self.rope[position : position + 1], out=self.batch_rope[i : i + 1]
+            )
+        Copy.step(x, out=self.batch_x[:batch])
+        x = self.batch_x[:]  # (BATCH_ROWS, hidden), the first ``batch`` this step's
+        for layer in self.model.layers:
+            x = self._batched_layer(layer, x, positions)
+        h = RMSNorm.step(x, weight=self.model.norm.weight, eps=c.rms_norm_eps)
+        logits = _rows(h, self.head)  # (BATCH_ROWS, padded vocab)
+        return logits[:batch, : c.vocab_size]
+
+    def _batched_layer(self, layer: Layer, x: Any, positions: tuple[Any, ...]) -> Any:
+        c = self.config
+        attn = layer.self_attn
+        rows = BATCH_ROWS
+        cos_sin = self.batch_rope[:]
+        h = RMSNorm.step(x, weight=layer.input_layernorm.weight, eps=c.rms_norm_eps)
+        q = _rows(h, attn.q_proj.weight)
+        k = _rows(h, attn.k_proj.weight)
+        # the keys and values go to the step's rows (states), then each row
+        # to its slot's cache (a mover reads a row of a state at its offset)
+        _rows(h, attn.v_proj.weight, out=self.batch_v[:].reshape(rows, -1))
+        q = RoPE.step(q.reshape(rows, c.num_attention_heads, c.head_dim), cos_sin)
+        RoPE.step(
+            k.reshape(rows, c.num_key_value_heads, c.head_dim),
+            cos_sin,
+            out=self.batch_k[:],
+        )
+        heads = (rows, c.num_attention_heads, c.head_dim)
+        out = self.batch_attention[:].reshape(heads)
+        for i, position in enumerate(positions):
+            k_cache, v_cache = self._caches(attn, i)
+            at = slice(position, position + 1)
+            row = slice(i, i + 1)
+            Copy.step(self.batch_k[row].transpose(1, 0, 2), out=k_cache[:, at])
+            Copy.step(self.batch_v[row].transpose(1, 0, 2), out=v_cache[:, at])
+            DecodeAttention.step(
+                q[i], k_cache, v_cache, length=position + 1, out=out[i]
+            )
+        o = _rows(self.batch_attention[:], attn.o_proj.weight)
+        x = _add(x, o)
+        h = RMSNorm.step(
+            x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
+        )
+        mlp = layer.mlp
+        gate = _rows(h, mlp.gate_proj.weight)
+        up = _rows(h, mlp.up_proj.weight)
+        act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
+        return _add(x, _rows(act, mlp.down_proj.weight))
+
+
+def _check_settings(*, context: Any, rows: Any, slots: Any = 1) -> None:
     """Refuse shape settings of the wrong type rather than coerce them."""
     takes = {
         "context": "a positive int (cache positions) or None",
         "rows": "a positive int (tokens per prompt chunk)",
+        "slots": f"an int in [1, {MAX_SLOTS}] (sequences held at once)",
     }
-    for name, value in {"context": context, "rows": rows}.items():
+    for name, value in {"context": context, "rows": rows, "slots": slots}.items():
         if value is None and name == "context":
             continue
         if not _is_int(value):
             raise TypeError(f"{name} takes {takes[name]}, got {value!r}")
         if value < 1 and name != "rows":  # rows: checked against the context
             raise ValueError(f"{name} takes {takes[name]}, got {value!r}")
+    if slots > MAX_SLOTS:
+        raise ValueError(f"slots takes {takes['slots']}, got {slots!r}")
 
 
 def _is_int(value: Any) -> bool:

@@ -292,10 +292,12 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
             print(wrapped(tiny.NOTICE), file=sys.stderr)
             # The weights' seed is fixed: --seed changes sampling, not the model.
             directory = tiny.write_checkpoint(Path(scratch))
+        context = args.context or DEFAULT_CONTEXT
         yield Decoder.from_pretrained(
             directory,
             device=device,
-            context=args.context or DEFAULT_CONTEXT,
+            context=context,
+            slots=_slots(args, directory, context),
             rows=args.rows,
             temperature=args.temperature,
             top_k=args.top_k or None,
@@ -303,3 +305,59 @@ def open_decoder(args: argparse.Namespace, device: str) -> Iterator[Decoder]:
             progress=sys.stderr.isatty(),
             weights=args.weights,
         )
+
+
+def _slots(
+    args: argparse.Namespace, directory: str | os.PathLike[str], context: int
+) -> int:
+    """The slots ``--slots`` asks (1 for commands without it), at most what
+    ``--kv-budget`` holds at ``context`` positions.
+
+    Raises:
+        UsageError: The budget holds no slot (naming a slot's bytes).
+    """
+    slots = int(getattr(args, "slots", 1) or 1)
+    budget = getattr(args, "kv_budget", None)
+    if budget is None:
+        return slots
+    from iron.lm.config import LlamaConfig
+    from iron.lm.engine import slots_for
+    from iron.lm.gguf import find_gguf, open_gguf
+
+    gguf = find_gguf(directory)
+    if gguf is None:
+        config = LlamaConfig.from_json(Path(directory) / "config.json")
+    else:
+        opened = open_gguf(gguf)
+        try:
+            config = opened.config
+        finally:
+            opened.close()
+    try:
+        return min(
+            slots,
+            slots_for(config, min(context, config.max_position_embeddings), budget),
+        )
+    except ValueError as error:
+        raise UsageError(f"--kv-budget: {error}") from None
+
+
+def byte_size(text: str) -> int:
+    """``"512M"``, ``"2G"``, ``"65536"``: bytes (K, M, G are powers of 1024).
+
+    Raises:
+        argparse.ArgumentTypeError: Not a positive size.
+    """
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    given = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = units.get(given[-1:], 1)
+    number = given[:-1] if given[-1:] in units else given
+    try:
+        value = int(float(number) * scale)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size in bytes (such as 65536, 512M or 2G)"
+        )
+    return value

@@ -1,7 +1,8 @@
 """The HTTP side: a Starlette app speaking OpenAI's API for one decoder.
 
-Routes: ``GET /health`` (503 once the model can no longer answer),
-``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
+Routes: ``GET /health`` (503 once the model can no longer answer; with
+the slots free), ``GET /metrics`` (Prometheus' text format,
+:mod:`iron.lm.serve.metrics`), ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
 ``POST /v1/chat/completions``; a request may name any model (one is
 served). Every error is OpenAI's error object with its status: 401 (a
 wrong or missing bearer token when the server has an API key), 403 (a
@@ -12,8 +13,9 @@ POST body not sent as ``Content-Type: application/json``), 400 (anything
 else wrong with a request, named) and 503 (the queue is full, with
 ``Retry-After``; the server is stopping; the model's checkpoint changed on
 disk). Cross-origin (CORS) headers are sent only for the origins the
-server is given. The prefix cache is reused only by the caller that wrote
-it. Streams are server-sent events
+server is given. Requests are decoded together in the model's slots
+(:mod:`iron.lm.serve.scheduler`). The prefix cache is reused only by the
+caller that wrote it. Streams are server-sent events
 of OpenAI's chunks, ending ``data: [DONE]``; a client that goes away cancels
 its generation at the next token. A request that asks for log-probabilities
 gets them for the tokens whose text it is sent (a streamed chunk carries
@@ -48,6 +50,7 @@ from iron.lm.serve.logprobs import (
     chat_logprobs,
     completion_logprobs,
 )
+from iron.lm.serve.metrics import CONTENT_TYPE, Metrics
 from iron.lm.serve.protocol import (
     APIError,
     Request,
@@ -59,7 +62,8 @@ from iron.lm.serve.protocol import (
     parse_request,
     usage,
 )
-from iron.lm.serve.worker import Job, QueueFull, Worker
+from iron.lm.serve.scheduler import Generation, Scheduler
+from iron.lm.serve.worker import Job, QueueFull
 from iron.lm.text import TextStream
 from iron.operators.sample import MAX_TOP_K
 
@@ -209,9 +213,8 @@ class _Server:
         self.created = now()
         self.eos = {*decoder.config.eos_token_ids, *self.tokenizer.eos_ids}
         self.prompt_limit = decoder.graph.context - decoder.graph.rows
-        self.worker: Worker | None = None
-        #: Whose prompt the decoder's KV cache holds (see :meth:`caller`).
-        self.cache_owner: str | None = None
+        self.worker: Scheduler | None = None
+        self.metrics = Metrics()
         #: Why the model can no longer answer (its checkpoint changed on disk).
         self.broken: str | None = None
         #: Prompts are rendered and tokenized on one thread of their own, off
@@ -352,14 +355,27 @@ class _Server:
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
 
         def run(job: Job) -> None:
-            # jobs run one at a time on the worker thread: this is the order
-            # the cache is written in
-            mine = self.cache_owner == caller
-            self.cache_owner = caller
-            scoring: dict[str, Any] = {}
-            if scorer is not None:  # each step's logits, read on the host loop
-                scoring = {"on_logits": scorer.logits, "device_loop": False}
-            tokens = decoder.generate(
+            # A request runs in a slot beside others (the scheduler's
+            # batched steps), or alone when the batched path cannot serve it
+            # (speculation); either way it gets the tokens it would alone.
+            assert self.worker is not None
+            on_logits = None if scorer is None else scorer.logits
+            if req.speculate:
+                with self.worker.alone(job.cancelled) as alone:
+                    tokens: Any = alone.generate(
+                        ids,
+                        max_new_tokens=steps,
+                        seed=req.seed,
+                        temperature=req.temperature,
+                        top_k=req.top_k,
+                        top_p=req.top_p,
+                        stop=sorted(eos),
+                        speculate=req.speculate,
+                        on_logits=on_logits,
+                    )
+                    answer(job, tokens)
+                return
+            tokens = self.worker.generate(
                 ids,
                 max_new_tokens=steps,
                 seed=req.seed,
@@ -368,19 +384,22 @@ class _Server:
                 top_k=req.top_k,
                 top_p=req.top_p,
                 stop=sorted(eos),
-                reuse_cache=mine,  # only this thread runs the decoder
-                speculate=req.speculate,
-                **scoring,
+                owner=caller,  # a prefix is reused only for its own caller
+                cancelled=job.cancelled,
+                on_logits=on_logits,
             )
+            answer(job, tokens)
+
+        def answer(job: Job, tokens: Any) -> None:
             scored: list[Scored] = []  # scored tokens whose text is not yet sent
             detokenizer = tokenizer.detokenizer(skip_special_tokens=True)
             length = 0  # characters of the generated text so far
 
             def until_cancelled() -> Iterator[int]:
                 nonlocal length
-                # generate() returns a generator, closed here to stop the
-                # decode; its public signature (the API snapshot) says Iterator.
-                with contextlib.closing(tokens):  # type: ignore[type-var]
+                # a Generation, or generate()'s generator: closed here to
+                # stop the decode (or free the slot)
+                with contextlib.closing(tokens):
                     while not job.cancelled.is_set():
                         token = next(tokens, None)
                         if token is None:
@@ -417,12 +436,17 @@ class _Server:
                     if req.speculate
                     else None
                 )
+                cached = (
+                    tokens.cached_tokens
+                    if isinstance(tokens, Generation)
+                    else stats.cached_tokens
+                )
                 job.put(
                     "done",
                     (
                         stream.finish_reason,
                         len(stream.token_ids),
-                        stats.cached_tokens,
+                        cached,
                         drafted,
                     ),
                 )
@@ -710,9 +734,15 @@ def create_app(
                 "waiting": worker.waiting,
                 "done": worker.done,
                 "cancelled": worker.cancelled,
+                "slots": worker.slots,
+                "slots_free": worker.slots_free,
+                "kv_cache_bytes": worker.engine.cache_bytes,
             },
             status_code=200 if why is None else 503,
         )
+
+    async def metrics(request: HTTPRequest) -> Response:
+        return Response(server.metrics.render(), media_type=CONTENT_TYPE)
 
     def model_card() -> dict[str, Any]:
         return {
@@ -765,7 +795,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server.worker = Worker(max_queue)
+        server.worker = Scheduler(decoder, max_queue, server.metrics)
         try:
             yield
         finally:
@@ -789,6 +819,7 @@ def create_app(
         middleware=middleware,
         routes=[
             Route("/health", health, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/models/{model:path}", one_model, methods=["GET"]),
             Route("/v1/completions", completions, methods=["POST"]),

@@ -10,6 +10,7 @@ here, when the command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import logging
 import os
@@ -22,10 +23,15 @@ from iron.lm.options import (
     EXIT_USAGE,
     UsageError,
     add_model_options,
+    byte_size,
     check_model_options,
     fail,
     open_decoder,
 )
+
+#: The most slots ``--slots`` takes (``iron.lm.model.MAX_SLOTS``; the model
+#: module is heavy, and parsing arguments imports nothing of it).
+MAX_SLOTS = 8
 
 __all__ = ["add_parser", "run"]
 
@@ -97,6 +103,22 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--rows - 1 (default: 0, off)",
     )
     serve.add_argument(
+        "--slots",
+        type=int,
+        default=4,
+        metavar="N",
+        help="requests decoded together, each with its own KV cache in device "
+        "memory, 1 to 8 (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--kv-budget",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="device memory the slots' KV caches may take, such as 512M: fewer "
+        "slots than --slots if they do not fit (default: no limit but --slots)",
+    )
+    serve.add_argument(
         "--cors-origins",
         nargs="+",
         default=[],
@@ -114,6 +136,8 @@ def _check_server_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-body-bytes is at least 1, got {args.max_body_bytes}")
     if args.max_queue < 0:
         raise UsageError(f"--max-queue is at least 0, got {args.max_queue}")
+    if not 1 <= args.slots <= MAX_SLOTS:
+        raise UsageError(f"--slots is in [1, {MAX_SLOTS}], got {args.slots}")
     if args.rows >= 1 and not 0 <= args.speculate < args.rows:
         raise UsageError(
             f"--speculate is in [0, {args.rows - 1}] with --rows {args.rows} (a "
@@ -167,16 +191,34 @@ def run(args: argparse.Namespace) -> int:
         from iron.lm.serve.app import create_app
     except ImportError as e:
         return fail(
-            f"iron-lm serve needs Starlette and uvicorn ({e}): "
+            f"iron-lm serve needs Starlette, uvicorn and prometheus-client ({e}): "
             "pip install './packages/iron-lm[serve]'"
         )
-    with open_decoder(args, device) as decoder:
+    try:
+        opened = open_decoder(args, device)
+        decoder = opened.__enter__()
+    except UsageError as error:  # a budget that holds no slot
+        return fail(str(error), EXIT_USAGE)
+    with contextlib.ExitStack() as stack:
+        stack.push(opened)
         if decoder.tokenizer is None:
             return fail(
                 f"{str(args.checkpoint)!r} has no tokenizer.json; the server needs "
                 "the checkpoint's tokenizer"
             )
         decoder.compile()
+        from iron.lm.engine import slot_bytes
+
+        one = slot_bytes(decoder.config, decoder.graph.context)
+        logger.info(
+            "%d slots of %d positions: %d bytes of KV caches (%d a slot) beside "
+            "%d bytes of weights",
+            decoder.graph.slots,
+            decoder.graph.context,
+            one * decoder.graph.slots,
+            one,
+            decoder.weight_bytes,
+        )
         name = args.model_name or (
             "iron-tiny" if args.checkpoint is None else args.checkpoint.resolve().name
         )

@@ -397,7 +397,12 @@ def placements(
         const = start.const if isinstance(start, Affine) else int(start)
         # A Copy walks its views itself (their static offsets are in its
         # access walks): its view ports are placed at their buffers' starts.
-        walked = type(op).__name__ == "Copy" and not _dense_whole(h)
+        # Its read view is walked by the access recorded from it even when
+        # contiguous (a state's row ``batch_k[4:5]``: the walk starts at the
+        # row), so a static start is not added to the placement a second time.
+        copy = type(op).__name__ == "Copy"
+        static = not (isinstance(start, Affine) and start.terms)
+        walked = copy and (not _dense_whole(h) or (port == "view" and static))
         own = 0 if walked else const * itemsize
         seg = (segments or {}).get(h.buffer.name)
         base = 0 if seg is None else seg.start

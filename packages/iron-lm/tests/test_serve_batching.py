@@ -1,0 +1,255 @@
+"""Many requests at once (issue 31): slots, the scheduler, /metrics.
+
+Sixteen streaming clients at once get the answers they get one at a time;
+a long prompt is read a chunk at a time between the others' decode steps;
+cancelling frees a slot at once; the queue bound counts beyond the slots;
+a KV budget that holds no slot is refused at start; ``/metrics`` speaks
+Prometheus' text format.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_serve import CONTEXT, MODEL, TIMEOUT_S, Server, serving
+
+from iron.lm import tiny
+from iron.lm.config import LlamaConfig
+from iron.lm.engine import slot_bytes
+from iron.lm.generate import Decoder
+from iron.lm.serve.scheduler import Scheduler
+from iron.lm.serve.worker import Job, QueueFull
+from iron.operators import matvec
+
+needs_jit = pytest.mark.skipif(
+    not matvec.available(),
+    reason="bit-equal paths need the compiled kernel models (iron-operators[jit])",
+)
+
+#: (prompt, settings): greedy and seeded draws, each its own.
+REQUESTS = [
+    (f"Request {i}: the NPU " + "and more " * (i % 5), settings)
+    for i, settings in enumerate(
+        [
+            {},
+            {"temperature": 0.9, "seed": 3},
+            {"temperature": 1.1, "seed": 4, "top_p": 0.8},
+            {"temperature": 0.7, "seed": 5, "extra_body": {"top_k": 20}},
+        ]
+        * 4
+    )
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with serving("--slots", "4") as s:
+        yield s
+
+
+def streamed(server: Server, prompt: str, settings: dict, tokens: int = 24) -> str:
+    chunks = server.client().completions.create(
+        model=MODEL, prompt=prompt, max_tokens=tokens, stream=True, **settings
+    )
+    return "".join(c.choices[0].text for c in chunks if c.choices)
+
+
+def metrics(server: Server) -> dict[str, float]:
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return {
+        sample.name + str(sorted(sample.labels.items()) or ""): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+@needs_jit
+def test_sixteen_streaming_clients_get_their_answers_alone(server):
+    alone = [streamed(server, prompt, settings) for prompt, settings in REQUESTS]
+    together: list[str | None] = [None] * len(REQUESTS)
+    most = [0]
+
+    def client(i: int) -> None:
+        prompt, settings = REQUESTS[i]
+        together[i] = streamed(server, prompt, settings)
+
+    def watch() -> None:  # how many slots were ever busy at once
+        while any(t is None for t in together):
+            health = server.health()
+            most[0] = max(most[0], health["slots"] - health["slots_free"])
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    watcher = threading.Thread(target=watch)
+    for thread in threads:
+        thread.start()
+    watcher.start()
+    for thread in threads:
+        thread.join(TIMEOUT_S * 4)
+    watcher.join(TIMEOUT_S)
+    assert together == alone
+    assert len(set(alone)) > 4  # the settings and prompts differ
+    assert most[0] > 1  # they shared the device's steps
+    assert server.health()["slots_free"] == 4
+
+
+def test_metrics_are_prometheus_text(server):
+    before = metrics(server)
+    for _ in range(2):  # the second reuses the first's prefix
+        server.client().completions.create(
+            model=MODEL, prompt="The NPU is a chip for " * 3, max_tokens=5
+        )
+    after = metrics(server)
+    assert after["iron_lm_slots"] == 4
+    assert after["iron_lm_slots_active"] == 0
+    assert after["iron_lm_queue_depth"] == 0
+    made = after["iron_lm_generated_tokens_total"]
+    assert made - before.get("iron_lm_generated_tokens_total", 0) == 10
+    count = "iron_lm_time_to_first_token_seconds_count"
+    assert after[count] - before.get(count, 0) == 2
+    per = "iron_lm_time_per_output_token_seconds_count"
+    assert after[per] - before.get(per, 0) == 8
+    hits = "iron_lm_prompt_cache_hits_total"
+    assert after[hits] - before.get(hits, 0) >= 1
+    done = "iron_lm_requests_total[('outcome', 'done')]"
+    assert after[done] - before.get(done, 0) == 2
+    assert after["iron_lm_tokens_per_second"] > 0
+
+
+def test_cancelling_frees_a_slot_at_once(server):
+    assert server.health()["slots_free"] == 4
+    with httpx.stream(
+        "POST",
+        f"{server.url}/v1/completions",
+        json={"model": MODEL, "prompt": "The NPU", "max_tokens": 200, "stream": True},
+        timeout=TIMEOUT_S,
+    ) as response:
+        lines = response.iter_lines()
+        assert next(lines).startswith("data: ")
+        assert server.health()["slots_free"] == 3
+    deadline = time.monotonic() + TIMEOUT_S
+    while server.health()["slots_free"] != 4:
+        assert time.monotonic() < deadline, "the slot was never freed"
+        time.sleep(0.01)
+
+
+def test_a_budget_that_holds_no_slot_is_refused_at_start():
+    done = subprocess.run(
+        [sys.executable, "-m", "iron.lm", "serve", "--kv-budget", "1K"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 4,
+        env={**os.environ, "IRON_BACKEND": "emu", "IRON_DEVICE": "npu2"},
+    )
+    assert done.returncode == 2
+    assert "--kv-budget" in done.stderr and "does not hold one slot" in done.stderr
+
+
+def test_a_budget_sets_the_slots():
+    config = LlamaConfig.tiny()
+    budget = 2 * slot_bytes(config, CONTEXT) + 100
+    server = Server("--slots", "8", "--kv-budget", str(budget))
+    try:
+        health = server.health()
+        assert health["slots"] == 2
+        assert health["kv_cache_bytes"] == 2 * slot_bytes(config, CONTEXT) <= budget
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory) -> Decoder:
+    directory = tiny.write_checkpoint(tmp_path_factory.mktemp("tiny"))
+    return Decoder.from_pretrained(
+        directory, device="npu2", context=256, rows=16, progress=False, slots=2
+    ).compile()
+
+
+def test_a_long_prompt_is_read_between_the_others_steps(decoder):
+    scheduler = Scheduler(decoder, bound=4)
+    try:
+        short = scheduler.generate([5, 6, 7], max_new_tokens=100, stop=())
+        next(short)  # it decodes now
+        before = short._ticket.stream.made
+        chunks = 6
+        long = scheduler.generate(
+            list(range(3, 3 + 16 * chunks)), max_new_tokens=2, stop=()
+        )
+        next(long)  # its first token: after all its chunks
+        during = short._ticket.stream.made - before
+        assert during >= chunks - 1  # a step of the short one after each chunk
+        short.close()
+        long.close()
+    finally:
+        scheduler.stop()
+
+
+def test_the_queue_bound_counts_beyond_the_slots(decoder):
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=1)
+    release = threading.Event()
+
+    def hold(job: Job) -> None:
+        release.wait(TIMEOUT_S)
+        job.outcome = "done"
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        outcomes = []
+        for _ in range(4):  # 2 slots and 1 waiting fit; the 4th does not
+            try:
+                scheduler.submit(Job(hold, loop))
+                outcomes.append("taken")
+            except QueueFull as e:
+                outcomes.append(str(e))
+        return outcomes
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        release.set()
+        scheduler.stop()
+    assert outcomes[:3] == ["taken"] * 3
+    assert "--max-queue 1" in outcomes[3] and "2 slots" in outcomes[3]
+
+
+def test_a_failing_job_reports_its_error_and_a_cancelled_one_never_runs(decoder):
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=2)
+    ran: list[str] = []
+
+    def fail(job: Job) -> None:
+        ran.append("fail")
+        raise ValueError("refused")
+
+    def never(job: Job) -> None:
+        ran.append("never")
+
+    async def scenario() -> tuple:
+        loop = asyncio.get_running_loop()
+        failing, gone = Job(fail, loop), Job(never, loop)
+        gone.cancel()  # its client left before it started
+        scheduler.submit(failing)
+        scheduler.submit(gone)
+        return (
+            await asyncio.wait_for(failing.out.get(), TIMEOUT_S),
+            await asyncio.wait_for(gone.out.get(), TIMEOUT_S),
+        )
+
+    try:
+        (kind, error), (left, _) = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert kind == "error" and isinstance(error, ValueError)
+    assert left == "cancelled" and ran == ["fail"]
+    assert (scheduler.done, scheduler.cancelled) == (1, 1)
