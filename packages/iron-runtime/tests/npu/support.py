@@ -49,12 +49,7 @@ AIE2_FLAGS = ("-DIRON_HOST_AIE2", "-D__AIE_ARCH__=20")
 #: Goldens that break a rule of ``iron.runtime.npu.verify`` today, with why.
 #: test_verify.py expects each to fail the checker (strict xfail), so a fix
 #: shows up as a test to update, and no other golden may join them silently.
-KNOWN_VIOLATIONS = {
-    "causal_attention_16x32x8x64x2048_arena_npu1.mlir": (
-        "task-queue: 7 pushes per @kv_in_c without a wait (review 2, C3c); "
-        "attention.py emits no waits between query tiles"
-    ),
-}
+KNOWN_VIOLATIONS: dict[str, str] = {}
 
 
 def _known_violation(name: str) -> bool:
