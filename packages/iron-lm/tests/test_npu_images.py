@@ -213,3 +213,51 @@ def test_llama_3_2_1b_with_the_shipped_profiles_is_all_legal_designs(dev):
                 assert declared["kv_0"] >= {"link_out"}, label
                 checked += 1
         assert checked == len(attention), label
+
+
+def _llama_1b(weights: str, profile: str) -> Llama:
+    """Llama-3.2-1B on placeholders, ``weights`` packed as from_pretrained holds
+    them, with the shipped profiles (``"shipped"``) or none (``"untuned"``)."""
+    from iron.lm.applications.llama import (
+        DEFAULT_CONFIG,
+        packed_shapes,
+        placeholder_state_dict,
+    )
+
+    config = LlamaConfig.from_json(DEFAULT_CONFIG)
+    kw = {} if profile == "shipped" else {"profile": None}
+    model = Llama(config, context=2048, rows=16, **kw)
+    for name, packed in packed_shapes(config, weights).items():
+        *path, leaf = name.split(".")
+        node = model
+        for part in path:
+            node = node[int(part)] if part.isdigit() else getattr(node, part)
+        setattr(node, leaf, iron.param(*packed, dtype=np.uint8))
+    model.load_state_dict(placeholder_state_dict(config, weights))
+    return model
+
+
+@pytest.mark.parametrize("profile", ["shipped", "untuned"])
+@pytest.mark.parametrize("weights", ["bf16", "q4", "q8"])
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_llama_3_2_1b_versions_pass_upstreams_rules_on_their_text(
+    dev, weights, profile
+):
+    """Issue 28: every image of Llama-3.2-1B's prompt and decode versions, as
+    emitted (npu1: one design a step; npu2: the full ELF), has zero violations
+    of iron.runtime.npu.verify (upstream's verifier and hardware rules)."""
+    from iron.runtime.npu.verify import check_text
+
+    model = _llama_1b(weights, profile)
+    for label in ("prompt", "decode"):
+        with iron.use_device(dev):
+            tokens = {"tokens": ((16,), np.int32)} if label == "prompt" else {}
+            recording = model.record(**tokens)
+        texts = (
+            [s.design.text for im in _designs(recording, dev) for s in im.steps]
+            if dev == "npu1"
+            else [im.design.text for im in _designs(recording, dev)]
+        )
+        assert texts, label
+        found = [str(v) for text in texts for v in check_text(text, dev)]
+        assert not found, (label, len(found), found[:3])

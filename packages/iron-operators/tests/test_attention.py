@@ -767,3 +767,16 @@ def test_a_chunk_row_has_the_bits_of_the_decode_step_at_its_position(
         attend_numpy(q, k, v, start + 1 + np.arange(rows)),
         causal.tolerance(q, k, v),
     )
+
+
+@pytest.mark.parametrize("dev", [NPU1, NPU2], ids=["npu1", "npu2"])
+def test_resolve_keeps_a_columns_cache_streams_within_the_shim_task_queue(dev):
+    """Issue 28 (review 2, C3): a column streams each of its kv heads once a
+    query tile, one push each onto a 4-deep shim queue. Llama-1B's prompt on
+    npu1 (2 kv heads a column, 16 rows) resolved kv_tile=64, q_tile=4: 8
+    streams, and the hardware drops pushes past the queue. Of the equally large
+    kernel calls, resolve now takes one whose streams fit."""
+    r = causal(16, 32, 8, 64, 2048, start=PerCall("position")).resolved(dev)
+    streams = (r.kv_heads // r.num_aie_columns) * (r.rows // r.q_tile)
+    assert streams <= 4, (r.kv_tile, r.q_tile, r.num_aie_columns)
+    assert r.q_tile * r.kv_tile == 256  # no smaller a kernel call than before

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 from iron.core.device import as_device
-from iron.runtime.npu import kernels, legality
+from iron.runtime.npu import kernels, legality, verify
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
@@ -46,6 +46,16 @@ CXX = shutil.which("g++") or shutil.which("clang++")
 AIE2_FLAGS = ("-DIRON_HOST_AIE2", "-D__AIE_ARCH__=20")
 
 
+#: Goldens that break a rule of ``iron.runtime.npu.verify`` today, with why.
+#: test_verify.py expects each to fail the checker (strict xfail), so a fix
+#: shows up as a test to update, and no other golden may join them silently.
+KNOWN_VIOLATIONS: dict[str, str] = {}
+
+
+def _known_violation(name: str) -> bool:
+    return name in KNOWN_VIOLATIONS
+
+
 def check_golden(case: str, dev: str, text: str, *, subject: str = "") -> None:
     """``text`` equals ``golden/<case>_<dev>.mlir``; with ``UPDATE``, write it first.
 
@@ -53,7 +63,11 @@ def check_golden(case: str, dev: str, text: str, *, subject: str = "") -> None:
     design of <case> on <dev>").
     """
     path = GOLDEN / f"{case}_{dev}.mlir"
-    if UPDATE:
+    if UPDATE and not _known_violation(path.name):
+        # a golden is (re)written only when upstream's rules pass it (issue 28)
+        verify.verify_text(text, dev, subject=subject or f"{case} on {dev}")
+        path.write_text(text, encoding="utf-8")
+    elif UPDATE:
         path.write_text(text, encoding="utf-8")
     assert path.is_file(), f"{path} is missing: run with IRON_UPDATE_GOLDEN=1"
     subject = subject or f"the design of {case} on {dev}"

@@ -184,19 +184,21 @@ CHECK_CAUSAL_NPU2 = """\
 
 
 CHECK_CAUSAL_ARENA_NPU1 = """\
-// CHECK: K and V stream in spans of 1 chunk of 64 positions; one descriptor alternates k_cache and v_cache (1048576 elements apart); the shim sends each kv head 4 times (once a query tile)
+// CHECK: kv_tile=32, num_aie_columns=4, q_tile=8) on npu1
+// CHECK: K and V stream in spans of 1 chunk of 32 positions; one descriptor alternates k_cache and v_cache (1048576 elements apart); the shim sends each kv head 2 times (once a query tile)
 // CHECK-LABEL: aie.device(npu1) @main {
-// CHECK: aie.objectfifo @kv_in_0(%{{.*}}, {%{{.*}}}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
-// CHECK-NEXT: aie.objectfifo @kv_0(%mem_tile_0_1, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<8192xbf16>>
+// CHECK: aie.objectfifo @kv_in_0(%{{.*}}, {%{{.*}}}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
+// CHECK-NEXT: aie.objectfifo @kv_0(%mem_tile_0_1, {%tile_0_2}, 2 : i32) : !aie.objectfifo<memref<4096xbf16>>
 // CHECK-NEXT: aie.objectfifo.link [@kv_in_0] -> [@kv_0]([] [])
 // CHECK-NOT: dimensionsFromStream
 // CHECK-NOT: repeat_count
 // CHECK: aie.runtime_sequence @sequence(%[[AR:.*]]: memref<{{.*}}xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<1xi32>)
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0}
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_0}
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 2, 1024][2048, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 2, 1024][2048, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][64, 2, 2, 1024][2048, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][64, 2, 2, 1024][2048, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_0}
 // CHECK-NOT: metadata = @kv_in_0
-// CHECK: metadata = @q_in_0
+// CHECK: metadata = @words_0
 """
 
 

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from iron.runtime.npu import bringup
 
 #: mlir-aie v1.4.1's own Peano flags (programming_examples/makefile-common
@@ -144,3 +146,39 @@ def test_the_dry_run_shows_each_kernels_stack_check_and_its_cores_stack(
             rf"aie\.core stack_size is \d+",
             lines[i + 1],
         ), lines[i + 1]
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_dry_run_says_which_upstream_rules_each_rungs_designs_passed(
+    tmp_path, monkeypatch, dev
+):
+    """Issue 28 item 4: under every rung that builds, the rules of
+    iron.runtime.npu.verify its designs' text was checked against, and zero
+    violations."""
+    from iron.runtime.npu import verify
+
+    code, text, _ = _dry(tmp_path, monkeypatch, "--device", dev)
+    assert code == 0
+    names = ", ".join(verify.rule_names())
+    for name in ("axpy", "rmsnorm", "gemv", "graph", "per-call"):
+        block = text.split(f"] {name}:")[1].split("\n[")[0]
+        assert f"{names}: 0 violation(s)" in block, (name, block[-400:])
+    assert "VIOLATION" not in text
+
+
+def test_the_dry_run_fails_and_names_a_design_that_breaks_a_rule(tmp_path, monkeypatch):
+    from iron.runtime.npu import verify
+
+    def broken(text, dev, **kw):  # a seeded violation in every design
+        return [
+            verify.Violation(
+                "task-queue", "main", "aiex.npu.dma_memcpy_nd #5", "5 transfers"
+            )
+        ]
+
+    monkeypatch.setattr(verify, "check_text", broken)
+    code, text, _ = _dry(tmp_path, monkeypatch, "--device", "npu2", "--only", "axpy")
+    assert code == 1
+    assert (
+        "# VIOLATION [task-queue] @main: aiex.npu.dma_memcpy_nd #5: 5 transfers" in text
+    )

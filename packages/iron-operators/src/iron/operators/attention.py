@@ -279,7 +279,15 @@ class _Attention(Operator):
             if self.design_bytes(dev, q, t, columns) <= dev.core_memory_bytes
         ]
         if fits:
-            _, kv_tile, q_tile = max(fits)
+            # The largest kernel call among those whose cache streams fit a
+            # shim channel's 4-deep task queue: a column streams each of its
+            # kv heads once per query tile, one push each, and a push onto a
+            # full queue is dropped (mlir-aie PR #3734; issue 28, review 2 C3:
+            # kv_tile=64, q_tile=4 pushed 7 times per channel on npu1).
+            per_column = max(self.kv_heads // columns, 1)
+            rows = getattr(self, "rows", 1)  # DecodeAttention: one query tile
+            queued = [f for f in fits if per_column * (rows // f[2]) <= 4]
+            _, kv_tile, q_tile = max(queued or fits)
         else:
             # Nothing fits: the smallest tiles that stream, refused by check().
             kv_tile = min(kv_tiles or streamable or domain)

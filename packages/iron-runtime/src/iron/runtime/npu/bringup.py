@@ -33,7 +33,10 @@ rungs would run (each design's Peano and aiecc lines, from
 :func:`~iron.runtime.npu.build.peano_command` and
 :func:`~iron.runtime.npu.build.aiecc_command`), with the toolchain taken
 from ``AIECC``, ``PEANO_INSTALL_DIR`` and ``MLIR_AIE_INCLUDE_DIR`` where set
-and placeholders otherwise, and exits 0.
+and placeholders otherwise. Under each rung it prints which upstream rules
+(:data:`iron.runtime.npu.verify.RULES`) its designs' emitted text was checked
+against and how many violations it found, each named; it exits 0 when there
+are none, else 1.
 
 What the ladder cannot tell: timing (nothing here is a benchmark), and
 which of several failing kernels is at fault beyond the first rung that
@@ -625,6 +628,25 @@ def _commands(designs: Sequence[Any], dev: Device, tc: Any) -> list[str]:
     return lines
 
 
+def _rules(designs: Sequence[Any], dev: Device, out: _Out) -> bool:
+    """Print which upstream rules ``designs``' text was checked against; True
+    if any design breaks one (:mod:`iron.runtime.npu.verify`)."""
+    from iron.runtime.npu import verify
+
+    if not designs:
+        return False
+    texts = list(dict.fromkeys(d.text for d in designs))
+    found = [v for t in texts for v in verify.check_text(t, dev)]
+    names = ", ".join(verify.rule_names())
+    out(
+        f"  # upstream rules checked on the text of {len(texts)} design(s): "
+        f"{names}: {len(found)} violation(s)"
+    )
+    for v in found:
+        out(f"  # VIOLATION {v}")
+    return bool(found)
+
+
 def _versions() -> list[str]:
     from iron.runtime.npu.mlir import MLIR_AIE_RELEASE
 
@@ -683,7 +705,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         stdout: Where to print (default ``sys.stdout``).
 
     Returns:
-        0 when every rung passed or was skipped (or a dry run), else 1.
+        0 when every rung passed or was skipped (or a dry run whose designs
+        break no upstream rule), else 1.
     """
     args = _parser().parse_args(argv)
     report = Path(args.report)
@@ -711,6 +734,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
                 designs = rung.designs(dev) if rung.designs else []
                 for line in _commands(designs, dev, tc):
                     out(f"  {line}" if line.startswith("#") else f"  $ {line}")
+                found = _rules(designs, dev, out)
+                failed = failed or found
                 continue
             start = time.perf_counter()
             with _captured() as log:
