@@ -65,6 +65,29 @@ def vocab_of(path: Path) -> Any:
     return llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
 
 
+def detokenize(llm: Any, ids: list[int]) -> bytes:
+    """llama.cpp's own detokenizer (``llama_detokenize``) on ``ids``.
+
+    Special tokens rendered, none removed. Not llama-cpp-python's
+    ``Llama.detokenize``: that joins ``llama_token_to_piece`` pieces and so
+    keeps the space a SentencePiece vocabulary puts before the first word,
+    which llama.cpp's ``llama_detokenize`` removes (``add_space_prefix``).
+    """
+    import ctypes
+
+    llama_cpp = llama_cpp_module()
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    tokens = (llama_cpp.llama_token * max(1, len(ids)))(*ids)
+    size = 64 + 16 * len(ids)
+    for _ in range(2):
+        text = ctypes.create_string_buffer(size)
+        n = llama_cpp.llama_detokenize(vocab, tokens, len(ids), text, size, False, True)
+        if n >= 0:
+            return text.raw[:n]
+        size = -n  # too small: llama.cpp says how many bytes it needs
+    raise AssertionError(f"llama_detokenize asked for {size} bytes twice")
+
+
 def tokenizer_keys(path: Path) -> dict[str, Any]:
     """The BPE tokenizer of the GGUF file ``path`` as ``gguf_support``'s
     writers take it (read with the ``gguf`` package, not with IRON)."""

@@ -29,7 +29,13 @@ from iron.lm._gguf_pre import PRE_TOKENIZERS
 from iron.lm.config import LlamaConfig
 from iron.lm.tokenizer import Tokenizer
 
-from .peer_support import CORPUS, llama_cpp_module, tokenizer_keys, vocab_of
+from .peer_support import (
+    CORPUS,
+    detokenize,
+    llama_cpp_module,
+    tokenizer_keys,
+    vocab_of,
+)
 
 llama_cpp_module()
 
@@ -41,7 +47,7 @@ def differences(ours: Tokenizer, theirs, texts: list[str]) -> list[str]:
         for bos in (False, True):
             mine = ours.encode(text, add_bos=bos)
             peer = theirs.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
-            if bos and peer[:2] == [peer[0]] * 2 and mine == peer[1:]:
+            if bos and peer[1:2] == peer[:1] and mine == peer[1:]:
                 # the one difference kept on purpose: text that starts with
                 # the bos token gets no second one from IRON; llama.cpp adds
                 # it and warns (check_double_bos_eos in llama-vocab.cpp)
@@ -52,7 +58,7 @@ def differences(ours: Tokenizer, theirs, texts: list[str]) -> list[str]:
         # llama.cpp gives bytes: ids of bytes that are no UTF-8 (a byte the
         # vocabulary lacks is dropped, by both) read as U+FFFD each, as IRON
         # gives them
-        back = theirs.detokenize(peer, special=True).decode("utf-8", "replace")
+        back = detokenize(theirs, peer).decode("utf-8", "replace")
         if ours.decode(peer) != back:
             found.append(
                 f"{text!r} decoded: IRON {ours.decode(peer)!r}, llama.cpp {back!r}"
