@@ -200,7 +200,7 @@ def _install_all(session: nox.Session, lm_extra: str = "") -> None:
 @nox.session(python=PYTHON)
 @_timed
 def lm(session: nox.Session) -> None:
-    """Run iron-lm's tests on the emulated NPU (the oracle has its own session)."""
+    """Run iron-lm's tests on the emulated NPU (oracle and peer have their own sessions)."""
     _install_all(session, "[test]")
     session.install("--no-deps", REAL_GGUF)  # a GGUF file llama.cpp wrote
     session.run(
