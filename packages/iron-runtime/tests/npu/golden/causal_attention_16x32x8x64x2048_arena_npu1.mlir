@@ -212,43 +212,59 @@ module {
     } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%arena: memref<2129920xbf16>, %q_buf: memref<32768xbf16>, %out_buf: memref<32768xbf16>, %words_buf: memref<1xi32>) {
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][2, 4, 4, 256][256, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 0][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 8 : i64, metadata = @q_in_0} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 256][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 9 : i64, metadata = @q_in_0} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 0][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 1 : i64, metadata = @q_in_0} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 256][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 2 : i64, metadata = @q_in_0} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 512][2, 4, 4, 256][256, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%words_buf[0, 0, 0, 0][8, 1, 1, 1][0, 0, 0, 1]) {id = 8 : i64, metadata = @words_0} : memref<1xi32>
+      aiex.npu.dma_memcpy_nd(%words_buf[0, 0, 0, 0][8, 1, 1, 1][0, 0, 0, 1]) {id = 1 : i64, metadata = @words_0} : memref<1xi32>
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 1024][2, 4, 4, 256][256, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_2} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 1024][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 8 : i64, metadata = @q_in_1} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 1280][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 9 : i64, metadata = @q_in_1} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 1024][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 1 : i64, metadata = @q_in_1} : memref<32768xbf16>
+      aiex.npu.dma_memcpy_nd(%q_buf[0, 0, 0, 1280][4, 2, 4, 256][8192, 512, 2048, 1]) {id = 2 : i64, metadata = @q_in_1} : memref<32768xbf16>
       aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 1536][2, 4, 4, 256][256, 8192, 2048, 1]) {id = 0 : i64, issue_token = true, metadata = @out_3} : memref<32768xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%words_buf[0, 0, 0, 0][8, 1, 1, 1][0, 0, 0, 1]) {id = 1 : i64, metadata = @words_1} : memref<1xi32>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, issue_token = true, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_2} : memref<2129920xbf16>
       aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
-      aiex.npu.dma_memcpy_nd(%words_buf[0, 0, 0, 0][8, 1, 1, 1][0, 0, 0, 1]) {id = 8 : i64, metadata = @words_1} : memref<1xi32>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, issue_token = true, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, issue_token = true, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 294912][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, issue_token = true, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 557056][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, issue_token = true, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 819200][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, issue_token = true, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_wait {symbol = @kv_in_0}
+      aiex.npu.dma_wait {symbol = @kv_in_1}
+      aiex.npu.dma_wait {symbol = @kv_in_2}
+      aiex.npu.dma_wait {symbol = @kv_in_3}
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, issue_token = true, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 2 : i64, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, issue_token = true, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_wait {symbol = @kv_in_0}
+      aiex.npu.dma_wait {symbol = @kv_in_1}
+      aiex.npu.dma_wait {symbol = @kv_in_2}
+      aiex.npu.dma_wait {symbol = @kv_in_3}
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, issue_token = true, metadata = @kv_in_0} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 425984][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_1} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 688128][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, issue_token = true, metadata = @kv_in_2} : memref<2129920xbf16>
+      aiex.npu.dma_memcpy_nd(%arena[0, 0, 0, 950272][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_3} : memref<2129920xbf16>
+      aiex.npu.dma_wait {symbol = @kv_in_0}
+      aiex.npu.dma_wait {symbol = @kv_in_1}
+      aiex.npu.dma_wait {symbol = @kv_in_2}
+      aiex.npu.dma_wait {symbol = @kv_in_3}
+      aiex.npu.dma_wait {symbol = @kv_in_0}
+      aiex.npu.dma_wait {symbol = @kv_in_1}
+      aiex.npu.dma_wait {symbol = @kv_in_2}
+      aiex.npu.dma_wait {symbol = @kv_in_3}
       aiex.npu.dma_wait {symbol = @out_0}
       aiex.npu.dma_wait {symbol = @out_1}
       aiex.npu.dma_wait {symbol = @out_2}

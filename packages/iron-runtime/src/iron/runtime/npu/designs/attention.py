@@ -213,6 +213,7 @@ from iron.runtime.npu.designs.attention_schedule import (
     check_memtile_dims,
     fix_hint,
     kv_dims,
+    kv_pushes,
     kv_repeat,
     layout_of,
     memtile_bytes,
@@ -285,22 +286,24 @@ def layout(
     where = dict(where or {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")})
     dist, _ = pairing(where, dev)
     fallback = None
-    for p in candidates(base, dist):
-        lay = layout_of(op, p, dev, where)
-        fits = not memtile_dim_problems(p, dev) and all(
-            sum(v.values()) <= dev.mem_tile_bytes
-            for v in memtile_bytes(p, dev).values()
-        )
-        try:
-            legality.check(lay, dev)
-        except legality.LegalityError:
-            passed = False
-        else:
-            passed = True
-        if passed and fits:
-            return lay, p
-        if fallback is None or (fits and not fallback[2]):
-            fallback = (lay, p, fits)
+    queue = legality.TILE_LIMITS[dev.arch].task_queue
+    for waited in (False, True):
+        for p in candidates(base, dist):
+            lay = layout_of(op, p, dev, where, waited=waited)
+            fits = not memtile_dim_problems(p, dev) and all(
+                sum(v.values()) <= dev.mem_tile_bytes
+                for v in memtile_bytes(p, dev).values()
+            )
+            try:
+                legality.check(lay, dev)
+            except legality.LegalityError:
+                passed = False
+            else:
+                passed = kv_pushes(lay) <= queue
+            if passed and fits:
+                return lay, p
+            if fallback is None or (fits and not fallback[2]):
+                fallback = (lay, p, fits)
     assert fallback is not None
     return fallback[0], fallback[1]
 
@@ -441,7 +444,7 @@ def build(
             with b.core(core_v[c], stack_size=lay.stack_bytes):
                 _core_body(b, p, c, bufs[c], (q_t, kv_t, out_t, sc_t, acc_t, st_t))
                 b.end()
-        runtime_sequence(b, args, lay.transfers, ["out"], n)
+        runtime_sequence(b, args, lay.transfers, ["out"], n, points=lay.waits)
     return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 
