@@ -313,6 +313,10 @@ class Llama(iron.Graph):
                 a ``weights`` that is none of the choices (or ``"q8"``/``"q4"``
                 for a GGUF file, already quantized).
             TypeError: ``weights`` is not a string or None.
+            iron.lm.fit.ModelTooLargeError: The weights, KV caches and
+                loading's peak do not fit this machine's memory, or one
+                buffer reaches 2^31 bytes (named, with the longest context
+                that fits); checked before any tensor is read. A ValueError.
             iron.lm.checkpoint.NonFiniteWeightError: A weight holds NaN or
                 infinity, or a float32 value beyond bf16's range (naming
                 the tensor and the index). A ValueError.
@@ -329,6 +333,7 @@ class Llama(iron.Graph):
             open_checkpoint(directory) if gguf is None else open_gguf(gguf)
         )
         try:
+            _check_fits(checkpoint, context, weights, gguf is not None)
             graph = cls(
                 checkpoint.config,
                 context=context,
@@ -628,6 +633,23 @@ class Llama(iron.Graph):
             _vector(mlp.gate_proj.weight, h), _vector(mlp.up_proj.weight, h)
         )
         return ElementwiseAdd.step(x, _vector(mlp.down_proj.weight, act))
+
+
+def _check_fits(checkpoint: Any, context: Any, weights: Any, gguf: bool) -> None:
+    """Refuse a model or context the machine cannot hold, before it loads
+    (:func:`iron.lm.fit.check_fits`)."""
+    from iron.lm.fit import check_fits
+
+    _check_settings(context=context, rows=1)
+    config = checkpoint.config
+    positions = min(
+        context or config.max_position_embeddings, config.max_position_embeddings
+    )
+    if gguf:
+        formats: Any = checkpoint.formats(weights is None)
+    else:
+        formats = weights or "bf16"
+    check_fits(config, positions, formats)
 
 
 def _check_settings(*, context: Any, rows: Any) -> None:
