@@ -34,7 +34,8 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
-from iron.lm.applications.llama import PROFILES
+from iron.core.device import DEVICES
+from iron.lm.applications.llama import PROFILES, profiles_for
 from iron.lm.config import LlamaConfig
 from iron.lm.sizes import chunk_rows, padded_size, padded_tree
 from iron.operators.activations import SiLUMul
@@ -216,7 +217,9 @@ class Llama(iron.Graph):
         profile: The tunables' profile (``Graph.profile``): by default the
             Llama application's shipped profiles directory
             (``iron/lm/applications/llama/profiles``, one ``<device>.json``
-            per device, written by ``python -m iron.lm.tune llama``); a
+            per device, written by ``python -m iron.lm.tune llama``; for a
+            Llama-3.2-3B or Llama-3.1-8B config its own subdirectory,
+            :func:`~iron.lm.applications.llama.profiles_for`); a
             :class:`iron.Profile`, another directory, or None for each
             operator's own ``resolve()`` defaults.
     """
@@ -264,6 +267,8 @@ class Llama(iron.Graph):
         )
         self.generated = iron.state((context + 1, 1), np.int32)
         self._declare_padded_logits()
+        if isinstance(profile, os.PathLike) and profile == PROFILES:
+            profile = profiles_for(config)  # a 3B or 8B config's own
         self.profile = profile
 
     @classmethod
@@ -563,8 +568,8 @@ class Llama(iron.Graph):
         k = RoPE.step(k.reshape(rows, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
         window = slice(position, position + rows)
-        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, window])
-        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, window])
+        _write_cache(attn.k_cache, k, window)
+        _write_cache(attn.v_cache, v, window)
         o = CausalAttention.step(q, attn.k_cache, attn.v_cache, start=position)
         o = _rows(o.reshape(rows, -1), attn.o_proj.weight)
         x = _add(x, o)
@@ -613,8 +618,8 @@ class Llama(iron.Graph):
         k = RoPE.step(k.reshape(1, c.num_key_value_heads, c.head_dim), cos_sin)
         v = v.reshape(1, c.num_key_value_heads, c.head_dim)
         at = slice(position, position + 1)
-        Copy.step(k.transpose(1, 0, 2), out=attn.k_cache[:, at])
-        Copy.step(v.transpose(1, 0, 2), out=attn.v_cache[:, at])
+        _write_cache(attn.k_cache, k, at)
+        _write_cache(attn.v_cache, v, at)
         o = DecodeAttention.step(
             q.reshape(c.num_attention_heads, c.head_dim),
             attn.k_cache,
@@ -633,6 +638,30 @@ class Llama(iron.Graph):
             _vector(mlp.gate_proj.weight, h), _vector(mlp.up_proj.weight, h)
         )
         return ElementwiseAdd.step(x, _vector(mlp.down_proj.weight, act))
+
+
+#: Bytes one step of a shim buffer descriptor spans, on every known device
+#: (20-bit steps in 4-byte words: 4 MiB; iron.core.device).
+_STEP_BYTES = min(d.dma_granule_bytes << d.dma_stride_bits for d in DEVICES.values())
+
+
+def _write_cache(cache: Any, kv: Any, window: slice) -> None:
+    """Write ``kv`` ``(rows, kv_heads, head_dim)`` into ``cache[:, window]``.
+
+    One Copy moves every kv head's rows when the cache's step from one kv
+    head to the next (``context * head_dim`` bf16) is within one descriptor
+    step; a longer cache (8B's 128-wide heads past 16384 positions, 1B's
+    64-wide ones from 32768) is written a kv head at a time, each a
+    contiguous run of rows, so no walk steps past the shim's limit.
+    """
+    heads, context, dim = cache.shape
+    if context * dim * np.dtype(bfloat16).itemsize < _STEP_BYTES:
+        Copy.step(kv.transpose(1, 0, 2), out=cache[:, window])
+        return
+    rows = kv.shape[0]
+    flat = kv.reshape(heads, dim) if rows == 1 else None  # one position
+    for h in range(heads):
+        Copy.step(kv[:, h] if flat is None else flat[h : h + 1], out=cache[h, window])
 
 
 def _check_fits(checkpoint: Any, context: Any, weights: Any, gguf: bool) -> None:

@@ -397,7 +397,13 @@ def placements(
         const = start.const if isinstance(start, Affine) else int(start)
         # A Copy walks its views itself (their static offsets are in its
         # access walks): its view ports are placed at their buffers' starts.
-        walked = type(op).__name__ == "Copy" and not _dense_whole(h)
+        # So is a contiguous view read at a static offset (a kv head's row of
+        # a projection, written to a long cache a head at a time): Copy's
+        # access holds that offset too, so placing it there as well counted
+        # it twice (issue 34).
+        walked = type(op).__name__ == "Copy" and (
+            not _dense_whole(h) or (port == "view" and not isinstance(start, Affine))
+        )
         own = 0 if walked else const * itemsize
         seg = (segments or {}).get(h.buffer.name)
         base = 0 if seg is None else seg.start
