@@ -14,6 +14,7 @@ from . import (
     gguf_loading,
     host_overhead,
     loading,
+    long_context,
     prefill,
     quantized_decode,
     quantized_emulated,
@@ -37,6 +38,7 @@ FIGURES = {
     11: gguf_loading.run,
     12: decode_memory.run,
     13: speculative.run,
+    14: long_context.run,
 }
 
 __all__ = ["FIGURES"]
