@@ -244,9 +244,12 @@ def _packed_model(config: LlamaConfig, weights: str, context: int) -> Llama:
         ("llama-3.1-8b", "q8"),
     ],
 )
-def test_3b_and_8b_with_their_shipped_profiles_are_all_legal_designs(name, weights):
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_3b_and_8b_with_their_shipped_profiles_are_all_legal_designs(
+    name, weights, dev
+):
     """Issue 34: Llama-3.2-3B and Llama-3.1-8B, as ``Llama(config)`` applies
-    their own npu2 profiles (``profiles/<name>/npu2.json``), record and
+    their own profiles (``profiles/<name>/<dev>.json``), record and
     design both versions at the tuned 2048 positions (each design checked by
     legality as it is made). Without its profile 8B's q4 down projection
     took QGEMV's default tile_m=512, a weight stride past the shim's step."""
@@ -255,13 +258,13 @@ def test_3b_and_8b_with_their_shipped_profiles_are_all_legal_designs(name, weigh
     )
     model = _packed_model(config, weights, 2048)
     assert Path(model.profile) == llama_app.PROFILES / name
-    with iron.use_device("npu2"):
+    with iron.use_device(dev):
         recordings = {
             "prompt": model.record(tokens=((16,), np.int32)),
             "decode": model.record(),
         }
     for label, recording in recordings.items():
-        images = _designs(recording, "npu2")
+        images = _designs(recording, dev)
         designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
         assert designed == len(recording.steps), label
 

@@ -530,9 +530,12 @@ def test_shipped_profile_matches_the_1b_application(device):
     assert meta["command"].endswith(f"llama-3.2-1b.json --device {device}")
 
 
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
 @pytest.mark.parametrize("name", ["llama-3.2-3b", "llama-3.1-8b"])
-def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(name):
-    """Issue 34: each larger Llama's npu2 profile matches its config's bf16,
+def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(
+    name, device
+):
+    """Issue 34: each larger Llama's profiles match its config's bf16,
     q4 and q8 versions with no stale entry and leaves no shape uncovered,
     and Llama applies it for a config of those shapes (its own directory)."""
     from iron.lm.applications.llama import CONFIGS, profiles_for
@@ -542,10 +545,10 @@ def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(name):
     label = f"{name} (sha256 {app.config_digest(config)})"
     directory = PROFILES / name
     problems, notes = tune.check_profiles(
-        app, config, directory, ["npu2"], config_label=label
+        app, config, directory, [device], config_label=label
     )
     assert problems == [] and notes == []
-    meta = Profile.load(directory / "npu2.json").meta
+    meta = Profile.load(directory / f"{device}.json").meta
     assert meta["measured_by"] == "cost model (emulated NPU)" and meta["modelled"]
     assert meta["config"] == label
     assert profiles_for(config) == directory

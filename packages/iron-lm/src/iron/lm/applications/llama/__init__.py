@@ -17,8 +17,9 @@ This directory also ships:
 * ``configs/llama-3.2-1b.json``: that config (Hugging Face's
   ``config.json`` values), so the tune and its check run with no download;
 * ``configs/llama-3.2-3b.json`` and ``configs/llama-3.1-8b.json`` and their
-  npu2 profiles ``profiles/llama-3.2-3b/npu2.json`` and
-  ``profiles/llama-3.1-8b/npu2.json`` (bf16, q4 and q8 versions), which
+  profiles ``profiles/llama-3.2-3b/<device>.json`` and
+  ``profiles/llama-3.1-8b/<device>.json`` (npu1 and npu2; bf16, q4 and q8
+  versions at 2048 positions), which
   ``Llama`` picks for a config of those shapes (:func:`profiles_for`);
 * ``README.md``: the tuning workflow.
 """
