@@ -192,11 +192,18 @@ CHECK_CAUSAL_ARENA_NPU1 = """\
 // CHECK-NOT: dimensionsFromStream
 // CHECK-NOT: repeat_count
 // CHECK: aie.runtime_sequence @sequence(%[[AR:.*]]: memref<{{.*}}xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<32768xbf16>, %{{.*}}: memref<1xi32>)
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 1 : i64, metadata = @kv_in_0}
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, metadata = @kv_in_0}
-// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 7 : i64, metadata = @kv_in_0}
-// CHECK-NOT: metadata = @kv_in_0
+// CHECK: issue_token = true, metadata = @out_0}
 // CHECK: metadata = @q_in_0
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0}
+// CHECK-NEXT: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 4 : i64, issue_token = true, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, metadata = @kv_in_0}
+// CHECK-NEXT: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 32768][64, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 6 : i64, issue_token = true, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_wait {symbol = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 3 : i64, metadata = @kv_in_0}
+// CHECK: aiex.npu.dma_wait {symbol = @kv_in_0}
+// CHECK: aiex.npu.dma_memcpy_nd(%[[AR]][0, 0, 0, 163840][32, 2, 4, 1024][4096, 1048576, 1024, 1]) {id = 5 : i64, issue_token = true, metadata = @kv_in_0}
+// CHECK-NOT: metadata = @kv_in_0
+// CHECK: aiex.npu.dma_wait {symbol = @out_0}
 """
 
 
