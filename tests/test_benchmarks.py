@@ -60,6 +60,7 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
         "12",
         "13",
         "14",
+        "15",
     ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number

@@ -11,6 +11,7 @@ from . import (
     compile_cost,
     decode,
     decode_memory,
+    emulated_3b,
     gguf_loading,
     host_overhead,
     loading,
@@ -39,6 +40,7 @@ FIGURES = {
     12: decode_memory.run,
     13: speculative.run,
     14: long_context.run,
+    15: emulated_3b.run,
 }
 
 __all__ = ["FIGURES"]
