@@ -93,6 +93,22 @@ for paired causal tiles) and the words (the iteration dimension repeats them
 once per query element), from host buffers or from the arena at the planned
 offsets, then waits on every ``out``.
 
+A long cache (issue 34). Where K and V take more descriptors than a shim
+holds (16) or than a DMA channel's task queue takes without a wait (4; the
+hardware drops a push onto a full queue, mlir-aie PR #3734), the sequence is
+*waited* instead (:func:`~.attention_schedule.layout_of` with ``waited``):
+the drains (each issuing a token), the query tiles and the words first, so a
+core never waits for its query behind a wait; then, round by round, each
+column's next :func:`~.attention_schedule.kv_group` (2) K/V transfers, the
+last issuing a token, with buffer descriptor ids alternating between two
+sets past those the drains and queries hold for the whole call; after
+issuing a round the sequence waits on every column's round before it, which
+frees that set; at the end it waits on the last round and every drain. So
+any ``max_len`` streams in ``max_len / kv_tile`` chunks (the core's loop is
+an index, no DMA repeat count), at most 4 K/V tasks queued a channel and 16
+descriptors a shim. A design whose transfers fit without waits keeps the
+wait-free sequence.
+
 Object-FIFO features. aiecc lowers each object FIFO by its features, and
 mlir-aie v1.4.1 tests some combinations of them on one FIFO and not others,
 so every FIFO here keeps to a combination an upstream test uses, and
