@@ -532,9 +532,7 @@ def test_shipped_profile_matches_the_1b_application(device):
 
 @pytest.mark.parametrize("device", ["npu1", "npu2"])
 @pytest.mark.parametrize("name", ["llama-3.2-3b", "llama-3.1-8b"])
-def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(
-    name, device
-):
+def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(name, device):
     """Issue 34: each larger Llama's profiles match its config's bf16,
     q4 and q8 versions with no stale entry and leaves no shape uncovered,
     and Llama applies it for a config of those shapes (its own directory)."""
