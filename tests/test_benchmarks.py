@@ -61,6 +61,8 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
         "13",
         "14",
         "15",
+        "16",
+        "17",
     ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number

@@ -135,3 +135,44 @@ def test_the_packaged_llama_3_2_config_is_the_pages():
     (fields,) = [f for name, _, f in MODELS if name == "Llama-3.2-1B"]
     for key, value in fields.items():
         assert getattr(shipped, key) == value, key
+
+
+def test_the_larger_models_table_is_what_footprint_counts():
+    """Issue 34: the page's table of q4/q8/bf16 sizes at 2k, 32k and 128k
+    positions is iron.lm.fit.footprint's, recomputed from the shipped
+    configs (the numbers as printed: GB, two decimals or three figures)."""
+    from pathlib import Path
+
+    from iron.lm.applications.llama import CONFIGS
+    from iron.lm.fit import footprint
+
+    page = (Path(__file__).resolve().parent.parent / "docs/guide/models.md").read_text()
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in page.splitlines()
+        if line.startswith("| Llama-3.") and line.count("|") == 7
+    }
+    names = {
+        "Llama-3.2-1B": "llama-3.2-1b",
+        "Llama-3.2-3B": "llama-3.2-3b",
+        "Llama-3.1-8B": "llama-3.1-8b",
+    }
+    assert set(rows) == set(names)
+
+    def gb(n: int) -> str:
+        v = n / 1e9
+        return f"{v:.2f}" if v < 10 else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+    for label, name in names.items():
+        config = LlamaConfig.from_json(CONFIGS / f"{name}.json")
+        want = []
+        for w, spans in (("q4", True), ("q8", False), ("bf16", True)):
+            want.append(gb(footprint(config, 2048, w).weights))
+            if spans:
+                want.append(
+                    " / ".join(
+                        gb(footprint(config, n, w).device)
+                        for n in (2048, 32768, 131072)
+                    )
+                )
+        assert rows[label] == want, label

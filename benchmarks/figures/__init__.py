@@ -13,9 +13,11 @@ from . import (
     compile_cost,
     decode,
     decode_memory,
+    emulated_3b,
     gguf_loading,
     host_overhead,
     loading,
+    long_context,
     prefill,
     quantized_decode,
     quantized_emulated,
@@ -41,6 +43,8 @@ FIGURES = {
     13: speculative.run,
     14: batched.run,
     15: batched_serving.run,
+    16: long_context.run,
+    17: emulated_3b.run,
 }
 
 __all__ = ["FIGURES"]

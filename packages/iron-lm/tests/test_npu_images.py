@@ -261,3 +261,104 @@ def test_llama_3_2_1b_versions_pass_upstreams_rules_on_their_text(
         assert texts, label
         found = [str(v) for text in texts for v in check_text(text, dev)]
         assert not found, (label, len(found), found[:3])
+
+
+def _packed_model(config: LlamaConfig, weights: str, context: int) -> Llama:
+    """``Llama(config)`` with the shipped profiles, its matrices packed as
+    ``from_pretrained(..., weights=weights)`` holds them, on placeholders."""
+    from iron.lm.applications.llama import packed_shapes, placeholder_state_dict
+    from iron.lm.model import _declared
+    from iron.operators.quantized import FORMATS
+
+    model = Llama(config, context=context, rows=16)
+    for name, _ in packed_shapes(config, weights).items():
+        *path, leaf = name.split(".")
+        node = model
+        for part in path:
+            node = node[int(part)] if part.isdigit() else getattr(node, part)
+        shape = tuple(getattr(node, leaf).shape)
+        setattr(node, leaf, _declared(shape, FORMATS[weights]))
+    model.load_state_dict(placeholder_state_dict(config, weights))
+    return model
+
+
+@pytest.mark.parametrize(
+    "name, weights",
+    [
+        ("llama-3.2-3b", "q4"),
+        ("llama-3.2-3b", "q8"),
+        ("llama-3.2-3b", "bf16"),
+        ("llama-3.1-8b", "q4"),
+        ("llama-3.1-8b", "q8"),
+    ],
+)
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_3b_and_8b_with_their_shipped_profiles_are_all_legal_designs(
+    name, weights, dev
+):
+    """Issue 34: Llama-3.2-3B and Llama-3.1-8B, as ``Llama(config)`` applies
+    their own profiles (``profiles/<name>/<dev>.json``), record and
+    design both versions at the tuned 2048 positions (each design checked by
+    legality as it is made). Without its profile 8B's q4 down projection
+    took QGEMV's default tile_m=512, a weight stride past the shim's step."""
+    config = LlamaConfig.from_json(
+        Path(llama_app.__file__).parent / "configs" / f"{name}.json"
+    )
+    model = _packed_model(config, weights, 2048)
+    assert Path(model.profile) == llama_app.PROFILES / name
+    with iron.use_device(dev):
+        recordings = {
+            "prompt": model.record(tokens=((16,), np.int32)),
+            "decode": model.record(),
+        }
+    for label, recording in recordings.items():
+        images = _designs(recording, dev)
+        designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
+        assert designed == len(recording.steps), label
+
+
+def _long(name: str, layers: int = 2) -> LlamaConfig:
+    import dataclasses
+
+    config = LlamaConfig.from_json(
+        Path(llama_app.__file__).parent / "configs" / f"{name}.json"
+    )
+    return dataclasses.replace(config, num_hidden_layers=layers)
+
+
+@pytest.mark.parametrize(
+    "name, context",
+    [("llama-3.2-1b", 32768), ("llama-3.1-8b", 32768), ("llama-3.2-1b", 131072)],
+)
+def test_long_contexts_are_all_legal_designs_on_npu2(name, context):
+    """Issue 34: 1B's and 8B's shapes (two layers: every layer is alike) at
+    32k, and 1B's at 128k, q4 with the shipped profiles, record and design
+    both versions on npu2: attention streams the cache in groups with waits,
+    and a cache whose kv heads lie more than a descriptor step apart is
+    written a kv head at a time (8B's 128-wide heads at 32768 positions are
+    8 MiB apart, the shim steps at most 4 MiB)."""
+    from iron.operators.movers import Copy
+
+    model = _packed_model(_long(name), "q4", context)
+    with iron.use_device("npu2"):
+        recordings = {
+            "prompt": model.record(tokens=((16,), np.int32)),
+            "decode": model.record(),
+        }
+    for label, recording in recordings.items():
+        writes = [
+            s
+            for s in recording.steps
+            if isinstance(s.op, Copy) and "cache" in str(s.outputs[0].buffer.name)
+        ]
+        assert len(writes) == 2 * 2 * model.config.num_key_value_heads, label
+        images = _designs(recording, "npu2")
+        designed = sum(len(im.steps) + len(im.host_gathers) for im in images)
+        assert designed == len(recording.steps), label
+        waited = [
+            s
+            for im in images
+            for s in im.steps
+            if "attention_bf16" in s.design.text and s.design.layout.waits
+        ]
+        assert len(waited) == 2, label  # each layer's attention

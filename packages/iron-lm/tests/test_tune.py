@@ -530,6 +530,29 @@ def test_shipped_profile_matches_the_1b_application(device):
     assert meta["command"].endswith(f"llama-3.2-1b.json --device {device}")
 
 
+@pytest.mark.parametrize("device", ["npu1", "npu2"])
+@pytest.mark.parametrize("name", ["llama-3.2-3b", "llama-3.1-8b"])
+def test_shipped_3b_and_8b_profiles_cover_every_shape_of_their_versions(name, device):
+    """Issue 34: each larger Llama's profiles match its config's bf16,
+    q4 and q8 versions with no stale entry and leaves no shape uncovered,
+    and Llama applies it for a config of those shapes (its own directory)."""
+    from iron.lm.applications.llama import CONFIGS, profiles_for
+
+    app = LlamaApplication(weights=("bf16", "q4", "q8"))
+    config = app.load_config(CONFIGS / f"{name}.json")
+    label = f"{name} (sha256 {app.config_digest(config)})"
+    directory = PROFILES / name
+    problems, notes = tune.check_profiles(
+        app, config, directory, [device], config_label=label
+    )
+    assert problems == [] and notes == []
+    meta = Profile.load(directory / f"{device}.json").meta
+    assert meta["measured_by"] == "cost model (emulated NPU)" and meta["modelled"]
+    assert meta["config"] == label
+    assert profiles_for(config) == directory
+    assert profiles_for(LlamaConfig.from_json(DEFAULT_CONFIG)) == PROFILES
+
+
 def test_check_of_the_shipped_profiles_covers_every_weights(capsys):
     # The shipped profiles hold bf16 and packed (QGEMV) entries: a plain
     # --check records the versions of all three weights, so none is stale;
@@ -621,29 +644,24 @@ def test_the_default_profile_drives_the_recorded_tunables(tmp_path):
 
 def test_the_tuner_takes_the_fastest_setting_whose_design_is_legal():
     """Issue 15, failure 5: a setting check() accepts but whose NPU design
-    breaks a device limit (here 258 shim buffer descriptors of 16) is passed
-    over for the next fastest."""
+    breaks a device limit is passed over for the next fastest. Here
+    Llama-3.1-8B's q4 down projection with QGEMV's tile_m=512: its weight
+    walk steps 1146880 words, past the shim's 20-bit step (the attention
+    setting this test used, 258 descriptors of 16, streams in groups with
+    waits since issue 34)."""
     from iron.core.device import as_device
-    from iron.core.percall import PerCall
     from iron.lm.tune.legal import design_refusal, first_legal
-    from iron.operators import CausalAttention
+    from iron.operators import QGEMV
 
     dev = as_device("npu2")
-    base = CausalAttention(
-        rows=16,
-        heads=32,
-        kv_heads=8,
-        head_dim=64,
-        max_len=2048,
-        start=PerCall("position"),
-    )
-    bad = {"kv_tile": 16, "q_tile": 1, "num_aie_columns": 1}
-    good = {"kv_tile": 32, "q_tile": 8, "num_aie_columns": 8}
-    base.replace(**bad).check(dev)  # the operator accepts it
-    assert "buffer descriptors" in design_refusal(base.replace(**bad), dev)
+    base = QGEMV(M=4096, K=14336, bits=4, group=32, num_aie_columns=8)
+    bad = {"tile_m": 512, "tile_k": 64}
+    good = {"tile_m": 256, "tile_k": 128}
+    base.replace(**bad).resolved(dev).check(dev)  # the operator accepts it
+    assert "20-bit step" in design_refusal(base.replace(**bad), dev)
     assert design_refusal(base.replace(**good), dev) is None
     ranked = [((1.0,), bad), ((2.0,), good)]
-    picked = first_legal(ranked, lambda s: [base.replace(**s)], dev, "attention")
+    picked = first_legal(ranked, lambda s: [base.replace(**s)], dev, "qgemv")
     assert picked == ((2.0,), good)
     assert first_legal(ranked[:1], lambda s: [base.replace(**s)], dev, "x") is None
 

@@ -563,3 +563,48 @@ def judge_blocks(
         f"{peer_blocks[i]:.3g} (at most {BLOCK_RATIO}x)"
         for i in over
     )
+
+
+#: Issue 34: the longest context judged per position block on the emulator,
+#: with Llama 3 rotary scaling over a shorter pre-training context so every
+#: band (kept, blended, divided) turns positions past it.
+LONGEST = 8192
+
+
+def test_position_blocks_at_8k_with_llama3_scaling(tmp_path_factory, oracle_figures):
+    """Every BLOCK's mean KL within BLOCK_RATIO of transformers' bf16 sdpa
+    forward's, over 8192 positions (512 prompt chunks, each attending to the
+    whole cache before it), no floor; the last BLOCK positions decoded one by
+    one equal the prompt version's logits bit for bit."""
+    started = time.perf_counter()
+    seed = 3400
+    directory = tmp_path_factory.mktemp("longest")
+    config = dict(
+        long_config(64, 0.02),
+        max_position_embeddings=LONGEST + ROWS,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 1024,
+        },
+    )
+    _save_random_llama(directory, config, seed)
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, config["vocab_size"], LONGEST).astype(np.int32)
+    reference = _hf_logits(_hf(directory, torch.float32, "sdpa"), ids)
+    peer = _hf_logits(_hf(directory, torch.bfloat16, "sdpa"), ids)
+    decoder = Decoder.from_pretrained(
+        directory, device="npu2", context=LONGEST + ROWS, rows=ROWS, progress=False
+    )
+    prompt = np.asarray(decoder.logits(ids), np.float64)
+    assert np.isfinite(prompt).all()
+    decoder.logits(ids[: LONGEST - BLOCK])
+    for p in range(LONGEST - BLOCK, LONGEST):
+        logits, _ = decoder.decode(token=int(ids[p]), position=p, n=1, seed=0)
+        np.testing.assert_array_equal(np.asarray(logits, np.float64), prompt[p])
+    judge_blocks(
+        f"longest {LONGEST} llama3", reference, prompt, peer, oracle_figures, started
+    )

@@ -402,6 +402,16 @@ KV_CASES = [
         DecodeAttention(**LLAMA_2048, length=PerCall("n")),
         _llama_arena(2048, gap=(2 << 20) + 64),  # v_cache past the 20-bit step
     ),
+    # Issue 34: an 8192-position cache, v_cache 2**21 words after k_cache (past
+    # the step), spans of two descriptors each issued in groups with waits.
+    (
+        DecodeAttention(**dict(LLAMA, max_len=8192), length=PerCall("position") + 1),
+        _llama_arena(8192),
+    ),
+    (
+        CausalAttention(rows=16, **LLAMA_2048, start=PerCall("p")),
+        _llama_arena(2048, gap=(2 << 20) + 64),
+    ),
 ]
 
 
@@ -564,15 +574,27 @@ def test_llama_contexts_stream_chunks_through_the_memory_tile_in_the_arena(
     where |= {p: ("arena", pl.offset // 2) for p, pl in _llama_arena(max_len).items()}
     plan = attention.layout(r, as_device(dev), where)[1]
     cache = r.kv_heads * max_len * r.head_dim
-    assert (plan.span, plan.dist, plan.kv_depth) == (1, cache, 2)
+    # one chunk an element, or two where the tiles are small (npu1's causal
+    # kv_tile 32 at 4096 positions)
+    assert plan.span in (1, 2) and (plan.dist, plan.kv_depth) == (cache, 2)
     chunk = 2 * r.kv_tile * r.head_dim  # [K_t | V_t]
     for f in d.layout.fifos:
-        if f.name.startswith(("kv_in_", "kv_")):
+        if f.name.startswith("kv_in_"):
+            assert f.elements == plan.span * chunk
+        elif f.name.startswith("kv_"):
             assert f.elements == chunk
-    # The memory tiles hold the same bytes whatever max_len.
-    short = attention.layout(r.replace(max_len=512), as_device(dev), where)[1]
+    # The memory tiles hold the same bytes whatever max_len, while one
+    # descriptor pairs the caches (a short cache that a memory tile holds
+    # whole may be resident instead; a longer one streams unpaired spans in
+    # groups with waits, issue 34).
+    other = attention.layout(r.replace(max_len=6144 - max_len), as_device(dev), where)[
+        1
+    ]
     memtile = attention_schedule.memtile_bytes
-    assert memtile(plan, as_device(dev)) == memtile(short, as_device(dev))
+    # (at the same span: npu1's causal tiles, kv_tile 32 since issue 28's
+    # task-queue bound, let a 4096 cache put two chunks in an element)
+    if other.span == plan.span:
+        assert memtile(plan, as_device(dev)) == memtile(other, as_device(dev))
     per_shim: dict = {}
     for t in d.layout.transfers:
         per_shim[t.shim] = per_shim.get(t.shim, 0) + 1
@@ -581,51 +603,104 @@ def test_llama_contexts_stream_chunks_through_the_memory_tile_in_the_arena(
     assert max(per_shim.values()) <= as_device(dev).shim_bds
 
 
+def _kv_rounds(d) -> tuple[int, int]:
+    """The waits on K/V FIFOs in a design's sequence and its most K/V
+    transfers of one FIFO between two of them."""
+    waits, most, since = 0, 0, {}
+    for line in d.text.splitlines():
+        found = re.search(r"metadata = @(kv_in_\d+)", line)
+        if found:
+            since[found.group(1)] = since.get(found.group(1), 0) + 1
+            most = max(most, since[found.group(1)])
+        found = re.search(r"dma_wait \{symbol = @(kv_in_\d+)\}", line)
+        if found:
+            waits += 1
+            since[found.group(1)] -= kv_group()
+    return waits, most
+
+
+def kv_group() -> int:
+    return attention_schedule.kv_group(as_device("npu2"))
+
+
 #: Standalone (K and V separate host buffers: two descriptors a span) at
-#: Llama contexts: built, or refused for the shim's 16 descriptors.
+#: Llama contexts: issued at once where the shim's descriptors and a
+#: channel's task queue hold them, else in groups with waits (issue 34;
+#: these were refused for the shim's 16 descriptors before).
 STANDALONE = {
-    ("decode", "npu1", 2048): True,
-    ("decode", "npu2", 2048): True,
-    ("decode", "npu1", 4096): False,
-    ("decode", "npu2", 4096): True,
-    ("causal", "npu1", 2048): False,
-    ("causal", "npu2", 2048): False,
-    ("causal", "npu1", 4096): False,
-    ("causal", "npu2", 4096): False,
+    ("decode", "npu1", 2048): 1,  # two kv heads a column: 8 pushes at once before
+    ("decode", "npu2", 2048): 0,
+    ("decode", "npu1", 4096): 1,
+    ("decode", "npu2", 4096): 1,
+    ("causal", "npu1", 2048): 1,
+    ("causal", "npu2", 2048): 1,
+    ("causal", "npu1", 4096): 1,
+    ("causal", "npu2", 4096): 1,
 }
 
 
 @pytest.mark.parametrize("case", sorted(STANDALONE))
-def test_standalone_llama_contexts_build_or_name_the_arena_fix(case):
+def test_standalone_llama_contexts_build_within_the_shims_queues(case):
     kind, dev, max_len = case
+    d = build_design(_llama(kind, max_len), dev)  # legality passes
+    assert "two descriptors a span (k_cache, then v_cache)" in d.text
+    for f in d.layout.fifos:
+        if f.name.startswith("kv_in_"):  # a span fits, not a whole head
+            assert f.depth * f.element_bytes < 2 * max_len * 64 * 2
+    waits, most = _kv_rounds(d)
+    assert bool(waits) == bool(STANDALONE[case]), waits
+    queue = legality.TILE_LIMITS[as_device(dev).arch].task_queue
+    assert most <= queue
+    assert all(t.bd_id < as_device(dev).shim_bds for t in d.layout.transfers)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("kind", ["decode", "causal"])
+@pytest.mark.parametrize("max_len", [32768, 131072])
+def test_long_contexts_build_in_groups_with_waits(kind, dev, max_len):
+    """Issue 34: 32k and 128k positions (1B's shape) build in the arena: as
+    many descriptors as the cache takes, at most a task queue's K/V
+    transfers outstanding on a channel, every buffer descriptor id below 16,
+    every token awaited (legality.check replays the sequence), and the K/V
+    walks cover each chunk once per pass."""
     op = _llama(kind, max_len)
-    if STANDALONE[case]:
-        d = build_design(op, dev)
-        assert "two descriptors a span (k_cache, then v_cache)" in d.text
-        for f in d.layout.fifos:
-            if f.name.startswith("kv_in_"):  # a span fits, not a whole head
-                assert f.depth * f.element_bytes < 2 * max_len * 64 * 2
-        return
-    with pytest.raises(
-        LegalityError,
-        match=r"shim tile \(0, 0\): needs \d+ buffer descriptors; it has 16; .*"
-        r"because k_cache and v_cache are separate arguments; place k_cache and "
-        r"v_cache in one argument \(the arena",
-    ):
-        build_design(op, dev)
-    # The fix named works.
-    build_design(op, dev, _llama_arena(max_len))
+    d = build_design(op, dev, _llama_arena(max_len))
+    r = op.resolved(dev)
+    waits, most = _kv_rounds(d)
+    assert waits > 0 and most <= 2 * kv_group()
+    assert all(t.bd_id < as_device(dev).shim_bds for t in d.layout.transfers)
+    assert r.max_len // r.kv_tile > as_device(dev).dma_repeat_max
+    where = {"q": ("q", 0), "out": ("out", 0)}
+    where |= {p: ("arena", pl.offset // 2) for p, pl in _llama_arena(max_len).items()}
+    plan = attention.layout(r, as_device(dev), where)[1]
+    for c in range(plan.columns):
+        moved = sum(
+            int(np.prod(t.sizes)) for t in d.layout.transfers if t.fifo == f"kv_in_{c}"
+        )
+        assert moved == 2 * plan.hpc * plan.passes * max_len * r.head_dim
+
+
+def test_a_wait_free_design_is_kept_where_the_queue_holds_it():
+    """The golden decode designs issue every transfer at once, as before."""
+    d = build_design(
+        *CASES["decode_attention_32x8x64x2048_arena"][:1],
+        "npu2",
+        CASES["decode_attention_32x8x64x2048_arena"][1],
+    )
+    assert _kv_rounds(d)[0] == 0 and not d.layout.waits
 
 
 def test_v_cache_too_far_or_before_k_cache_falls_back_to_two_descriptors():
     far = _llama_arena(2048, gap=(2 << 20) + 64)
     d = build_design(_llama("decode", 2048), "npu2", far)
     assert "two descriptors a span (k_cache, then v_cache)" in d.text
-    with pytest.raises(LegalityError, match=r"past the shim's 20-bit step"):
-        build_design(_llama("causal", 2048), "npu2", far)
+    # Issue 34: refused for the shim's descriptors before; now in groups.
+    d = build_design(_llama("causal", 2048), "npu2", far)
+    assert "two descriptors a span (k_cache, then v_cache)" in d.text
+    assert _kv_rounds(d)[0] > 0
     swapped = _llama_arena(2048, swap=True)
-    with pytest.raises(LegalityError, match=r"v_cache is \d+ elements before k_cache"):
-        build_design(_llama("causal", 2048), "npu2", swapped)
+    d = build_design(_llama("causal", 2048), "npu2", swapped)
+    assert "two descriptors a span (k_cache, then v_cache)" in d.text
     # Exactly 2**20 words apart still pairs (a step is encoded minus one).
     d = build_design(_llama("causal", 4096), "npu2", _llama_arena(4096))
     assert "(2097152 elements apart)" in d.text
@@ -693,10 +768,14 @@ def test_what_check_accepts_the_design_lays_out_in_core_memory(
         assert "core memory" not in str(e) and "buffers need" not in str(e), e
 
 
-def test_too_many_kv_heads_for_one_shims_descriptors_is_refused_by_name():
+def test_many_kv_heads_on_one_column_go_in_groups_with_waits():
+    """Eight kv heads through one shim: refused for its 16 descriptors
+    before issue 34, now issued in groups a channel's queue holds."""
     op = DecodeAttention(**LLAMA, length=9, num_aie_columns=1)
-    with pytest.raises(LegalityError, match=r"shim tile \(0, 0\).*buffer descriptors"):
-        build_design(op, "npu1")
+    d = build_design(op, "npu1")
+    waits, most = _kv_rounds(d)
+    assert waits > 0 and most <= 2 * kv_group()
+    assert all(t.bd_id < 16 for t in d.layout.transfers)
 
 
 def test_the_operators_own_refusals_come_first():

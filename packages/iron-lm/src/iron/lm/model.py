@@ -34,7 +34,8 @@ from ml_dtypes import bfloat16
 
 import iron
 import iron.core.held
-from iron.lm.applications.llama import PROFILES
+from iron.core.device import DEVICES
+from iron.lm.applications.llama import PROFILES, profiles_for
 from iron.lm.config import LlamaConfig
 from iron.lm.sizes import chunk_rows, padded_size, padded_tree
 from iron.operators.activations import SiLUMul
@@ -242,7 +243,9 @@ class Llama(iron.Graph):
         profile: The tunables' profile (``Graph.profile``): by default the
             Llama application's shipped profiles directory
             (``iron/lm/applications/llama/profiles``, one ``<device>.json``
-            per device, written by ``python -m iron.lm.tune llama``); a
+            per device, written by ``python -m iron.lm.tune llama``; for a
+            Llama-3.2-3B or Llama-3.1-8B config its own subdirectory,
+            :func:`~iron.lm.applications.llama.profiles_for`); a
             :class:`iron.Profile`, another directory, or None for each
             operator's own ``resolve()`` defaults.
         slots: Sequences whose KV caches the graph holds at once (1 to
@@ -311,6 +314,8 @@ class Llama(iron.Graph):
         kv = (BATCH_ROWS, config.num_key_value_heads, config.head_dim)
         self.batch_k = iron.state(kv, bfloat16)
         self.batch_v = iron.state(kv, bfloat16)
+        if isinstance(profile, os.PathLike) and profile == PROFILES:
+            profile = profiles_for(config)  # a 3B or 8B config's own
         self.profile = profile
 
     @classmethod
@@ -361,6 +366,10 @@ class Llama(iron.Graph):
                 a ``weights`` that is none of the choices (or ``"q8"``/``"q4"``
                 for a GGUF file, already quantized).
             TypeError: ``weights`` is not a string or None.
+            iron.lm.fit.ModelTooLargeError: The weights, KV caches and
+                loading's peak do not fit this machine's memory, or one
+                buffer reaches 2^31 bytes (named, with the longest context
+                that fits); checked before any tensor is read. A ValueError.
             iron.lm.checkpoint.NonFiniteWeightError: A weight holds NaN or
                 infinity, or a float32 value beyond bf16's range (naming
                 the tensor and the index). A ValueError.
@@ -377,6 +386,7 @@ class Llama(iron.Graph):
             open_checkpoint(directory) if gguf is None else open_gguf(gguf)
         )
         try:
+            _check_fits(checkpoint, context, weights, gguf is not None)
             graph = cls(
                 checkpoint.config,
                 context=context,
@@ -659,8 +669,8 @@ class Llama(iron.Graph):
         v = v.reshape(rows, c.num_key_value_heads, c.head_dim)
         window = slice(position, position + rows)
         k_cache, v_cache = self._caches(attn, slot)
-        Copy.step(k.transpose(1, 0, 2), out=k_cache[:, window])
-        Copy.step(v.transpose(1, 0, 2), out=v_cache[:, window])
+        _write_cache(k_cache, k, window)
+        _write_cache(v_cache, v, window)
         o = CausalAttention.step(q, k_cache, v_cache, start=position)
         o = _rows(o.reshape(rows, -1), attn.o_proj.weight)
         x = _add(x, o)
@@ -717,8 +727,8 @@ class Llama(iron.Graph):
         v = v.reshape(1, c.num_key_value_heads, c.head_dim)
         at = slice(position, position + 1)
         k_cache, v_cache = self._caches(attn, slot)
-        Copy.step(k.transpose(1, 0, 2), out=k_cache[:, at])
-        Copy.step(v.transpose(1, 0, 2), out=v_cache[:, at])
+        _write_cache(k_cache, k, at)
+        _write_cache(v_cache, v, at)
         o = DecodeAttention.step(
             q.reshape(c.num_attention_heads, c.head_dim),
             k_cache,
@@ -795,8 +805,8 @@ class Llama(iron.Graph):
             k_cache, v_cache = self._caches(attn, i)
             at = slice(position, position + 1)
             row = slice(i, i + 1)
-            Copy.step(self.batch_k[row].transpose(1, 0, 2), out=k_cache[:, at])
-            Copy.step(self.batch_v[row].transpose(1, 0, 2), out=v_cache[:, at])
+            _write_cache(k_cache, self.batch_k[row], at)
+            _write_cache(v_cache, self.batch_v[row], at)
             DecodeAttention.step(
                 q[i], k_cache, v_cache, length=position + 1, out=out[i]
             )
@@ -810,6 +820,47 @@ class Llama(iron.Graph):
         up = _rows(h, mlp.up_proj.weight)
         act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
         return _add(x, _rows(act, mlp.down_proj.weight))
+
+
+#: Bytes one step of a shim buffer descriptor spans, on every known device
+#: (20-bit steps in 4-byte words: 4 MiB; iron.core.device).
+_STEP_BYTES = min(d.dma_granule_bytes << d.dma_stride_bits for d in DEVICES.values())
+
+
+def _write_cache(cache: Any, kv: Any, window: slice) -> None:
+    """Write ``kv`` ``(rows, kv_heads, head_dim)`` into ``cache[:, window]``.
+
+    One Copy moves every kv head's rows when the cache's step from one kv
+    head to the next (``context * head_dim`` bf16) is within one descriptor
+    step; a longer cache (8B's 128-wide heads past 16384 positions, 1B's
+    64-wide ones from 32768) is written a kv head at a time, each a
+    contiguous run of rows, so no walk steps past the shim's limit.
+    """
+    heads, context, dim = cache.shape
+    if context * dim * np.dtype(bfloat16).itemsize < _STEP_BYTES:
+        Copy.step(kv.transpose(1, 0, 2), out=cache[:, window])
+        return
+    rows = kv.shape[0]
+    flat = kv.reshape(heads, dim) if rows == 1 else None  # one position
+    for h in range(heads):
+        Copy.step(kv[:, h] if flat is None else flat[h : h + 1], out=cache[h, window])
+
+
+def _check_fits(checkpoint: Any, context: Any, weights: Any, gguf: bool) -> None:
+    """Refuse a model or context the machine cannot hold, before it loads
+    (:func:`iron.lm.fit.check_fits`)."""
+    from iron.lm.fit import check_fits
+
+    _check_settings(context=context, rows=1)
+    config = checkpoint.config
+    positions = min(
+        context or config.max_position_embeddings, config.max_position_embeddings
+    )
+    if gguf:
+        formats: Any = checkpoint.formats(weights is None)
+    else:
+        formats = weights or "bf16"
+    check_fits(config, positions, formats)
 
 
 def _check_settings(*, context: Any, rows: Any, slots: Any = 1) -> None:

@@ -18,9 +18,10 @@ zero weight, so whatever a cache holds there (stale values, NaN) is never read
 into a result.
 
 On the device a core takes one kv head's query group at a time and streams
-that kv head's keys and values in chunks of ``kv_tile`` positions (a per-call
-repeat count of chunks), keeping the running max, sum and fp32 accumulator;
-kv heads are spread over ``num_aie_columns`` columns.
+that kv head's keys and values in chunks of ``kv_tile`` positions (as many
+chunks as ``max_len`` makes: a long cache streams in several groups of DMA
+descriptors, not under one repeat count), keeping the running max, sum and
+fp32 accumulator; kv heads are spread over ``num_aie_columns`` columns.
 
 This module owns the two operators' declarations, device rules and costs.
 The arithmetic they share, the kernel model ``attend`` and the tolerance
@@ -201,18 +202,14 @@ class _Attention(Operator):
                 f"kv_heads={self.kv_heads} is not a multiple of num_aie_columns="
                 f"{self.num_aie_columns} (each column takes whole kv heads)",
             )
-        chunks = self.max_len // self.kv_tile
+        # However many chunks max_len makes, the design streams them: its
+        # core loops over them (an index, no DMA repeat count) and its shim
+        # walks them in as many descriptors as they take, issued in groups a
+        # channel's task queue holds, with waits between (the NPU design,
+        # iron.runtime.npu.designs.attention_schedule.kv_group).
         need = self.design_bytes(dev, self._q_tile(), self.kv_tile)
-        if chunks > dev.dma_repeat_max or need > dev.core_memory_bytes:
+        if need > dev.core_memory_bytes:
             self._some_tile_works(dev)
-        if chunks > dev.dma_repeat_max:
-            raise self._refuse(
-                dev,
-                f"max_len={self.max_len} in chunks of kv_tile={self.kv_tile} is "
-                f"{chunks} chunks, over the DMA repeat count {dev.dma_repeat_max} "
-                f"a per-call length streams them by; use a larger kv_tile (a "
-                f"divisor of max_len, multiple of {LANES})",
-            )
         if need > dev.core_memory_bytes:
             raise self._refuse(
                 dev,
@@ -228,7 +225,7 @@ class _Attention(Operator):
         raise NotImplementedError
 
     def _some_tile_works(self, dev: Device) -> None:
-        """Refuse the shape itself when no kv_tile streams and fits one query row."""
+        """Refuse the shape itself when no kv_tile fits one query row."""
         rows = self.group
         fitting = [
             t
@@ -243,15 +240,6 @@ class _Attention(Operator):
                 f"of core memory even at kv_tile={LANES}, over a core's "
                 f"{dev.core_memory_bytes} bytes",
             )
-        if self.max_len // max(fitting) > dev.dma_repeat_max:
-            raise self._refuse(
-                dev,
-                f"max_len={self.max_len} takes more than {dev.dma_repeat_max} chunks "
-                f"(the DMA repeat count) at every kv_tile that fits a core with "
-                f"head_dim={self.head_dim} and {rows} query rows (at most "
-                f"{max(fitting)}); use a max_len of at most "
-                f"{dev.dma_repeat_max * max(fitting)}",
-            )
 
     def resolve(self, dev: Device) -> dict[str, int]:
         if self.max_len < LANES or self.max_len % LANES:
@@ -265,11 +253,8 @@ class _Attention(Operator):
             c for c in _COLUMNS if c <= dev.columns and self.kv_heads % c == 0
         )
         domain = Divisors("max_len", LANES).values(self.fields())
-        streamable = [t for t in domain if self.max_len // t <= dev.dma_repeat_max]
         kv_tiles = (
-            [self.kv_tile]
-            if self.kv_tile
-            else [t for t in streamable if t <= _KV_TILE_MAX]
+            [self.kv_tile] if self.kv_tile else [t for t in domain if t <= _KV_TILE_MAX]
         )
         q_tiles = self._q_tiles()
         fits = [
@@ -290,7 +275,7 @@ class _Attention(Operator):
             _, kv_tile, q_tile = max(queued or fits)
         else:
             # Nothing fits: the smallest tiles that stream, refused by check().
-            kv_tile = min(kv_tiles or streamable or domain)
+            kv_tile = min(kv_tiles or domain)
             q_tile = min(q_tiles)
         chosen = {"num_aie_columns": columns, "kv_tile": kv_tile}
         if "q_tile" in type(self).declaration.params:

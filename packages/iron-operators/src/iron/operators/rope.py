@@ -76,7 +76,12 @@ def rope_inv_freq(
         raise ValueError(f"rope head_dim={head_dim} is not a positive even number")
     f32 = np.float32
     exps = np.arange(0, head_dim, 2, dtype=np.int64).astype(f32) / f32(head_dim)
-    inv = f32(1.0) / np.power(f32(theta), exps)
+    # The power rounded once to float32, as torch's float32 pow gives it
+    # (numpy's float32 power is a last bit off for 7 of Llama-3.2-1B's 32
+    # frequencies; the oracle's test_rope_scaling compares with transformers).
+    inv = f32(1.0) / np.power(np.float64(f32(theta)), exps.astype(np.float64)).astype(
+        f32
+    )
     if scaling is None:
         return inv
     kind = str(scaling.get("rope_type", scaling.get("type", "default")))

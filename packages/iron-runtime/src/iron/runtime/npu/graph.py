@@ -399,7 +399,9 @@ def placements(
         # access walks): its view ports are placed at their buffers' starts.
         # Its read view is walked by the access recorded from it even when
         # contiguous (a state's row ``batch_k[4:5]``: the walk starts at the
-        # row), so a static start is not added to the placement a second time.
+        # row; a kv head's row of a projection, written to a long cache a head
+        # at a time), so a static start is not added to the placement a second
+        # time.
         copy = type(op).__name__ == "Copy"
         static = not (isinstance(start, Affine) and start.terms)
         walked = copy and (not _dense_whole(h) or (port == "view" and static))

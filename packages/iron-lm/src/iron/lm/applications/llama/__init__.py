@@ -16,6 +16,11 @@ This directory also ships:
   the bound device picks the file);
 * ``configs/llama-3.2-1b.json``: that config (Hugging Face's
   ``config.json`` values), so the tune and its check run with no download;
+* ``configs/llama-3.2-3b.json`` and ``configs/llama-3.1-8b.json`` and their
+  profiles ``profiles/llama-3.2-3b/<device>.json`` and
+  ``profiles/llama-3.1-8b/<device>.json`` (npu1 and npu2; bf16, q4 and q8
+  versions at 2048 positions), which
+  ``Llama`` picks for a config of those shapes (:func:`profiles_for`);
 * ``README.md``: the tuning workflow.
 """
 
@@ -43,6 +48,7 @@ __all__ = [
     "LlamaApplication",
     "packed_shapes",
     "placeholder_state_dict",
+    "profiles_for",
 ]
 
 #: The directory of the shipped per-device profiles (``<device>.json``).
@@ -53,6 +59,38 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 
 #: The config the shipped profiles were tuned for.
 DEFAULT_CONFIG = CONFIGS / "llama-3.2-1b.json"
+
+#: The fields that decide a Llama's operator shapes (what profile entries match).
+_SHAPE_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+)
+
+
+def profiles_for(config: LlamaConfig) -> Path:
+    """The shipped profiles directory for ``config``'s operator shapes.
+
+    ``profiles/<name>/`` when a shipped config ``configs/<name>.json`` has
+    the same shapes (hidden, MLP, heads, kv heads, head_dim, vocabulary;
+    its layers, ids and dtype may differ) and that directory exists
+    (Llama-3.2-3B and Llama-3.1-8B, issue 34); else :data:`PROFILES`,
+    Llama-3.2-1B's, which shapes no entry matches fall back from to each
+    operator's ``resolve()``.
+    """
+    want = tuple(getattr(config, f) for f in _SHAPE_FIELDS)
+    for path in sorted(CONFIGS.glob("*.json")):
+        own = PROFILES / path.stem
+        if not own.is_dir():
+            continue
+        shipped = LlamaConfig.from_json(path)
+        if tuple(getattr(shipped, f) for f in _SHAPE_FIELDS) == want:
+            return own
+    return PROFILES
+
 
 #: Positions the tuned versions' KV caches hold, at most (``iron-lm generate``'s
 #: default ``--context``); a model with fewer positions uses all of them.

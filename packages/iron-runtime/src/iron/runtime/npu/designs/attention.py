@@ -93,6 +93,22 @@ for paired causal tiles) and the words (the iteration dimension repeats them
 once per query element), from host buffers or from the arena at the planned
 offsets, then waits on every ``out``.
 
+A long cache (issue 34). Where K and V take more descriptors than a shim
+holds (16) or than a DMA channel's task queue takes without a wait (4; the
+hardware drops a push onto a full queue, mlir-aie PR #3734), the sequence is
+*waited* instead (:func:`~.attention_schedule.layout_of` with ``waited``):
+the drains (each issuing a token), the query tiles and the words first, so a
+core never waits for its query behind a wait; then, round by round, each
+column's next :func:`~.attention_schedule.kv_group` (2) K/V transfers, the
+last issuing a token, with buffer descriptor ids alternating between two
+sets past those the drains and queries hold for the whole call; after
+issuing a round the sequence waits on every column's round before it, which
+frees that set; at the end it waits on the last round and every drain. So
+any ``max_len`` streams in ``max_len / kv_tile`` chunks (the core's loop is
+an index, no DMA repeat count), at most 4 K/V tasks queued a channel and 16
+descriptors a shim. A design whose transfers fit without waits keeps the
+wait-free sequence.
+
 Object-FIFO features. aiecc lowers each object FIFO by its features, and
 mlir-aie v1.4.1 tests some combinations of them on one FIFO and not others,
 so every FIFO here keeps to a combination an upstream test uses, and
@@ -213,6 +229,7 @@ from iron.runtime.npu.designs.attention_schedule import (
     check_memtile_dims,
     fix_hint,
     kv_dims,
+    kv_pushes,
     kv_repeat,
     layout_of,
     memtile_bytes,
@@ -285,22 +302,24 @@ def layout(
     where = dict(where or {x: (x, 0) for x in ("q", "k_cache", "v_cache", "out")})
     dist, _ = pairing(where, dev)
     fallback = None
-    for p in candidates(base, dist):
-        lay = layout_of(op, p, dev, where)
-        fits = not memtile_dim_problems(p, dev) and all(
-            sum(v.values()) <= dev.mem_tile_bytes
-            for v in memtile_bytes(p, dev).values()
-        )
-        try:
-            legality.check(lay, dev)
-        except legality.LegalityError:
-            passed = False
-        else:
-            passed = True
-        if passed and fits:
-            return lay, p
-        if fallback is None or (fits and not fallback[2]):
-            fallback = (lay, p, fits)
+    queue = legality.TILE_LIMITS[dev.arch].task_queue
+    for waited in (False, True):
+        for p in candidates(base, dist):
+            lay = layout_of(op, p, dev, where, waited=waited)
+            fits = not memtile_dim_problems(p, dev) and all(
+                sum(v.values()) <= dev.mem_tile_bytes
+                for v in memtile_bytes(p, dev).values()
+            )
+            try:
+                legality.check(lay, dev)
+            except legality.LegalityError:
+                passed = False
+            else:
+                passed = kv_pushes(lay) <= queue
+            if passed and fits:
+                return lay, p
+            if fallback is None or (fits and not fallback[2]):
+                fallback = (lay, p, fits)
     assert fallback is not None
     return fallback[0], fallback[1]
 
@@ -441,7 +460,7 @@ def build(
             with b.core(core_v[c], stack_size=lay.stack_bytes):
                 _core_body(b, p, c, bufs[c], (q_t, kv_t, out_t, sc_t, acc_t, st_t))
                 b.end()
-        runtime_sequence(b, args, lay.transfers, ["out"], n)
+        runtime_sequence(b, args, lay.transfers, ["out"], n, points=lay.waits)
     return assemble(b, op, dev, args, (KERNEL_SOURCE,), lay)
 
 

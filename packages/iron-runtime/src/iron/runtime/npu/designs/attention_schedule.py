@@ -68,6 +68,8 @@ __all__ = [
     "fix_hint",
     "kv_dims",
     "kv_features",
+    "kv_group",
+    "kv_pushes",
     "kv_repeat",
     "layout_of",
     "memtile_bytes",
@@ -562,8 +564,15 @@ def layout_of(
     p: AttentionSchedule,
     dev: Device,
     where: Mapping[str, tuple[str, int]],
+    *,
+    waited: bool = False,
 ) -> legality.Layout:
-    """The layout of schedule ``p`` with ports at ``where``."""
+    """The layout of schedule ``p`` with ports at ``where``.
+
+    ``waited``: issue K and V in groups with waits between them (see
+    :func:`kv_groups`) rather than every transfer up front; a long cache's
+    descriptors then never outnumber the shim's or a channel's task queue.
+    """
     fifos = _fifos(p, dev)
     shim_of = _shim_of(p, dev)
     per_shim: dict[int, list[legality.Transfer]] = defaultdict(list)
@@ -579,6 +588,7 @@ def layout_of(
                 tuple(strides),
                 ITEM,
                 len(per_shim[shim]),
+                token=waited and fifo.startswith("out_"),
             )
         )
 
@@ -586,6 +596,8 @@ def layout_of(
         arg, base = where["out"]
         for off, sizes, strides in _q_walks(p, c, base, dev):
             send(f"out_{c}", c, arg, off, sizes, strides)
+    if waited:
+        return _waited_layout(op, p, dev, where, fifos, per_shim, send)
     for c in range(p.columns):
         for arg, off, sizes, strides in _kv_walks(p, c, where, dev):
             send(f"kv_in_{c}", c, arg, off, sizes, strides)
@@ -593,6 +605,95 @@ def layout_of(
             arg, base = where["q"]
             for off, sizes, strides in _q_walks(p, c, base, dev):
                 send(f"q_{c}", c, arg, off, sizes, strides)
+    _send_query_words(p, dev, where, shim_of, per_shim, send)
+    return _layout(
+        op, p, dev, fifos, [t for s in sorted(per_shim) for t in per_shim[s]]
+    )
+
+
+def kv_group(dev: Device) -> int:
+    """K/V transfers a column issues between waits in a waited layout.
+
+    Half a shim channel's task queue (``legality.TileLimits.task_queue``,
+    4): a group is issued while the one before it still runs, so the
+    channel always has work queued and never more than the queue holds (a
+    push onto a full queue is dropped by the hardware, mlir-aie PR #3734).
+    """
+    return legality.TILE_LIMITS[dev.arch].task_queue // 2
+
+
+def kv_pushes(layout: legality.Layout) -> int:
+    """The most K/V transfers one ``kv_in`` FIFO has issued between waits."""
+    if layout.waits:
+        return 0  # the waited layout is held to the queue by legality.check
+    counts: dict[str, int] = defaultdict(int)
+    for t in layout.transfers:
+        if t.fifo.startswith("kv_in_"):
+            counts[t.fifo] += 1
+    return max(counts.values(), default=0)
+
+
+def _waited_layout(op, p, dev, where, fifos, per_shim, send) -> legality.Layout:
+    """K and V in groups of :func:`kv_group` transfers, each awaited a group later.
+
+    The results' drains (each issuing a token) are issued first, then the
+    query tiles and words, so a core never waits for its query while its K
+    and V queue behind a wait. Then, round by round, every column issues its
+    next group (buffer descriptor ids alternating between two sets past the
+    ids the drains and queries hold for the whole call; the group's last
+    transfer issues a token) and the sequence waits on each column's group
+    of the round before, which frees that set for the next round. Last, it
+    waits on the groups still running and on every drain. However long the
+    cache, a shim holds at most ``2 * kv_group`` K/V descriptors and a
+    channel queues at most its four tasks.
+    """
+    shim_of = _shim_of(p, dev)
+    if not p.count:
+        for c in range(p.columns):
+            arg, base = where["q"]
+            for off, sizes, strides in _q_walks(p, c, base, dev):
+                send(f"q_{c}", c, arg, off, sizes, strides)
+    _send_query_words(p, dev, where, shim_of, per_shim, send)
+    order = [t for s in sorted(per_shim) for t in per_shim[s]]
+    held = {s: len(ts) for s, ts in per_shim.items()}  # ids in use all call
+    size = kv_group(dev)
+    groups = {}
+    for c in range(p.columns):
+        walks = _kv_walks(p, c, where, dev)
+        groups[c] = [walks[i : i + size] for i in range(0, len(walks), size)]
+    waits: list[tuple[int, str]] = []
+    running: list[str] = []  # FIFOs whose last group is not awaited yet
+    for r in range(max(len(g) for g in groups.values())):
+        issued = []
+        for c in range(p.columns):
+            if r >= len(groups[c]):
+                continue
+            group = groups[c][r]
+            first = held.get(c, 0) + (r % 2) * size
+            for i, (arg, off, sizes, strides) in enumerate(group):
+                order.append(
+                    legality.Transfer(
+                        f"kv_in_{c}",
+                        legality.Tile(c, 0),
+                        arg,
+                        off,
+                        tuple(sizes),
+                        tuple(strides),
+                        ITEM,
+                        first + i,
+                        token=i == len(group) - 1,
+                    )
+                )
+            issued.append(f"kv_in_{c}")
+        waits += [(len(order), f) for f in running]
+        running = issued
+    waits += [(len(order), f) for f in running]
+    waits += [(len(order), f"out_{c}") for c in range(p.columns)]
+    return _layout(op, p, dev, fifos, order, tuple(waits))
+
+
+def _send_query_words(p, dev, where, shim_of, per_shim, send) -> None:
+    """The query tiles and scratchpad words of a design reading a per-call value."""
     if p.count:
         elements = p.hpc * p.q_tiles  # query elements per call, each with words
         for grp in range(p.columns // p.group):
@@ -615,7 +716,17 @@ def layout_of(
                         t, sizes=(reps, 1, 1, p.count), strides=(0, 0, 0, 1)
                     )
                 )
-    transfers = [t for s in sorted(per_shim) for t in per_shim[s]]
+
+
+def _layout(
+    op: DecodeAttention | CausalAttention,
+    p: AttentionSchedule,
+    dev: Device,
+    fifos: list[legality.Fifo],
+    transfers: list[legality.Transfer],
+    waits: tuple[tuple[int, str], ...] = (),
+) -> legality.Layout:
+    """The layout of ``p``'s cores, FIFOs and ``transfers`` (in issue order)."""
     cores = tuple(legality.Tile(c, CORE_ROW) for c in range(p.columns))
     scratch = (p.q_rows * p.kv_tile + p.q_rows * p.head_dim + 2 * p.q_rows) * _WORD
     return legality.Layout(
@@ -626,6 +737,7 @@ def layout_of(
         # Its cores link the attention kernels (attention.KERNEL_SOURCE).
         legality.core_stack(dev, ("attention_bf16",)),
         buffers=tuple((t, scratch) for t in cores),
+        waits=waits,
     )
 
 
