@@ -108,15 +108,22 @@ def convert(converter: Path, directory: Path, outtype: str) -> Path:
 
 
 def same_generation(directory: Path, gguf: Path, prompt: list[int], n: int) -> None:
-    """IRON generates the same greedy tokens from ``directory`` and ``gguf``."""
-    answers = []
+    """IRON generates the same greedy tokens from ``directory`` and ``gguf``,
+    and the prompt's logits bit for bit: the file holds the directory's bf16
+    weights (as bf16, or as float32 that IRON narrows back to the same bits)."""
+    answers, logits = [], []
     for source in (directory, gguf):
         decoder = Decoder.from_pretrained(
             source, device="npu2", context=128, rows=16, progress=False
         )
+        logits.append(np.asarray(decoder.logits(prompt)))
         answers.append(list(decoder.generate(prompt, max_new_tokens=n)))
     assert answers[0] == answers[1], f"HF directory {answers[0]}, its GGUF {answers[1]}"
     assert len(answers[0]) == n
+    differ = int((logits[0] != logits[1]).sum())
+    assert differ == 0, (
+        f"{differ} of the prompt's logits differ between {directory} and {gguf}"
+    )
 
 
 # -- the tiny model with a SentencePiece vocabulary ----------------------------------------
