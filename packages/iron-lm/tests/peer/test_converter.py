@@ -49,7 +49,7 @@ from .test_tokenization import differences
 
 llama_cpp_module()
 pytest.importorskip("torch", reason="llama.cpp's converter imports torch")
-pytest.importorskip("gguf", reason="llama.cpp's converter writes with gguf")
+pytest.importorskip("gguf", reason="iron-lm reads GGUF files with gguf")
 
 SDIST = "IRON_PEER_SDIST"
 GUIDE = Path(__file__).resolve().parents[4] / "docs" / "guide"
@@ -108,15 +108,22 @@ def convert(converter: Path, directory: Path, outtype: str) -> Path:
 
 
 def same_generation(directory: Path, gguf: Path, prompt: list[int], n: int) -> None:
-    """IRON generates the same greedy tokens from ``directory`` and ``gguf``."""
-    answers = []
+    """IRON generates the same greedy tokens from ``directory`` and ``gguf``,
+    and the prompt's logits bit for bit: the file holds the directory's bf16
+    weights (as bf16, or as float32 that IRON narrows back to the same bits)."""
+    answers, logits = [], []
     for source in (directory, gguf):
         decoder = Decoder.from_pretrained(
             source, device="npu2", context=128, rows=16, progress=False
         )
+        logits.append(np.asarray(decoder.logits(prompt)))
         answers.append(list(decoder.generate(prompt, max_new_tokens=n)))
     assert answers[0] == answers[1], f"HF directory {answers[0]}, its GGUF {answers[1]}"
     assert len(answers[0]) == n
+    differ = int((logits[0] != logits[1]).sum())
+    assert differ == 0, (
+        f"{differ} of the prompt's logits differ between {directory} and {gguf}"
+    )
 
 
 # -- the tiny model with a SentencePiece vocabulary ----------------------------------------
@@ -149,10 +156,16 @@ def sentencepiece_directory(tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def sentencepiece_gguf(converter, sentencepiece_directory) -> Path:
+    """What llama.cpp's converter writes from ``sentencepiece_directory``."""
+    return convert(converter, sentencepiece_directory, "f32")
+
+
 def test_the_converters_sentencepiece_file_generates_as_its_directory(
-    converter, sentencepiece_directory
+    sentencepiece_directory, sentencepiece_gguf
 ) -> None:
-    gguf = convert(converter, sentencepiece_directory, "f32")
+    gguf = sentencepiece_gguf
     reader = open_gguf(gguf)
     assert reader.metadata.get("tokenizer.ggml.model", "str") == "llama"
     reader.close()
@@ -160,11 +173,11 @@ def test_the_converters_sentencepiece_file_generates_as_its_directory(
 
 
 def test_the_converters_sentencepiece_file_tokenizes_as_llama_cpp(
-    converter, sentencepiece_directory
+    sentencepiece_directory, sentencepiece_gguf
 ) -> None:
     import sentencepiece
 
-    gguf = convert(converter, sentencepiece_directory, "f32")
+    gguf = sentencepiece_gguf
     ours = Tokenizer.from_gguf(gguf)
     texts = [t for t in CORPUS if "<|" not in t]  # no such tokens in this vocabulary
     found = differences(ours, vocab_of(gguf), texts)
