@@ -83,7 +83,8 @@ def _responses(raw: bytes, *, bodiless_first: bool = False) -> list[tuple[int, b
     """(status, body) of each response in ``raw`` (bodies have a Content-Length).
 
     ``bodiless_first``: the first answers a HEAD request, a head only
-    (unless it refuses the request: the refusal has its JSON body).
+    (the app's answers, refusals too; h11's refusal of a malformed head,
+    written before the method is known, has its JSON body: both are tried).
     """
     found: list[tuple[int, bytes]] = []
     while raw:
@@ -91,7 +92,7 @@ def _responses(raw: bytes, *, bodiless_first: bool = False) -> list[tuple[int, b
         lines = head.split(b"\r\n")
         status = int(lines[0].split()[1])
         fields = dict(line.lower().split(b": ", 1) for line in lines[1:])
-        bodiless = bodiless_first and not found and status < 400
+        bodiless = bodiless_first and not found
         length = 0 if bodiless else int(fields[b"content-length"])
         if len(rest) < length:
             raise ValueError("a response cut short")
@@ -247,7 +248,11 @@ def test_a_hostile_request_gets_json_or_an_answer_never_a_500(server, request):
     assert time.monotonic() - started < ANSWER_S
     if not raw:  # closed without an answer: allowed for a cut-off request
         return
-    for status, body in _responses(raw, bodiless_first=request.startswith(b"HEAD ")):
+    try:
+        answers = _responses(raw, bodiless_first=request.startswith(b"HEAD "))
+    except (ValueError, IndexError, KeyError):
+        answers = _responses(raw)
+    for status, body in answers:
         assert status < 500, (request, raw)
         if status >= 400 and body:
             assert json.loads(body)["error"]["message"], (request, raw)

@@ -249,8 +249,8 @@ def compiled(source: str) -> Any:
     import jinja2
     import jinja2.ext
     from jinja2.compiler import CodeGenerator
-    from jinja2.runtime import Namespace
     from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+    from jinja2.utils import Namespace
 
     class Generation(jinja2.ext.Extension):
         # {% generation %}...{% endgeneration %} marks assistant text for

@@ -21,15 +21,14 @@ import asyncio
 import json
 
 import h11
-from uvicorn.protocols.http.h11_impl import (
-    DEFAULT_MAX_INCOMPLETE_EVENT_SIZE,
-    H11Protocol,
-)
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = ["HEADER_SECONDS", "BoundedConnection", "HeaderTimeoutProtocol", "head_bytes"]
 
 #: Seconds a request's line and headers may take to arrive.
 HEADER_SECONDS = 10.0
+#: h11's documented default bound on a head (``max_incomplete_event_size``).
+H11_DEFAULT_HEAD_BYTES = 16 * 1024
 
 
 def head_bytes(request: h11.Request) -> int:
@@ -54,7 +53,7 @@ class BoundedConnection(h11.Connection):
         )
         self.max_head_bytes = max_incomplete_event_size
 
-    def next_event(self):  # type: ignore[no-untyped-def]
+    def next_event(self):  # noqa: ANN201 - h11's own event union
         event = super().next_event()
         if isinstance(event, h11.Request) and head_bytes(event) > self.max_head_bytes:
             raise h11.RemoteProtocolError(
@@ -69,12 +68,10 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     _head_timer: asyncio.TimerHandle | None = None
 
-    def __init__(self, config, server_state, app_state=None, _loop=None):  # type: ignore[no-untyped-def]
+    def __init__(self, config, server_state, app_state=None, _loop=None):  # noqa: ANN001
         super().__init__(config, server_state, app_state, _loop)
         size = config.h11_max_incomplete_event_size
-        self.conn = BoundedConnection(
-            DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if size is None else size
-        )
+        self.conn = BoundedConnection(H11_DEFAULT_HEAD_BYTES if size is None else size)
 
     def _arm(self) -> None:
         waiting = self.conn.their_state is h11.IDLE
