@@ -298,6 +298,61 @@ def test_errors_are_shown_wrong_key_then_server_gone(browser):
 
 
 @needs_chromium
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_busy_server_is_said_so(server, browser, status):
+    tab = browser
+    open_page(tab, server)
+    # the server's own 503 body (a full queue), answered to the page's request
+    body = {
+        "error": {
+            "message": "64 requests wait for the device, the most this server holds",
+            "type": "server_error",
+            "param": None,
+            "code": "queue_full",
+        }
+    }
+    tab.route(
+        "**/v1/chat/completions",
+        lambda route: route.fulfill(
+            status=status, json=body, headers={"Retry-After": "1"}
+        ),
+    )
+    ask(tab, "Hello")
+    status_line = tab.locator("#status")
+    expect(status_line).to_contain_text(f"The server is busy ({status})")
+    expect(status_line).to_contain_text("64 requests wait for the device")
+    assert tab.locator(".message.assistant").count() == 0
+    expect(tab.locator("#send")).to_be_enabled()
+    # once it answers again, Regenerate asks again and the message goes
+    tab.unroute("**/v1/chat/completions")
+    tab.click("#regenerate")
+    answered(tab, 1)
+    expect(status_line).to_be_hidden()
+
+
+@needs_chromium
+def test_an_error_in_the_stream_is_said_and_the_text_so_far_kept(server, browser):
+    tab = browser
+    open_page(tab, server)
+    events = (
+        'data: {"choices": [{"index": 0, "delta": {"content": "Half an"}}]}\n\n'
+        'data: {"error": {"message": "the server is shutting down; the request '
+        'was cancelled", "code": "shutting_down"}}\n\n'
+    )
+    tab.route(
+        "**/v1/chat/completions",
+        lambda route: route.fulfill(
+            status=200, body=events, headers={"Content-Type": "text/event-stream"}
+        ),
+    )
+    ask(tab, "Hello")
+    expect(tab.locator("#status")).to_contain_text(
+        "The answer stopped with an error: the server is shutting down"
+    )
+    expect(tab.locator(".message.assistant .text")).to_have_text("Half an")
+
+
+@needs_chromium
 def test_the_page_works_from_the_keyboard_alone(server, browser):
     tab = browser
     tab.goto(server.url + "/")
@@ -346,9 +401,12 @@ def test_the_page_fits_a_360_pixel_window(server, browser):
     assert width <= 360
     for control in ("#prompt", "#send", "#stop", "#regenerate", "#toggle-settings"):
         box = tab.locator(control).bounding_box()
-        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 360, (
-            control
-        )
+        assert box is not None, control
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 360, control
+    # the conversations go above the messages: the message box and the
+    # answers keep the window's width
+    for wide in ("#prompt", ".message.assistant"):
+        assert tab.locator(wide).first.bounding_box()["width"] >= 300, wide
 
 
 @needs_chromium
