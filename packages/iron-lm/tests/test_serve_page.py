@@ -331,6 +331,26 @@ def test_a_busy_server_is_said_so(server, browser, status):
 
 
 @needs_chromium
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("shutting_down", "The server is stopping (503)"),
+        ("model_unavailable", "The model can no longer answer (503)"),
+    ],
+)
+def test_a_503_that_is_not_busy_is_said_for_what_it_is(server, browser, code, said):
+    tab = browser
+    open_page(tab, server)
+    body = {"error": {"message": "the server's words", "code": code}}
+    tab.route(
+        "**/v1/chat/completions",
+        lambda route: route.fulfill(status=503, json=body),
+    )
+    ask(tab, "Hello")
+    expect(tab.locator("#status")).to_contain_text(f"{said}: the server's words")
+
+
+@needs_chromium
 def test_an_error_in_the_stream_is_said_and_the_text_so_far_kept(server, browser):
     tab = browser
     open_page(tab, server)

@@ -175,6 +175,13 @@ function describe(status, body) {
     $("toggle-settings").setAttribute("aria-expanded", "true");
     return `The server needs its API key (401): enter it under Settings, API key. ${message}`;
   }
+  const code = body && body.error ? body.error.code : null;
+  if (code === "model_unavailable") {
+    return `The model can no longer answer (${status}): ${message}`;
+  }
+  if (code === "shutting_down") {
+    return `The server is stopping (${status}): ${message}`;
+  }
   if (status === 503 || status === 429) {
     return `The server is busy (${status}): ${message}. Try again in a moment.`;
   }
