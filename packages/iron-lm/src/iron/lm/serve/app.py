@@ -1,8 +1,9 @@
 """The HTTP side: a Starlette app speaking OpenAI's API for one decoder.
 
-Routes: ``GET /health`` (503 once the model can no longer answer; with
-the slots free), ``GET /metrics`` (Prometheus' text format,
-:mod:`iron.lm.serve.metrics`), ``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
+Routes: ``GET /`` (the chat page, :mod:`iron.lm.serve.page`), ``GET
+/health`` (503 once the model can no longer answer; with the slots free),
+``GET /metrics`` (Prometheus' text format, :mod:`iron.lm.serve.metrics`),
+``GET /v1/models`` (and ``/v1/models/{id}``), ``POST /v1/completions``,
 ``POST /v1/chat/completions``; a request may name any model (one is
 served). Every error is OpenAI's error object with its status: 401 (a
 wrong or missing bearer token when the server has an API key), 403 (a
@@ -44,6 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from iron.lm.checkpoint import CheckpointChangedError
+from iron.lm.serve import page
 from iron.lm.serve.logprobs import (
     Scored,
     Scorer,
@@ -731,6 +733,7 @@ def create_app(
                 "status": "ok" if why is None else "unavailable",
                 **({} if why is None else {"error": _unavailable(why).body()["error"]}),
                 "model": model,
+                "context": context,
                 "waiting": worker.waiting,
                 "done": worker.done,
                 "cancelled": worker.cancelled,
@@ -818,6 +821,7 @@ def create_app(
     return Starlette(
         middleware=middleware,
         routes=[
+            *page.routes(),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),

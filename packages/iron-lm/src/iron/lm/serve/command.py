@@ -259,7 +259,8 @@ def run(args: argparse.Namespace) -> int:
         server = uvicorn.Server(config)
         print(
             f"iron-lm: serving {name!r} on http://{args.host}:{args.port}/v1 "
-            f"({decoder.device.name}, context {decoder.graph.context})",
+            f"({decoder.device.name}, context {decoder.graph.context}); "
+            f"its chat page: http://{args.host}:{args.port}/",
             file=sys.stderr,
             flush=True,
         )
