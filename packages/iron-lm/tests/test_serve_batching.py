@@ -248,6 +248,10 @@ def test_a_failing_job_reports_its_error_and_a_cancelled_one_never_runs(decoder)
 
     try:
         (kind, error), (left, _) = asyncio.run(scenario())
+        deadline = time.monotonic() + TIMEOUT_S  # counted as each thread ends
+        while scheduler.done + scheduler.cancelled < 2:
+            assert time.monotonic() < deadline, "the jobs' threads never ended"
+            time.sleep(0.01)
     finally:
         scheduler.stop()
     assert kind == "error" and isinstance(error, ValueError)

@@ -123,6 +123,24 @@ class Engine:
         self._owner: list[str | None] = [None] * self.slots
         #: Prompt tokens found in a slot's cache, summed over sequences.
         self.cached_tokens = 0
+        self._warm()
+
+    def _warm(self) -> None:
+        """Run every version once now, so no request's first step pays for
+        loading an image or compiling a kernel model: a prompt chunk and a
+        decode step on slot 0 at position 0, each batched step with every
+        row idle (at the last position, which no held prefix keeps). Slot
+        0's held ids are forgotten."""
+        graph, decoder = self.graph, self.decoder
+        chunk = np.zeros(graph.rows, np.int32)
+        decoder.prompt(chunk, token=0, position=0, n=1, slot=0)
+        decoder.decode(token=0, position=0, n=1, slot=0)
+        last = graph.context - 1
+        for batch, version in self._batched.items():
+            names = ["position", *(f"position{i}" for i in range(1, batch))]
+            version(np.zeros((batch, 1), np.int32), **dict.fromkeys(names, last))
+        self._held[0] = []
+        decoder._cached = []  # slot 0 no longer holds what the decoder wrote
 
     # -- memory ----------------------------------------------------------------------
 
@@ -330,6 +348,7 @@ class Engine:
             )
         self._held[0] = []
         self._owner[0] = None
+        self.decoder._cached = []  # nor what this engine wrote there
 
 
 def _common(a: list[int], b: list[int]) -> int:
