@@ -59,6 +59,7 @@ from iron.lm.serve.protocol import (
     parse_request,
     usage,
 )
+from iron.lm.serve.tools import check_tool_messages, parse_structure, render_messages
 from iron.lm.serve.worker import Job, QueueFull, Worker
 from iron.lm.text import TextStream
 from iron.operators.sample import MAX_TOP_K
@@ -311,8 +312,12 @@ class _Server:
 
     def prompt_ids(self, req: Request) -> list[int]:
         if req.messages is not None:
+            check_tool_messages(req.messages)
+            messages, variables = render_messages(
+                req.messages, req.structure, self.tokenizer.chat_template
+            )
             try:
-                text = self.tokenizer.apply_chat_template(req.messages)
+                text = self.tokenizer.apply_chat_template(messages, **variables)
             except ValueError as e:  # ChatTemplateError: no template, or refused
                 raise APIError(str(e), param="messages") from None
             ids = self.tokenizer.encode(text)
@@ -350,6 +355,11 @@ class _Server:
         decoder, tokenizer, eos = self.decoder, self.tokenizer, self.eos
         steps = req.max_tokens or decoder.graph.context
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
+        constraint = (
+            None
+            if req.structure is None
+            else req.structure.constraint(tokenizer, decoder.config.vocab_size)
+        )
 
         def run(job: Job) -> None:
             # jobs run one at a time on the worker thread: this is the order
@@ -359,6 +369,8 @@ class _Server:
             scoring: dict[str, Any] = {}
             if scorer is not None:  # each step's logits, read on the host loop
                 scoring = {"on_logits": scorer.logits, "device_loop": False}
+            if constraint is not None:  # masked on the host, never speculated
+                scoring = {**scoring, "constraint": constraint, "speculate": 0}
             tokens = decoder.generate(
                 ids,
                 max_new_tokens=steps,
@@ -369,8 +381,7 @@ class _Server:
                 top_p=req.top_p,
                 stop=sorted(eos),
                 reuse_cache=mine,  # only this thread runs the decoder
-                speculate=req.speculate,
-                **scoring,
+                **{"speculate": req.speculate, **scoring},
             )
             scored: list[Scored] = []  # scored tokens whose text is not yet sent
             detokenizer = tokenizer.detokenizer(skip_special_tokens=True)
@@ -480,6 +491,8 @@ class _Server:
             raise _unavailable(why)
         body = await self.body(request)
         req = parse_request(endpoint, body, sampling=self.sampling)
+        if endpoint == "chat":
+            req.structure = parse_structure(body)
         ids = await self.prepare(req)
         job = self.job(req, ids, self.caller(request, req))
         self.submit(job)
@@ -531,6 +544,11 @@ class _Server:
                             req.endpoint, text, finish, chunk=False, logprobs=logprobs
                         )
                     ]
+                    call = tool_call(req, text, finish)
+                    if call is not None:
+                        message = {"role": "assistant", "content": None}
+                        out["choices"][0]["message"] = {**message, "tool_calls": [call]}
+                        out["choices"][0]["finish_reason"] = "tool_calls"
                     out["usage"] = usage(len(ids), completion, cached, drafted)
                     return JSONResponse(out)
                 elif kind == "error":
@@ -545,6 +563,10 @@ class _Server:
     ) -> AsyncIterator[str]:
         endpoint = req.endpoint
         scored: list[Scored] = []  # those of the next chunk's text
+        # a reply that may be a tool call is sent whole at the end
+        held: list[str] | None = (
+            [] if req.structure is not None and req.structure.calls_tools else None
+        )
 
         def chunk(text: str | None, finish: str | None, **extra: Any) -> str:
             out = envelope(endpoint, rid, created, self.model, chunk=True)
@@ -574,12 +596,34 @@ class _Server:
                 yield _sse(first)
             while True:
                 kind, value = await job.out.get()
-                if kind == "text":
+                if kind == "text" and held is not None:
+                    held.append(value)
+                elif kind == "text":
                     yield chunk(value, None)
                 elif kind == "logprobs":
                     scored += value
                 elif kind == "done":
                     finish, completion, cached, drafted = value
+                    if held is not None:
+                        text = "".join(held)
+                        call = tool_call(req, text, finish)
+                        if call is None:
+                            yield chunk(text, None)
+                        else:
+                            finish = "tool_calls"
+                            out = envelope(
+                                endpoint, rid, created, self.model, chunk=True
+                            )
+                            delta = {"tool_calls": [{"index": 0, **call}]}
+                            out["choices"] = [
+                                {
+                                    "index": 0,
+                                    "delta": delta,
+                                    "logprobs": None,
+                                    "finish_reason": None,
+                                }
+                            ]
+                            yield _sse(out)
                     yield chunk(None if endpoint == "chat" else "", finish)
                     if req.include_usage:
                         last = envelope(endpoint, rid, created, self.model, chunk=True)
@@ -596,6 +640,14 @@ class _Server:
                     return
         finally:
             job.cancel()  # the client went away, or it is done: a no-op then
+
+
+def tool_call(req: Request, text: str, finish: str) -> dict[str, Any] | None:
+    """The reply as a tool call (a complete one: finish ``stop``), or None."""
+    if req.structure is None or finish != "stop":
+        return None
+    call: dict[str, Any] | None = req.structure.tool_call(text)
+    return call
 
 
 def _unavailable(why: str) -> APIError:
