@@ -278,7 +278,7 @@ def pythons(session: nox.Session) -> None:
 @_timed
 def docs(session: nox.Session) -> None:
     """Build the documentation site strictly: a broken link or missing docstring fails."""
-    _install_all(session)
+    _install_all(session, "[structured]")  # the structured-output page runs
     session.install("-r", "docs/requirements.txt")
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
 
@@ -299,7 +299,7 @@ def bench(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
     # the benchmark harness runs figures 8 (serve) and 11 (a GGUF file)
-    _install_all(session, "[serve,gguf]")
+    _install_all(session, "[serve,gguf,structured]")  # docs examples: structured
     session.install("pytest", "hypothesis", "nox")
     session.run(
         "pytest",
