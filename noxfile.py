@@ -329,7 +329,7 @@ def typecheck(session: nox.Session) -> None:
     """
     # The packages' own dependencies and extras (typed libraries), and the
     # stubs of the one they use that ships none (tqdm).
-    _install_all(session, "[serve,gguf]")
+    _install_all(session, "[serve,gguf,structured]")
     # mypy 2 reads mypy.ini's allow_redefinition as the flexible kind; a new
     # major version may check more, so it comes in by a change here.
     session.install("mypy>=2.4,<3", "types-tqdm")
