@@ -367,3 +367,48 @@ def test_the_client_raises_bad_request_for_a_bad_schema(server):
             messages=ASK,
             response_format=_schema_format({"type": "nonsense"}),
         )
+
+
+def test_a_malformed_tool_call_message_is_a_400(server):
+    call = {"id": "c1", "type": "function", "function": {"name": "weather"}}
+    bad = {**call, "function": {"name": "weather", "arguments": "{oops"}}
+    for message, words in (
+        ({"role": "assistant", "content": None, "tool_calls": [bad]}, "not JSON"),
+        ({"role": "user", "content": "x", "tool_calls": [call]}, "assistant"),
+        ({"role": "assistant", "tool_calls": [{"id": "c2"}]}, "function.name"),
+    ):
+        response = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            json={"model": "tiny", "messages": [*ASK, message], "max_tokens": 2},
+            timeout=60,
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == "messages"
+        assert words in response.json()["error"]["message"]
+
+
+def _walk(constraint, tokenizer, text):
+    """Whether the grammar allows ``text`` token by token, and ends complete."""
+    matcher = constraint.matcher()
+    for token in tokenizer.encode(text, add_bos=False):
+        if not matcher.allowed()[token]:
+            return False
+        matcher.consume(token)
+    return matcher.accepting
+
+
+def test_tool_choice_auto_allows_text_or_a_call_and_nothing_else():
+    """The tiny model seldom starts with "{": the grammar itself is checked."""
+    tokenizer = Tokenizer.from_directory(tiny.tokenizer_dir())
+    auto = parse_structure({"tools": [WEATHER, TIME]})
+    constraint = auto.constraint(tokenizer, 512)
+    assert _walk(constraint, tokenizer, "It is sunny.")
+    assert _walk(
+        constraint, tokenizer, '{"name":"weather","parameters":{"city":"Oslo"}}'
+    )
+    assert _walk(constraint, tokenizer, '{"name":"time","parameters":{"zone":-3}}')
+    assert not _walk(constraint, tokenizer, '{"name":"nope","parameters":{}}')
+    assert not _walk(constraint, tokenizer, '{"name":"time","parameters":{"zone":99}}')
+    assert not _walk(constraint, tokenizer, " leading blank")
+    required = parse_structure({"tools": [WEATHER], "tool_choice": "required"})
+    assert not _walk(required.constraint(tokenizer, 512), tokenizer, "It is sunny.")
