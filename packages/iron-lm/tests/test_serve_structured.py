@@ -19,6 +19,7 @@ from test_constrain import SCHEMAS
 from test_serve import Server, serving
 
 from iron.lm import tiny
+from iron.lm.serve.protocol import APIError
 from iron.lm.serve.tools import parse_structure, render_messages
 from iron.lm.tokenizer import Tokenizer
 
@@ -412,3 +413,14 @@ def test_tool_choice_auto_allows_text_or_a_call_and_nothing_else():
     assert not _walk(constraint, tokenizer, " leading blank")
     required = parse_structure({"tools": [WEATHER], "tool_choice": "required"})
     assert not _walk(required.constraint(tokenizer, 512), tokenizer, "It is sunny.")
+
+
+def test_a_server_without_llguidance_says_which_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "llguidance", None)
+    tokenizer = Tokenizer.from_directory(tiny.tokenizer_dir())
+    structure = parse_structure({"response_format": {"type": "json_object"}})
+    with pytest.raises(APIError, match=r"iron-lm\[structured\]") as info:
+        structure.constraint(tokenizer, 512)
+    assert info.value.status == 501 and info.value.param == "response_format"

@@ -33,7 +33,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from iron.lm.constrain import Constraint, ConstraintError
+from iron.lm.constrain import (
+    Constraint,
+    ConstraintError,
+    StructuredOutputUnavailableError,
+)
 from iron.lm.serve.protocol import APIError
 from iron.lm.tokenizer import Tokenizer
 
@@ -83,7 +87,8 @@ class Structure:
 
         Raises:
             APIError: The schema or a function's parameters are refused by
-                the engine (400, naming the field).
+                the engine (400, naming the field); llguidance is not
+                installed (501, naming the ``iron-lm[structured]`` extra).
         """
         try:
             if self.calls_tools:
@@ -98,6 +103,14 @@ class Structure:
         except ConstraintError as e:
             field = "tools" if self.calls_tools else "response_format"
             raise _bad(field, f"'{field}': {e}") from None
+        except StructuredOutputUnavailableError as e:  # the server's install
+            raise APIError(
+                f"this server cannot constrain its output: {e}",
+                status=501,
+                param="tools" if self.calls_tools else "response_format",
+                code="structured_output_unavailable",
+                kind="server_error",
+            ) from None
         return None
 
     def _tools_constraint(self, tokenizer: Tokenizer, vocab_size: int) -> Constraint:
