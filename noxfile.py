@@ -353,7 +353,7 @@ def pythons(session: nox.Session) -> None:
 @_timed
 def docs(session: nox.Session) -> None:
     """Build the documentation site strictly: a broken link or missing docstring fails."""
-    _install_all(session)
+    _install_all(session, "[structured]")  # the structured-output page runs
     session.install("-r", "docs/requirements.txt")
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
 
@@ -402,7 +402,7 @@ def peer_serving(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     """Run the cross-package tests and examples in tests/ (emulated NPU)."""
     # the benchmark harness runs figures 8 (serve) and 11 (a GGUF file)
-    _install_all(session, "[serve,gguf]")
+    _install_all(session, "[serve,gguf,structured]")  # docs examples: structured
     session.install("pytest", "hypothesis", "nox")
     session.run(
         "pytest",
@@ -432,7 +432,7 @@ def typecheck(session: nox.Session) -> None:
     """
     # The packages' own dependencies and extras (typed libraries), and the
     # stubs of the one they use that ships none (tqdm).
-    _install_all(session, "[serve,gguf]")
+    _install_all(session, "[serve,gguf,structured]")
     # mypy 2 reads mypy.ini's allow_redefinition as the flexible kind; a new
     # major version may check more, so it comes in by a change here.
     session.install("mypy>=2.4,<3", "types-tqdm")

@@ -593,7 +593,8 @@ def test_a_bad_completion_gets_its_error_object(server, settings, status, param)
         ({"logprobs": 1}, "logprobs"),  # true or false
         ({"top_logprobs": 21, "logprobs": True}, "top_logprobs"),  # [0, 20]
         ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs: true
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"tools": [{"type": "function"}]}, "tools"),  # no function
+        ({"response_format": {"type": "yaml"}}, "response_format"),
     ],
     ids=lambda v: json.dumps(v)[:40],
 )

@@ -41,6 +41,7 @@ import iron
 from iron.core.held import held_dtype
 from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
+from iron.lm.constrain import Constraint, constraint_of
 from iron.lm.model import BATCHES, Llama
 from iron.lm.speculate import lookup_draft
 from iron.lm.text import TextStream
@@ -494,6 +495,10 @@ class Decoder:
         on_logits: Callable[[np.ndarray], object] | None = None,
         speculate: int = 0,
         draft: Decoder | None = None,
+        constraint: Constraint | None = None,
+        json_schema: Mapping[str, Any] | str | None = None,
+        regex: str | None = None,
+        grammar: str | None = None,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -541,6 +546,20 @@ class Decoder:
                 drafts instead of prompt lookup: its greedy continuation of
                 the text so far (its own KV cache reused from pass to pass).
                 The tokens are still exactly those without speculation.
+            constraint: The text must match this
+                :class:`~iron.lm.constrain.Constraint` (a JSON schema, JSON
+                object, regex or Lark grammar): each token is drawn from the
+                logits with every token the grammar does not allow next set
+                to ``-inf`` (temperature, top-k and top-p after the mask),
+                and the eos token is allowed only once the text is complete.
+                The loop runs from the host (the mask is computed there).
+                Needs the ``iron-lm[structured]`` extra.
+            json_schema: Shorthand for ``constraint=Constraint.json_schema(
+                json_schema, decoder.tokenizer)``.
+            regex: Shorthand for a :meth:`~iron.lm.constrain.Constraint.regex`
+                constraint.
+            grammar: Shorthand for a :meth:`~iron.lm.constrain.Constraint.lark`
+                constraint (a Lark grammar).
 
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
@@ -551,7 +570,10 @@ class Decoder:
                 ``device_loop`` is asked of a device without a full ELF, or
                 together with ``on_logits`` or ``speculate``; ``speculate``
                 is negative or over ``graph.rows - 1``; a ``draft`` without
-                ``speculate``, of another vocabulary, or this decoder itself.
+                ``speculate``, of another vocabulary, or this decoder itself;
+                more than one constraint, one with ``speculate`` or
+                ``device_loop``, or a schema, regex or grammar the engine
+                refuses (:class:`~iron.lm.constrain.ConstraintError`).
                 Raised by this call, before any token is generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
@@ -576,6 +598,20 @@ class Decoder:
         steps = max(0, min(max_new_tokens, room))
         self.compile()
         speculate = self._check_speculate(speculate, draft)
+        constrained = constraint_of(
+            self.tokenizer,
+            self.config.vocab_size,
+            constraint=constraint,
+            json_schema=json_schema,
+            regex=regex,
+            grammar=grammar,
+        )
+        if constrained is not None and (device_loop or speculate):
+            raise ValueError(
+                "a constraint masks each step's logits on the host before the "
+                "draw, which neither the device loop nor speculate can; leave "
+                "device_loop and speculate out"
+            )
         if on_logits is not None and device_loop:
             raise ValueError(
                 "on_logits reads each step's logits before the next step starts, "
@@ -587,7 +623,7 @@ class Decoder:
                 f"speculate={speculate} verifies drafts from the host, which the "
                 f"device loop cannot; leave device_loop out or pass device_loop=False"
             )
-        if on_logits is not None or speculate:
+        if on_logits is not None or speculate or constrained is not None:
             loop = False
         else:
             loop = self._loop is not None if device_loop is None else device_loop
@@ -610,6 +646,7 @@ class Decoder:
                 reuse,
                 on_logits,
                 (speculate, draft),
+                constrained,
             ),
         )
 
@@ -669,6 +706,7 @@ class Decoder:
         reuse: int,
         on_logits: Callable[[np.ndarray], object] | None = None,
         speculation: tuple[int, Decoder | None] = (0, None),
+        constraint: Constraint | None = None,
     ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
@@ -692,6 +730,10 @@ class Decoder:
         first = {"token": 0, "position": start, "n": n, "seed": seed, **draw}
         if loop:
             tokens = self._device_loop(chunk, first, steps, stop_ids, started)
+        elif constraint is not None:
+            tokens = self._constrained_loop(
+                chunk, first, steps, stop_ids, started, on_logits, constraint
+            )
         elif speculation[0]:
             tokens = self._speculative_loop(
                 chunk, first, steps, stop_ids, started, on_logits, ids, *speculation
@@ -783,6 +825,55 @@ class Decoder:
         if on_logits is not None:
             on_logits(np.array(logits, np.float32))
         return carry
+
+    def _constrained_loop(
+        self, chunk, first, steps, stop_ids, started, on_logits, constraint
+    ):
+        """The host loop, each token drawn on the host from masked logits.
+
+        The step's own draw (on the device, from the unmasked logits) is
+        ignored: the token the mask allows is drawn with the same sampler
+        and seed (``seed + position``, as the device's), and fed to the next
+        decode step.
+        """
+        settings = {
+            "temperature": temperature_of(first["temperature"]),
+            "top_k": first["top_k"],
+            "top_p": top_p_of(first["top_p"]),
+        }
+        matcher = constraint.matcher()
+        eos = constraint.tokenizer.eos_ids
+        n, seed = first["n"], first["seed"]
+        logits, _ = self.prompt(chunk, **first)
+        row = logits[n - 1]
+        position = first["position"] + n  # where the token drawn goes
+        first_done = started
+        for k in range(steps):
+            _check_finite(row, position)
+            scores = np.array(row, np.float32)
+            if on_logits is not None:
+                on_logits(scores.copy())
+            masked = matcher.mask(scores)
+            if matcher.accepting:  # complete: any of the stop ids may end it
+                ends = [i for i in (*stop_ids, *eos) if i < masked.size]
+                masked[ends] = np.maximum(masked[ends], scores[ends])
+            token = draw(masked, seed=seed + position, **settings)
+            self._timed(k, started, first_done)
+            if k == 0:
+                first_done = time.perf_counter()
+            yield token
+            if token in stop_ids or k == steps - 1:
+                return
+            matcher.consume(token)
+            if matcher.stopped:  # nothing may follow: end as the model would
+                stop = next(iter(sorted(stop_ids)), None)
+                if stop is not None:
+                    self._timed(k + 1, started, first_done)
+                    yield stop
+                return
+            values = {**first, "token": token, "position": position, "n": 1}
+            row, _ = self.decode(**values)
+            position += 1
 
     def _speculative_loop(
         self, chunk, first, steps, stop_ids, started, on_logits, ids, speculate, model

@@ -65,6 +65,7 @@ from iron.lm.serve.protocol import (
     usage,
 )
 from iron.lm.serve.scheduler import Generation, Scheduler
+from iron.lm.serve.tools import check_tool_messages, parse_structure, render_messages
 from iron.lm.serve.worker import Job, QueueFull
 from iron.lm.text import TextStream
 from iron.operators.sample import MAX_TOP_K
@@ -316,8 +317,12 @@ class _Server:
 
     def prompt_ids(self, req: Request) -> list[int]:
         if req.messages is not None:
+            check_tool_messages(req.messages)
+            messages, variables = render_messages(
+                req.messages, req.structure, self.tokenizer.chat_template
+            )
             try:
-                text = self.tokenizer.apply_chat_template(req.messages)
+                text = self.tokenizer.apply_chat_template(messages, **variables)
             except ValueError as e:  # ChatTemplateError: no template, or refused
                 raise APIError(str(e), param="messages") from None
             ids = self.tokenizer.encode(text)
@@ -355,14 +360,21 @@ class _Server:
         decoder, tokenizer, eos = self.decoder, self.tokenizer, self.eos
         steps = req.max_tokens or decoder.graph.context
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
+        constraint = (
+            None
+            if req.structure is None
+            else req.structure.constraint(tokenizer, decoder.config.vocab_size)
+        )
 
         def run(job: Job) -> None:
             # A request runs in a slot beside others (the scheduler's
             # batched steps), or alone when the batched path cannot serve it
-            # (speculation); either way it gets the tokens it would alone.
+            # (speculation; a constrained reply, masked on the host step by
+            # step); either way it gets the tokens it would alone.
             assert self.worker is not None
             on_logits = None if scorer is None else scorer.logits
-            if req.speculate:
+            if req.speculate or constraint is not None:
+                masked = {} if constraint is None else {"constraint": constraint}
                 with self.worker.alone(job.cancelled) as alone:
                     tokens: Any = alone.generate(
                         ids,
@@ -372,8 +384,10 @@ class _Server:
                         top_k=req.top_k,
                         top_p=req.top_p,
                         stop=sorted(eos),
-                        speculate=req.speculate,
+                        # a constrained reply is never speculated
+                        speculate=0 if constraint is not None else req.speculate,
                         on_logits=on_logits,
+                        **masked,
                     )
                     answer(job, tokens)
                 return
@@ -506,6 +520,8 @@ class _Server:
             raise _unavailable(why)
         body = await self.body(request)
         req = parse_request(endpoint, body, sampling=self.sampling)
+        if endpoint == "chat":
+            req.structure = parse_structure(body)
         ids = await self.prepare(req)
         job = self.job(req, ids, self.caller(request, req))
         self.submit(job)
@@ -557,6 +573,11 @@ class _Server:
                             req.endpoint, text, finish, chunk=False, logprobs=logprobs
                         )
                     ]
+                    call = tool_call(req, text, finish)
+                    if call is not None:
+                        message = {"role": "assistant", "content": None}
+                        out["choices"][0]["message"] = {**message, "tool_calls": [call]}
+                        out["choices"][0]["finish_reason"] = "tool_calls"
                     out["usage"] = usage(len(ids), completion, cached, drafted)
                     return JSONResponse(out)
                 elif kind == "error":
@@ -571,6 +592,10 @@ class _Server:
     ) -> AsyncIterator[str]:
         endpoint = req.endpoint
         scored: list[Scored] = []  # those of the next chunk's text
+        # a reply that may be a tool call is sent whole at the end
+        held: list[str] | None = (
+            [] if req.structure is not None and req.structure.calls_tools else None
+        )
 
         def chunk(text: str | None, finish: str | None, **extra: Any) -> str:
             out = envelope(endpoint, rid, created, self.model, chunk=True)
@@ -600,12 +625,34 @@ class _Server:
                 yield _sse(first)
             while True:
                 kind, value = await job.out.get()
-                if kind == "text":
+                if kind == "text" and held is not None:
+                    held.append(value)
+                elif kind == "text":
                     yield chunk(value, None)
                 elif kind == "logprobs":
                     scored += value
                 elif kind == "done":
                     finish, completion, cached, drafted = value
+                    if held is not None:
+                        text = "".join(held)
+                        call = tool_call(req, text, finish)
+                        if call is None:
+                            yield chunk(text, None)
+                        else:
+                            finish = "tool_calls"
+                            out = envelope(
+                                endpoint, rid, created, self.model, chunk=True
+                            )
+                            delta = {"tool_calls": [{"index": 0, **call}]}
+                            out["choices"] = [
+                                {
+                                    "index": 0,
+                                    "delta": delta,
+                                    "logprobs": None,
+                                    "finish_reason": None,
+                                }
+                            ]
+                            yield _sse(out)
                     yield chunk(None if endpoint == "chat" else "", finish)
                     if req.include_usage:
                         last = envelope(endpoint, rid, created, self.model, chunk=True)
@@ -622,6 +669,14 @@ class _Server:
                     return
         finally:
             job.cancel()  # the client went away, or it is done: a no-op then
+
+
+def tool_call(req: Request, text: str, finish: str) -> dict[str, Any] | None:
+    """The reply as a tool call (a complete one: finish ``stop``), or None."""
+    if req.structure is None or finish != "stop":
+        return None
+    call: dict[str, Any] | None = req.structure.tool_call(text)
+    return call
 
 
 def _unavailable(why: str) -> APIError:

@@ -42,7 +42,10 @@ _COMMON = {
 }
 _READ = {
     "completions": _COMMON | {"prompt", "logprobs"},
-    "chat": _COMMON | {"messages", "max_completion_tokens", "logprobs", "top_logprobs"},
+    "chat": _COMMON
+    | {"messages", "max_completion_tokens", "logprobs", "top_logprobs"}
+    # checked by iron.lm.serve.tools
+    | {"response_format", "tools", "tool_choice", "parallel_tool_calls"},
 }
 #: Fields OpenAI defines that this server does not support: accepted only at
 #: the value that asks nothing of it (its default), refused by name otherwise.
@@ -189,7 +192,7 @@ class Request:
 
     endpoint: str
     prompt: str | list[int] | None
-    messages: list[dict[str, str]] | None
+    messages: list[dict[str, Any]] | None
     max_tokens: int | None
     seed: int
     temperature: float
@@ -201,6 +204,9 @@ class Request:
     logprobs: int | None = None
     user: str | None = None
     speculate: int = 0
+    #: ``response_format`` / ``tools`` (an iron.lm.serve.tools.Structure,
+    #: set by the app; None: plain text)
+    structure: Any = None
 
 
 def _is_int(value: Any) -> bool:
@@ -267,7 +273,7 @@ def _text_of(content: Any, where: str) -> str:
     )
 
 
-def _messages(value: Any) -> list[dict[str, str]]:
+def _messages(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not value:
         raise _bad("messages", "'messages' must be a non-empty list of messages")
     out = []
@@ -281,7 +287,15 @@ def _messages(value: Any) -> list[dict[str, str]]:
                 "messages",
                 f"{where}.role must be one of {', '.join(_ROLES)}, got {role!r}",
             )
-        out.append({"role": role, "content": _text_of(message.get("content"), where)})
+        kept: dict[str, Any] = {
+            "role": role,
+            "content": _text_of(message.get("content"), where),
+        }
+        # a tool call and its result (iron.lm.serve.tools checks them)
+        for key in ("tool_calls", "tool_call_id", "name"):
+            if message.get(key) is not None:
+                kept[key] = message[key]
+        out.append(kept)
     return out
 
 
