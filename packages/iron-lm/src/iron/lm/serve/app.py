@@ -372,37 +372,33 @@ class _Server:
             # (speculation; a constrained reply, masked on the host step by
             # step); either way it gets the tokens it would alone.
             assert self.worker is not None
-            on_logits = None if scorer is None else scorer.logits
+            settings: dict[str, Any] = {
+                "max_new_tokens": steps,
+                "seed": req.seed,
+                # per-call values of the compiled model: nothing recompiles
+                "temperature": req.temperature,
+                "top_k": req.top_k,
+                "top_p": req.top_p,
+                "stop": sorted(eos),
+                "on_logits": None if scorer is None else scorer.logits,
+            }
             if req.speculate or constraint is not None:
                 masked = {} if constraint is None else {"constraint": constraint}
                 with self.worker.alone(job.cancelled) as alone:
                     tokens: Any = alone.generate(
                         ids,
-                        max_new_tokens=steps,
-                        seed=req.seed,
-                        temperature=req.temperature,
-                        top_k=req.top_k,
-                        top_p=req.top_p,
-                        stop=sorted(eos),
                         # a constrained reply is never speculated
                         speculate=0 if constraint is not None else req.speculate,
-                        on_logits=on_logits,
+                        **settings,
                         **masked,
                     )
                     answer(job, tokens)
                 return
             tokens = self.worker.generate(
                 ids,
-                max_new_tokens=steps,
-                seed=req.seed,
-                # per-call values of the compiled model: nothing recompiles
-                temperature=req.temperature,
-                top_k=req.top_k,
-                top_p=req.top_p,
-                stop=sorted(eos),
                 owner=caller,  # a prefix is reused only for its own caller
                 cancelled=job.cancelled,
-                on_logits=on_logits,
+                **settings,
             )
             answer(job, tokens)
 
