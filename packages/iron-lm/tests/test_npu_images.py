@@ -362,3 +362,38 @@ def test_long_contexts_are_all_legal_designs_on_npu2(name, context):
             if "attention_bf16" in s.design.text and s.design.layout.waits
         ]
         assert len(waited) == 2, label  # each layer's attention
+
+
+@pytest.mark.parametrize(
+    "name, context, dev",
+    [
+        ("llama-3.2-3b", 2048, "npu1"),
+        ("llama-3.2-3b", 2048, "npu2"),
+        ("llama-3.1-8b", 2048, "npu2"),
+        ("llama-3.2-1b", 32768, "npu2"),
+        ("llama-3.1-8b", 32768, "npu2"),
+    ],
+)
+def test_bigger_models_and_long_contexts_pass_upstreams_rules(name, context, dev):
+    """Issues 28 and 34: 3B's and 8B's shapes (two layers: every layer is
+    alike), q4 with their shipped profiles, and 1B's and 8B's at 32k (the
+    waited attention, caches written a kv head at a time) have zero
+    violations of iron.runtime.npu.verify in their emitted text."""
+    from iron.runtime.npu.verify import check_text
+
+    model = _packed_model(_long(name), "q4", context)
+    with iron.use_device(dev):
+        recordings = {
+            "prompt": model.record(tokens=((16,), np.int32)),
+            "decode": model.record(),
+        }
+    for label, recording in recordings.items():
+        images = _designs(recording, dev)
+        texts = (
+            [s.design.text for im in images for s in im.steps]
+            if dev == "npu1"
+            else [im.design.text for im in images]
+        )
+        assert texts, label
+        found = [str(v) for text in texts for v in check_text(text, dev)]
+        assert not found, (label, len(found), found[:3])
