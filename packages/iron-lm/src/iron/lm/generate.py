@@ -1090,6 +1090,11 @@ class Decoder:
         stop: str | Sequence[str] | None = None,
         device_loop: bool | None = None,
         reuse_cache: bool = False,
+        min_p: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
     ) -> TextStream:
         """Generate from ``prompt`` and stream the text, piece by piece.
 
@@ -1104,6 +1109,11 @@ class Decoder:
             stop: Strings that end the text (not included, never yielded).
             device_loop: As for :meth:`generate`.
             reuse_cache: As for :meth:`generate`.
+            min_p: As for :meth:`generate` (llama.cpp's min-p).
+            repeat_penalty: As for :meth:`generate`.
+            repeat_last_n: As for :meth:`generate`.
+            presence_penalty: As for :meth:`generate`.
+            frequency_penalty: As for :meth:`generate`.
 
         Returns:
             The pieces; afterwards its ``finish_reason`` says ``"stop"`` (an
@@ -1133,6 +1143,11 @@ class Decoder:
             stop=sorted(eos),
             device_loop=device_loop,
             reuse_cache=reuse_cache,
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            repeat_last_n=repeat_last_n,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
         )
         return TextStream(
             tokens, tokenizer, stop=stop, eos_ids=eos, prompt_tokens=len(ids)
