@@ -136,6 +136,7 @@ def test_min_p_off_and_neutral_settings_change_nothing():
         ("frequency_penalty", math.nan, ValueError),
         ("frequency_penalty", "0.1", TypeError),
         ("min_p", True, TypeError),
+        ("repeat_penalty", 10**400, ValueError),  # past float's range
     ],
 )
 def test_a_value_out_of_range_is_refused_naming_the_field_and_range(

@@ -535,7 +535,8 @@ class Decoder:
                 recorded.
             on_logits: Called with the logits each token is sampled from
                 (float32, shape ``(vocab,)``: the model's scores before
-                temperature and top-k, a copy the caller may keep), before
+                the penalties, min-p, temperature and top-k, a copy the
+                caller may keep), before
                 that token is yielded. Reading them back needs each step
                 finished before the next starts, so the decode loop then
                 runs from the host (the device loop keeps steps in flight,

@@ -91,15 +91,19 @@ def check_field(name: str, value: Any) -> float | int:
     kind = numbers.Integral if integral else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name} is {describe(name)}, got {value!r}")
+    try:
+        number = int(value) if integral else float(value)  # type: ignore[call-overload]
+    except OverflowError:  # an int past float's range
+        number = math.inf
     low, high, low_open = LIMITS[name]
-    ok = math.isfinite(value) and (
-        (value > low if low_open else value >= low) if low is not None else True
-    )
+    ok = math.isfinite(number)
+    if ok and low is not None:
+        ok = number > low if low_open else number >= low
     if ok and high is not None:
-        ok = value <= high
+        ok = number <= high
     if not ok:
         raise ValueError(f"{name} is {describe(name)}, got {value!r}")
-    return int(value) if integral else float(value)
+    return number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +148,7 @@ class Penalties:
     def penalizes(self) -> bool:
         """Whether the repetition penalties change any logit (as float32,
         the precision llama.cpp compares them in)."""
-        return self.repeat_last_n != 0 and (
+        return self.repeat_last_n != 0 and bool(
             np.float32(self.repeat_penalty) != 1
             or np.float32(self.presence_penalty) != 0
             or np.float32(self.frequency_penalty) != 0
@@ -153,7 +157,7 @@ class Penalties:
     @property
     def neutral(self) -> bool:
         """Whether these settings change nothing (the device draws alone)."""
-        return not self.penalizes and np.float32(self.min_p) <= 0
+        return not self.penalizes and bool(np.float32(self.min_p) <= 0)
 
     def window(self, context: int) -> int:
         """The tokens the penalties look back over, for a ``context``."""
