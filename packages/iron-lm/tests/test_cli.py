@@ -174,6 +174,21 @@ def test_speculate_gives_the_same_text_and_counts_the_drafts() -> None:
     assert "--speculate is at most 15 with --rows 16" in over.stderr
 
 
+def test_min_p_and_the_penalty_flags_apply_on_the_host() -> None:
+    args = ("--prompt", "The NPU", "--max-new-tokens", "16")
+    plain = run(*args)
+    neutral = run(*args, "--repeat-penalty", "1", "--min-p", "0", "--check")
+    penalized = run(*args, "--repeat-penalty", "50", "--repeat-last-n", "8")
+    mixed = run(*args, "--presence-penalty", "1.5", "--frequency-penalty", "0.5")
+    for done in (plain, neutral, penalized, mixed):
+        assert done.returncode == 0, done.stderr
+    assert neutral.stdout == plain.stdout  # and the device loop, checked
+    assert "(host loop)" not in neutral.stderr and "checked:" in neutral.stderr
+    for done in (penalized, mixed):
+        assert done.stdout != plain.stdout
+        assert "(host loop) on emu npu2" in done.stderr
+
+
 def test_chat_uses_the_template() -> None:
     plain = run("--prompt", "hello there", "--max-new-tokens", "4")
     chat = run("--prompt", "hello there", "--max-new-tokens", "4", "--chat")
@@ -254,6 +269,16 @@ def test_a_prompt_longer_than_the_context_exits_1() -> None:
         (["--device", "npu9"], "invalid choice"),
         (["--weights", "q5"], "argument --weights: invalid choice: 'q5'"),
         (["--speculate", "-2"], "--speculate is 0 (off) or more, got -2"),
+        (["--min-p", "1.5"], "--min-p is a number in [0, 1] (the server's bound"),
+        (
+            ["--repeat-penalty", "0"],
+            "--repeat-penalty is a number > 0 (the server's bound too), got 0.0",
+        ),
+        (["--repeat-last-n", "-2"], "--repeat-last-n is an integer >= -1"),
+        (["--presence-penalty", "3"], "--presence-penalty is a number in [-2, 2]"),
+        (["--frequency-penalty", "-2.5"], "--frequency-penalty is a number in [-2"),
+        (["--min-p", "0.1", "--check"], "neither --speculate nor --check"),
+        (["--repeat-penalty", "1.2", "--speculate", "2"], "neither --speculate"),
     ],
 )
 def test_usage_errors_exit_2(args, message, capsys) -> None:

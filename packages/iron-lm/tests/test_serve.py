@@ -543,6 +543,93 @@ def test_each_request_samples_with_its_own_settings(server, reference):
     assert answer.choices[0].text == expected(reference, "The NPU", 10)[0]
 
 
+#: llama-server's names (min_p, repeat_penalty, repeat_last_n) and OpenAI's
+#: (presence_penalty, frequency_penalty), each set
+PENALIZED = {
+    "presence_penalty": 0.8,
+    "frequency_penalty": 0.4,
+    "extra_body": {"min_p": 0.5, "repeat_penalty": 1.5, "repeat_last_n": 16},
+}
+
+
+def test_llama_cpp_sampling_fields_are_applied(server, reference):
+    fields = {**PENALIZED["extra_body"], "presence_penalty": 0.8}
+    fields["frequency_penalty"] = 0.4
+    for settings in ({"temperature": 0.0}, {"temperature": 0.9, "seed": 4}):
+        answer = server.client().completions.create(
+            model=MODEL, prompt="The NPU", max_tokens=12, **PENALIZED, **settings
+        )
+        seed = settings.get("seed", 0)
+        want = reference.stream(
+            "The NPU",
+            max_new_tokens=12,
+            seed=seed,
+            temperature=settings["temperature"],
+            **fields,
+        ).read()
+        plain = reference.stream(
+            "The NPU", max_new_tokens=12, seed=seed, temperature=settings["temperature"]
+        ).read()
+        assert answer.choices[0].text == want != plain, settings
+    # chat takes them too, streamed or not
+    messages = [{"role": "user", "content": "Hello!"}]
+    prompt = reference.tokenizer.apply_chat_template(messages)
+    want = reference.stream(prompt, max_new_tokens=8, **fields).read()
+    answer = server.client().chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, **PENALIZED
+    )
+    assert answer.choices[0].message.content == want
+    chunks = server.client().chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, stream=True, **PENALIZED
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == want
+
+
+def test_a_large_repeat_penalty_repeats_no_token_within_its_window(server, reference):
+    window = 8
+    answer = server.client().completions.create(
+        model=MODEL,
+        prompt="The NPU",
+        max_tokens=24,
+        logprobs=0,
+        extra_body={"repeat_penalty": 50.0, "repeat_last_n": window},
+    )
+    prompt = reference.tokenizer.encode("The NPU")
+    tokens = list(
+        reference.generate(
+            prompt, max_new_tokens=24, repeat_penalty=50.0, repeat_last_n=window
+        )
+    )
+    assert answer.choices[0].logprobs.tokens == [
+        token_name(reference, t) for t in tokens
+    ]
+    text = prompt + tokens
+    for i in range(len(prompt), len(text)):
+        assert text[i] not in text[max(0, i - window) : i], (i, text)
+
+
+def test_neutral_sampling_fields_change_no_bit(server, reference):
+    request = {"model": MODEL, "prompt": "The NPU", "max_tokens": 10, "logprobs": 3}
+    neutral = {
+        "presence_penalty": 0,
+        "frequency_penalty": 0.0,
+        "extra_body": {"min_p": 0, "repeat_penalty": 1, "repeat_last_n": 64},
+    }
+    for settings in ({}, {"temperature": 0.8, "seed": 3}):
+        plain = server.client().completions.create(**request, **settings)
+        same = server.client().completions.create(**request, **settings, **neutral)
+        assert same.choices[0].text == plain.choices[0].text
+        assert same.choices[0].logprobs == plain.choices[0].logprobs  # every bit
+        # and both are what the device's own loop draws
+        want = reference.stream(
+            "The NPU",
+            max_new_tokens=10,
+            seed=settings.get("seed", 0),
+            temperature=settings.get("temperature", 0.0),
+        ).read()
+        assert reference.stats.loop == "device" and same.choices[0].text == want
+
+
 # -- bad requests --------------------------------------------------------------------
 
 LONG = "the NPU " * 400  # far over the context
@@ -552,9 +639,11 @@ LONG = "the NPU " * 400  # far over the context
     ("settings", "status", "param"),
     [
         ({"model": 3}, 400, "model"),
-        ({"extra_body": {"min_p": 0.05}}, 400, "min_p"),
-        ({"extra_body": {"repeat_penalty": 1.1}}, 400, "repeat_penalty"),
-        ({"presence_penalty": 0.5}, 400, "presence_penalty"),
+        ({"extra_body": {"min_p": 1.5}}, 400, "min_p"),
+        ({"extra_body": {"repeat_penalty": 0}}, 400, "repeat_penalty"),
+        ({"extra_body": {"repeat_last_n": -2}}, 400, "repeat_last_n"),
+        ({"presence_penalty": 2.5}, 400, "presence_penalty"),
+        ({"frequency_penalty": -2.5}, 400, "frequency_penalty"),
         ({"prompt": LONG}, 400, "prompt"),
         ({"max_tokens": 0}, 400, "max_tokens"),
         ({"temperature": 3}, 400, "temperature"),
@@ -1019,6 +1108,10 @@ def test_a_forced_stop_answers_what_it_cuts_with_json():
         (("--temperature", "5"), "--temperature is at most 2 (the server's bound"),
         (("--speculate", "16"), "--speculate is in [0, 15] with --rows 16"),
         (("--speculate", "-1"), "--speculate is in [0, 15]"),
+        (("--min-p", "2"), "--min-p is a number in [0, 1] (the server's bound too)"),
+        (("--repeat-penalty", "0"), "--repeat-penalty is a number > 0"),
+        (("--repeat-last-n", "-3"), "--repeat-last-n is an integer >= -1"),
+        (("--presence-penalty", "9"), "--presence-penalty is a number in [-2, 2]"),
     ],
 )
 def test_bad_settings_are_usage_errors(args, message):

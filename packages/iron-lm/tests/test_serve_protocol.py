@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from iron.lm.penalties import Penalties
 from iron.lm.serve.protocol import APIError, Sampling, parse_request
 
 GREEDY = Sampling()
@@ -139,17 +140,52 @@ def test_any_model_name_asks_for_the_served_one():
     refused("model", model=3)
 
 
-def test_llama_cpp_sampling_fields_at_their_neutral_values():
+def test_llama_cpp_sampling_fields_are_read():
     neutral = {"min_p": 0, "repeat_penalty": 1.0, "presence_penalty": 0}
-    assert parse(**neutral, frequency_penalty=0, stop="x").stop == ("x",)
-    for field, value in [
-        ("min_p", 0.05),
-        ("repeat_penalty", 1.1),
-        ("presence_penalty", 0.5),
-        ("frequency_penalty", -0.5),
-    ]:
-        error = refused(field, **{field: value})
-        assert error.status == 400 and "on the device" in error.message
+    request = parse(**neutral, frequency_penalty=0, stop="x")
+    assert request.stop == ("x",) and request.penalties.neutral
+    request = parse(
+        min_p=0.05,
+        repeat_penalty=1.1,
+        repeat_last_n=-1,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+    )
+    assert request.penalties == Penalties(0.05, 1.1, -1, 0.5, -0.5)
+    assert not request.penalties.neutral
+    # both endpoints read them
+    assert parse("chat", min_p=0.1).penalties.min_p == 0.1
+
+
+def test_the_servers_penalties_fill_in_what_a_request_leaves_out():
+    sampling = Sampling(penalties=Penalties(repeat_penalty=1.3, repeat_last_n=8))
+    request = parse(sampling=sampling, presence_penalty=0.25)
+    assert request.penalties == Penalties(
+        repeat_penalty=1.3, repeat_last_n=8, presence_penalty=0.25
+    )
+    assert parse(sampling=sampling, repeat_penalty=1).penalties.repeat_penalty == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("min_p", 1.5, "in [0, 1]"),
+        ("min_p", -0.1, "in [0, 1]"),
+        ("repeat_penalty", 0, "> 0"),
+        ("repeat_penalty", -1.1, "> 0"),
+        ("repeat_penalty", "1.1", "> 0"),
+        ("repeat_last_n", -2, ">= -1"),
+        ("repeat_last_n", 6.5, ">= -1"),
+        ("repeat_last_n", True, ">= -1"),
+        ("presence_penalty", 2.5, "in [-2, 2]"),
+        ("frequency_penalty", -3, "in [-2, 2]"),
+        ("frequency_penalty", float("nan"), "in [-2, 2]"),
+    ],
+)
+def test_a_sampling_field_out_of_range_is_refused_with_its_range(field, value, words):
+    error = refused(field, **{field: value})
+    assert field in error.message and words in error.message, error.message
+    assert repr(value) in error.message
 
 
 def test_values_the_device_cannot_hold_are_the_requests_mistake():

@@ -11,6 +11,7 @@ reused, the time to first token and the decode speed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -23,6 +24,7 @@ from iron.lm.options import (
     check_model_options,
     fail,
     open_decoder,
+    penalties_of,
 )
 
 __all__ = ["add_parser", "run"]
@@ -101,6 +103,7 @@ def _converse(decoder: Any, args: argparse.Namespace) -> int:
                 max_new_tokens=args.max_new_tokens,
                 seed=args.seed,
                 reuse_cache=True,
+                **dataclasses.asdict(penalties_of(args)),
             )
         except ValueError as error:  # over the context, or the template refused
             messages.pop()

@@ -20,6 +20,7 @@ foresee is one line too (``-v`` shows its traceback).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -36,6 +37,7 @@ from iron.lm.options import (
     check_model_options,
     fail,
     open_decoder,
+    penalties_of,
     wrapped,
 )
 from iron.lm.serve import command as serve
@@ -145,6 +147,12 @@ def generate(args: argparse.Namespace) -> int:
     try:
         _check_prompt(args)
         device = check_model_options(args)
+        if not penalties_of(args).neutral and (args.speculate or args.check):
+            raise UsageError(
+                "--min-p and the repetition penalties change the logits on the "
+                "host before each draw, which neither --speculate nor --check "
+                "(the host reference) does; leave them out, or those"
+            )
     except ValueError as error:  # UsageError, or IRON_DEVICE names no device
         return fail(str(error), EXIT_USAGE)
     with open_decoder(args, device) as decoder:
@@ -180,6 +188,7 @@ def _generate(args: argparse.Namespace, decoder, device: str) -> int:
             stop=tokenizer.eos_ids,
             device_loop=False if args.host_loop or args.speculate else None,
             speculate=args.speculate,
+            **dataclasses.asdict(penalties_of(args)),
         )
     except RefusedShapeError as error:
         return fail(

@@ -43,6 +43,7 @@ from iron.lm.checkpoint import Checkpoint
 from iron.lm.config import LlamaConfig
 from iron.lm.constrain import Constraint, constraint_of
 from iron.lm.model import BATCHES, Llama
+from iron.lm.penalties import Penalties
 from iron.lm.speculate import lookup_draft
 from iron.lm.text import TextStream
 from iron.lm.tokenizer import TOKENIZER_FILE, Tokenizer
@@ -499,6 +500,11 @@ class Decoder:
         json_schema: Mapping[str, Any] | str | None = None,
         regex: str | None = None,
         grammar: str | None = None,
+        min_p: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
     ) -> Iterator[int]:
         """Yield generated token ids as they are decoded.
 
@@ -529,7 +535,8 @@ class Decoder:
                 recorded.
             on_logits: Called with the logits each token is sampled from
                 (float32, shape ``(vocab,)``: the model's scores before
-                temperature and top-k, a copy the caller may keep), before
+                the penalties, min-p, temperature and top-k, a copy the
+                caller may keep), before
                 that token is yielded. Reading them back needs each step
                 finished before the next starts, so the decode loop then
                 runs from the host (the device loop keeps steps in flight,
@@ -560,6 +567,28 @@ class Decoder:
                 constraint.
             grammar: Shorthand for a :meth:`~iron.lm.constrain.Constraint.lark`
                 constraint (a Lark grammar).
+            min_p: llama.cpp's min-p: keep only tokens at least this fraction
+                as likely as the likeliest, in ``[0, 1]`` (0, the default,
+                is off).
+            repeat_penalty: llama.cpp's repetition penalty: the logit of a
+                token among the last ``repeat_last_n`` (prompt and generated)
+                is divided by it if positive, multiplied if not; ``> 0``
+                (1, the default, is off).
+            repeat_last_n: The penalties' window in tokens (llama.cpp's
+                default 64); 0 turns them off, -1 is the whole context.
+            presence_penalty: Subtracted from the logit of each token in the
+                window, in ``[-2, 2]`` (OpenAI's; 0 is off).
+            frequency_penalty: Subtracted times the token's count in the
+                window, in ``[-2, 2]`` (OpenAI's; 0 is off).
+
+                These five follow llama.cpp's sampler chain
+                (:mod:`iron.lm.penalties`): penalties, then a constraint's
+                mask, then min-p, then the device's own draw (top-k,
+                temperature, top-p) with the same seed rule, run on the
+                host. At their defaults nothing changes: the tokens are
+                bit-identical to a call without them, and the decode loop
+                runs where it would. Otherwise the loop runs from the host
+                (the logits are read back each step), as for a constraint.
 
         Raises:
             ValueError: The prompt is empty, not flat, longer than the
@@ -573,7 +602,9 @@ class Decoder:
                 ``speculate``, of another vocabulary, or this decoder itself;
                 more than one constraint, one with ``speculate`` or
                 ``device_loop``, or a schema, regex or grammar the engine
-                refuses (:class:`~iron.lm.constrain.ConstraintError`).
+                refuses (:class:`~iron.lm.constrain.ConstraintError`); a
+                penalty or ``min_p`` out of range (named, with its range),
+                or set together with ``speculate`` or ``device_loop``.
                 Raised by this call, before any token is generated.
             TypeError: ``prompt_ids`` holds other than ints,
                 ``max_new_tokens`` is not an int, or ``stop`` is not a
@@ -590,6 +621,13 @@ class Decoder:
         ids = self._check_ids(prompt_ids, "prompt_ids")
         max_new_tokens = _count("max_new_tokens", max_new_tokens)
         draw = self.graph.sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+        penalties = Penalties(
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            repeat_last_n=repeat_last_n,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+        )
         stop_ids = set(
             self.config.eos_token_ids if stop is None else _ids("stop", stop)
         )
@@ -612,6 +650,12 @@ class Decoder:
                 "draw, which neither the device loop nor speculate can; leave "
                 "device_loop and speculate out"
             )
+        if not penalties.neutral and (device_loop or speculate):
+            raise ValueError(
+                "min_p and the repetition penalties change each step's logits on "
+                "the host before the draw, which neither the device loop nor "
+                "speculate can; leave device_loop and speculate out"
+            )
         if on_logits is not None and device_loop:
             raise ValueError(
                 "on_logits reads each step's logits before the next step starts, "
@@ -623,7 +667,8 @@ class Decoder:
                 f"speculate={speculate} verifies drafts from the host, which the "
                 f"device loop cannot; leave device_loop out or pass device_loop=False"
             )
-        if on_logits is not None or speculate or constrained is not None:
+        drawn = constrained is not None or not penalties.neutral
+        if on_logits is not None or speculate or drawn:
             loop = False
         else:
             loop = self._loop is not None if device_loop is None else device_loop
@@ -647,6 +692,7 @@ class Decoder:
                 on_logits,
                 (speculate, draft),
                 constrained,
+                penalties,
             ),
         )
 
@@ -707,6 +753,7 @@ class Decoder:
         on_logits: Callable[[np.ndarray], object] | None = None,
         speculation: tuple[int, Decoder | None] = (0, None),
         constraint: Constraint | None = None,
+        penalties: Penalties | None = None,
     ) -> Generator[int, None, None]:
         self.stats = Stats(
             prompt_tokens=len(ids),
@@ -730,9 +777,17 @@ class Decoder:
         first = {"token": 0, "position": start, "n": n, "seed": seed, **draw}
         if loop:
             tokens = self._device_loop(chunk, first, steps, stop_ids, started)
-        elif constraint is not None:
-            tokens = self._constrained_loop(
-                chunk, first, steps, stop_ids, started, on_logits, constraint
+        elif constraint is not None or (penalties and not penalties.neutral):
+            tokens = self._drawn_loop(
+                chunk,
+                first,
+                steps,
+                stop_ids,
+                started,
+                on_logits,
+                constraint,
+                penalties or Penalties(),
+                ids,
             )
         elif speculation[0]:
             tokens = self._speculative_loop(
@@ -826,23 +881,35 @@ class Decoder:
             on_logits(np.array(logits, np.float32))
         return carry
 
-    def _constrained_loop(
-        self, chunk, first, steps, stop_ids, started, on_logits, constraint
+    def _drawn_loop(
+        self,
+        chunk,
+        first,
+        steps,
+        stop_ids,
+        started,
+        on_logits,
+        constraint: Constraint | None,
+        penalties: Penalties,
+        ids: np.ndarray,
     ):
-        """The host loop, each token drawn on the host from masked logits.
+        """The host loop, each token drawn on the host from the logits as
+        llama.cpp's chain leaves them: the repetition penalties, then the
+        constraint's mask, then min-p (:mod:`iron.lm.penalties`).
 
-        The step's own draw (on the device, from the unmasked logits) is
-        ignored: the token the mask allows is drawn with the same sampler
-        and seed (``seed + position``, as the device's), and fed to the next
-        decode step.
+        The step's own draw (on the device, from the logits as computed) is
+        ignored: the token is drawn with the same sampler and seed (``seed +
+        position``, as the device's), and fed to the next decode step.
         """
         settings = {
             "temperature": temperature_of(first["temperature"]),
             "top_k": first["top_k"],
             "top_p": top_p_of(first["top_p"]),
         }
-        matcher = constraint.matcher()
-        eos = constraint.tokenizer.eos_ids
+        matcher = None if constraint is None else constraint.matcher()
+        eos = () if constraint is None else constraint.tokenizer.eos_ids
+        history = ids.tolist()  # the penalties' window: prompt, then generated
+        context = self.graph.context
         n, seed = first["n"], first["seed"]
         logits, _ = self.prompt(chunk, **first)
         row = logits[n - 1]
@@ -853,19 +920,25 @@ class Decoder:
             scores = np.array(row, np.float32)
             if on_logits is not None:
                 on_logits(scores.copy())
-            masked = matcher.mask(scores)
-            if matcher.accepting:  # complete: any of the stop ids may end it
-                ends = [i for i in (*stop_ids, *eos) if i < masked.size]
-                masked[ends] = np.maximum(masked[ends], scores[ends])
-            token = draw(masked, seed=seed + position, **settings)
+            scores = penalties.penalize(scores, history, context)
+            masked = scores
+            if matcher is not None:
+                masked = matcher.mask(scores)
+                if matcher.accepting:  # complete: any of the stop ids may end it
+                    ends = [i for i in (*stop_ids, *eos) if i < masked.size]
+                    masked[ends] = np.maximum(masked[ends], scores[ends])
+            token = draw(penalties.cut(masked), seed=seed + position, **settings)
             self._timed(k, started, first_done)
             if k == 0:
                 first_done = time.perf_counter()
             yield token
             if token in stop_ids or k == steps - 1:
                 return
-            matcher.consume(token)
-            if matcher.stopped:  # nothing may follow: end as the model would
+            history.append(token)
+            if matcher is not None:
+                matcher.consume(token)
+            if matcher is not None and matcher.stopped:
+                # nothing may follow: end as the model would
                 stop = next(iter(sorted(stop_ids)), None)
                 if stop is not None:
                     self._timed(k + 1, started, first_done)
@@ -1018,6 +1091,11 @@ class Decoder:
         stop: str | Sequence[str] | None = None,
         device_loop: bool | None = None,
         reuse_cache: bool = False,
+        min_p: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
     ) -> TextStream:
         """Generate from ``prompt`` and stream the text, piece by piece.
 
@@ -1032,6 +1110,11 @@ class Decoder:
             stop: Strings that end the text (not included, never yielded).
             device_loop: As for :meth:`generate`.
             reuse_cache: As for :meth:`generate`.
+            min_p: As for :meth:`generate` (llama.cpp's min-p).
+            repeat_penalty: As for :meth:`generate`.
+            repeat_last_n: As for :meth:`generate`.
+            presence_penalty: As for :meth:`generate`.
+            frequency_penalty: As for :meth:`generate`.
 
         Returns:
             The pieces; afterwards its ``finish_reason`` says ``"stop"`` (an
@@ -1061,6 +1144,11 @@ class Decoder:
             stop=sorted(eos),
             device_loop=device_loop,
             reuse_cache=reuse_cache,
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            repeat_last_n=repeat_last_n,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
         )
         return TextStream(
             tokens, tokenizer, stop=stop, eos_ids=eos, prompt_tokens=len(ids)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from iron.lm.generate import Decoder
+    from iron.lm.penalties import Penalties
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -43,6 +44,7 @@ __all__ = [
     "fail",
     "float32_of",
     "open_decoder",
+    "penalties_of",
     "wrapped",
 ]
 
@@ -123,6 +125,47 @@ def add_model_options(parser: argparse.ArgumentParser, *, seed: bool = True) -> 
         help="nucleus sampling: draw from the fewest largest logits whose "
         "probability reaches P, in (0, 1]; 1 is off (default: %(default)s)",
     )
+    parser.add_argument(
+        "--min-p",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="keep only tokens at least P times as likely as the likeliest, "
+        "in [0, 1]; 0 is off (llama.cpp's min-p) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeat-penalty",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="divide the logit of a token among the last --repeat-last-n "
+        "(multiply it if negative) by R > 0; 1 is off (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeat-last-n",
+        type=int,
+        default=64,
+        metavar="N",
+        help="the penalties' window: the last N tokens, prompt included; 0 is "
+        "off, -1 the whole context (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--presence-penalty",
+        type=float,
+        default=0.0,
+        metavar="A",
+        help="subtract A in [-2, 2] from the logit of each token in the window "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--frequency-penalty",
+        type=float,
+        default=0.0,
+        metavar="A",
+        help="subtract A in [-2, 2] times a token's count in the window "
+        "(default: %(default)s); min-p and the penalties run on the host, "
+        "before the device's draw (llama.cpp's order)",
+    )
     if seed:
         parser.add_argument(
             "--seed",
@@ -201,6 +244,7 @@ def check_model_options(args: argparse.Namespace) -> str:
         )
     if not 0 < args.top_p <= 1 or float32_of(args.top_p) == 0:
         raise UsageError(f"--top-p is a number in (0, 1] (1 is off), got {args.top_p}")
+    penalties_of(args)
     seed = getattr(args, "seed", 0)
     if not 0 <= seed <= SEED_LIMIT:
         raise UsageError(
@@ -232,6 +276,27 @@ def check_model_options(args: argparse.Namespace) -> str:
             f"needs --rows positions)"
         )
     return device
+
+
+def penalties_of(args: argparse.Namespace) -> Penalties:
+    """The ``--min-p`` and penalty flags as a :class:`~iron.lm.penalties.Penalties`.
+
+    Raises:
+        UsageError: A flag is out of the range the server takes too (named,
+            with the range).
+    """
+    from iron.lm.penalties import LIMITS, Penalties, check_field, describe
+
+    values = {name: getattr(args, name) for name in LIMITS}
+    for name, value in values.items():
+        try:
+            check_field(name, value)
+        except (TypeError, ValueError):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(
+                f"{flag} is {describe(name)} (the server's bound too), got {value}"
+            ) from None
+    return Penalties(**values)
 
 
 def wrapped(text: str, indent: str = "") -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -45,6 +46,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from iron.lm.checkpoint import CheckpointChangedError
+from iron.lm.penalties import Penalties
 from iron.lm.serve import page
 from iron.lm.serve.logprobs import (
     Scored,
@@ -370,7 +372,8 @@ class _Server:
             # A request runs in a slot beside others (the scheduler's
             # batched steps), or alone when the batched path cannot serve it
             # (speculation; a constrained reply, masked on the host step by
-            # step); either way it gets the tokens it would alone.
+            # step; min_p or a repetition penalty, likewise applied on the
+            # host); either way it gets the tokens it would alone.
             assert self.worker is not None
             settings: dict[str, Any] = {
                 "max_new_tokens": steps,
@@ -382,13 +385,16 @@ class _Server:
                 "stop": sorted(eos),
                 "on_logits": None if scorer is None else scorer.logits,
             }
-            if req.speculate or constraint is not None:
+            drawn = constraint is not None or not req.penalties.neutral
+            if req.speculate or drawn:
                 masked = {} if constraint is None else {"constraint": constraint}
+                if not req.penalties.neutral:
+                    masked.update(dataclasses.asdict(req.penalties))
                 with self.worker.alone(job.cancelled) as alone:
                     tokens: Any = alone.generate(
                         ids,
-                        # a constrained reply is never speculated
-                        speculate=0 if constraint is not None else req.speculate,
+                        # a reply drawn on the host is never speculated
+                        speculate=0 if drawn else req.speculate,
                         **settings,
                         **masked,
                     )
@@ -722,6 +728,7 @@ def create_app(
     allowed_hosts: Collection[str] = LOOPBACK_HOSTS,
     cors_origins: Sequence[str] = (),
     speculate: int = 0,
+    penalties: Penalties | None = None,
 ) -> Starlette:
     """The ASGI app serving ``decoder`` (compiled, with a tokenizer) as ``model``.
 
@@ -747,6 +754,11 @@ def create_app(
         speculate: A request's ``speculate`` when it gives none: tokens
             drafted per pass by prompt lookup (0 is off); a request may ask
             up to the prompt chunk's rows less one.
+        penalties: A request's ``min_p``, ``repeat_penalty``,
+            ``repeat_last_n``, ``presence_penalty`` and ``frequency_penalty``
+            for each it gives none of (default: all off, a window of 64). A
+            request with any of them in effect runs alone, its decode loop
+            from the host (:mod:`iron.lm.penalties`).
 
     Raises:
         ValueError: ``decoder`` has no tokenizer, or ``speculate`` is
@@ -769,6 +781,7 @@ def create_app(
             seed_limit=2**30 - 1 - context,
             speculate=speculate,
             max_speculate=decoder.graph.rows - 1,
+            penalties=penalties or Penalties(),
         ),
         api_key=api_key,
         max_queue=max_queue,

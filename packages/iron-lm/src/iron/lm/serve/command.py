@@ -27,6 +27,7 @@ from iron.lm.options import (
     check_model_options,
     fail,
     open_decoder,
+    penalties_of,
 )
 
 #: The most slots ``--slots`` takes (``iron.lm.model.MAX_SLOTS``; the model
@@ -242,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
             allowed_hosts=allowed_hosts(args.host, args.allowed_hosts),
             cors_origins=args.cors_origins,
             speculate=args.speculate,
+            penalties=penalties_of(args),
         )
         config = uvicorn.Config(
             app,

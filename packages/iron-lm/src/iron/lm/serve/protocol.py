@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from iron.lm.options import MAX_TEMPERATURE, float32_of
+from iron.lm.penalties import LIMITS, Penalties, check_field, describe
 from iron.lm.serve.logprobs import MAX_CHAT_TOP, MAX_COMPLETION_TOP
 from iron.operators.sample import TEMPERATURE_RANGE
 
@@ -39,6 +40,8 @@ _COMMON = {
     "n",
     "user",
     "speculate",
+    # llama.cpp's (and Ollama's) sampling fields; presence/frequency: OpenAI's
+    *LIMITS,
 }
 _READ = {
     "completions": _COMMON | {"prompt", "logprobs"},
@@ -54,10 +57,6 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "echo": (None, False),
     "suffix": (None, ""),
     "best_of": (None, 1),
-    "presence_penalty": (None, 0),
-    "frequency_penalty": (None, 0),
-    "repeat_penalty": (None, 1),  # llama.cpp's and Ollama's
-    "min_p": (None, 0),  # llama.cpp's and Ollama's
     "logit_bias": (None, {}),
     "tools": (None, []),
     "tool_choice": (None, "none", "auto"),
@@ -74,21 +73,12 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "audio": (None,),
     "web_search_options": (None,),
 }
-_ON_DEVICE = (
-    "tokens are drawn on the device from the logits as computed, with "
-    "temperature, top_k and top_p only; penalties and min_p would change the "
-    "logits before the draw"
-)
 _WHY = {
     "top_logprobs": "/v1/completions lists the most likely tokens with "
     "'logprobs': N, N in [0, 5]",
     "echo": "the prompt is not echoed",
     "suffix": "insertion (a suffix) is not supported",
     "best_of": "one completion is generated per request",
-    "presence_penalty": _ON_DEVICE,
-    "frequency_penalty": _ON_DEVICE,
-    "repeat_penalty": _ON_DEVICE,
-    "min_p": _ON_DEVICE,
     "logit_bias": "logit biases are not applied",
 }
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -152,6 +142,8 @@ class Sampling:
             gives no ``speculate`` (0 is off).
         max_speculate: The most a request may ask (a prompt chunk's rows
             less one).
+        penalties: ``min_p`` and the repetition penalties when a request
+            gives none of a field (:class:`iron.lm.penalties.Penalties`).
     """
 
     temperature: float = 0.0
@@ -161,6 +153,7 @@ class Sampling:
     seed_limit: int = 2**30
     speculate: int = 0
     max_speculate: int = 15
+    penalties: Penalties = dataclasses.field(default_factory=Penalties)
 
 
 @dataclasses.dataclass
@@ -204,6 +197,9 @@ class Request:
     logprobs: int | None = None
     user: str | None = None
     speculate: int = 0
+    #: ``min_p``, ``repeat_penalty``, ``repeat_last_n``, ``presence_penalty``
+    #: and ``frequency_penalty`` (llama.cpp's semantics, applied on the host)
+    penalties: Penalties = dataclasses.field(default_factory=Penalties)
     #: ``response_format`` / ``tools`` (an iron.lm.serve.tools.Structure,
     #: set by the app; None: plain text)
     structure: Any = None
@@ -247,6 +243,22 @@ def _number_field(body: Mapping[str, Any], name: str, low: float, high: float):
     if not _is_number(value) or not low <= value <= high:
         raise _bad(name, f"'{name}' must be a number in [{low}, {high}], got {value!r}")
     return float(value)
+
+
+def _penalties(body: Mapping[str, Any], defaults: Penalties) -> Penalties:
+    """The request's ``min_p`` and penalties, the server's where it gives none."""
+    values = dataclasses.asdict(defaults)
+    for name in LIMITS:
+        value = body.get(name)
+        if value is None:
+            continue
+        try:
+            values[name] = check_field(name, value)
+        except (TypeError, ValueError):
+            raise _bad(
+                name, f"'{name}' must be {describe(name)}, got {value!r}"
+            ) from None
+    return Penalties(**values)
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -471,6 +483,7 @@ def parse_request(endpoint: str, body: Any, *, sampling: Sampling) -> Request:
         logprobs=logprobs,
         user=user,
         speculate=sampling.speculate if speculate is None else speculate,
+        penalties=_penalties(body, sampling.penalties),
     )
 
 
