@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import math
 import mmap
@@ -184,6 +185,10 @@ class EmuBuffer(BufferObject):
         if first < last:
             self._mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
+    def copies_fit(self) -> bool:
+        """Whether every copy the device keeps fits its budget now."""
+        return self._widenings.fits(0)
+
     def widened(self, offset: int, nbytes: int, shape: tuple[int, ...]) -> np.ndarray:
         """The bf16 values at ``[offset, offset + nbytes)``, as float32 if kept.
 
@@ -205,6 +210,7 @@ class EmuBuffer(BufferObject):
         dtype: Any,
         shape: tuple[int, ...],
         make: Callable[[np.ndarray], np.ndarray],
+        fits: bool | None = None,
     ) -> np.ndarray:
         """``make``'s copy of the ``dtype`` values at ``[offset, offset + nbytes)``, if kept.
 
@@ -215,9 +221,14 @@ class EmuBuffer(BufferObject):
         (:meth:`widened`) or an operator's decoding
         (``Operator.decoded``: a packed weight as the bf16 its kernel
         computes with); a reader takes either form to the same bits.
+        ``fits``: whether every copy kept fits the budget, when the caller
+        has just asked (a run asks once for all its weights).
         """
         key = (offset, nbytes)
         pool = self._widenings
+        kept = self._widened.get(key)
+        if kept is not None and (pool.fits(0) if fits is None else fits):
+            return kept  # every copy kept still fits
         kept = self._widened.pop(key, None)
         if kept is not None:
             pool.kept -= kept.nbytes
@@ -422,7 +433,9 @@ class EmuRun(Run):
                 idle=self._idle,
                 poison=self.image.device.poison,
                 feedback=feedback,
-                widen=arena.kept if arena is not None else None,
+                widen=None
+                if arena is None
+                else functools.partial(arena.kept, fits=arena.copies_fit()),
                 program=self.image.program,
             )
             if self._feedback is not None and self.image.spec.emit is not None:
