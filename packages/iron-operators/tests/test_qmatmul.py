@@ -304,3 +304,44 @@ def test_qgemm_resolves_to_gemms_mmul_multiples_that_fit(dev, unit_n, k, n):
             assert (
                 op.core_bytes(op.tile_m, longer[0], op.tile_n) > dev.core_memory_bytes
             )
+
+
+# -- kept decoded (Operator.decoded) ------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", [Q4, Q8, Q8_16], ids=lambda f: f.name)
+def test_the_decoded_weight_gives_the_packed_rows_bits(fmt) -> None:
+    rng = np.random.default_rng(7)
+    w = quantize(rng.standard_normal((96, 128)) * 0.1, fmt)
+    gemv = QGEMV(M=96, K=128, bits=fmt.bits, group=fmt.group)
+    gemm = QGEMM(M=8, K=128, N=96, bits=fmt.bits, group=fmt.group)
+    rows = DequantRows(rows=4, K=128, bits=fmt.bits, group=fmt.group)
+    # each says which input it takes decoded: the packed weight's
+    assert gemv.decoded(0) is not None and gemv.decoded(1) is None
+    assert gemm.decoded(1) is not None and gemm.decoded(0) is None
+    assert rows.decoded(0) is None  # it reads a few packed rows at a time
+    copy = gemv.decoded(0)(w)
+    assert copy.dtype == bfloat16 and copy.shape == (96, 128)
+    np.testing.assert_array_equal(
+        copy.view(np.uint16), dequantize(w, fmt).astype(bfloat16).view(np.uint16)
+    )
+    x = rng.standard_normal(128).astype(bfloat16)
+    a = rng.standard_normal((8, 128)).astype(bfloat16)
+    for got, want in [
+        (gemv.reference(copy, x), gemv.reference(w, x)),
+        (gemm.reference(a, gemm.decoded(1)(w)), gemm.reference(a, w)),
+    ]:
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_a_decoded_weight_of_the_wrong_shape_is_refused() -> None:
+    w = quantize(np.ones((96, 128)), Q4)
+    gemv = QGEMV(M=96, K=128, bits=4, group=32)
+    copy = gemv.decoded(0)(w)
+    with pytest.raises(
+        ValueError, match=r"QGEMV: a decoded w is bf16 \[96, 128\]; got \[96, 64\]"
+    ):
+        gemv.reference(copy[:, :64], np.ones(128, bfloat16))
+    gemm = QGEMM(M=8, K=128, N=96, bits=4, group=32)
+    with pytest.raises(ValueError, match=r"QGEMM: a decoded w is bf16 \[96, 128\]"):
+        gemm.reference(np.ones((8, 128), bfloat16), copy[:48])

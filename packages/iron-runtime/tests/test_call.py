@@ -455,7 +455,7 @@ def test_a_weight_pushed_again_is_read_anew():
 
 
 def test_a_float32_copy_is_made_once_per_upload_and_anew_after_a_write(monkeypatch):
-    """EmuBuffer.widened keeps one float32 copy until the bytes are sent again."""
+    """EmuBuffer.widened keeps one float32 copy until its bytes are sent again."""
     monkeypatch.setenv("IRON_EMU_MEMORY", "inf")  # room for the copy
     values = _bf16(64, seed=9)
     bo = EmuBuffer(4 * values.nbytes, "arena")
@@ -465,8 +465,12 @@ def test_a_float32_copy_is_made_once_per_upload_and_anew_after_a_write(monkeypat
     assert first.dtype == np.float32
     np.testing.assert_array_equal(first, values.astype(np.float32).reshape(8, 8))
     assert bo.widened(values.nbytes, values.nbytes, (8, 8)) is first  # kept
-    # a write elsewhere in the buffer, then one over the weight: each stales it
+    # a write elsewhere in the buffer (a run's inputs) leaves it kept; one
+    # touching the weight's bytes, even one byte of them, stales it
     bo.to_device(0, 16)
+    bo.to_device(2 * values.nbytes, values.nbytes)
+    assert bo.widened(values.nbytes, values.nbytes, (8, 8)) is first
+    bo.to_device(values.nbytes - 1, 2)
     again = bo.widened(values.nbytes, values.nbytes, (8, 8))
     assert again is not first
     np.testing.assert_array_equal(again, first)

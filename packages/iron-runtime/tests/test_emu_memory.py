@@ -1,4 +1,4 @@
-"""The emulator's memory: its budget for float32 copies, host views released.
+"""The emulator's memory: its budget for copies of weights, host views released.
 
 Issue 20, target 6: decoding a 135M-parameter checkpoint held the weights
 four times over (host view, device copy, float32 copy, mapped file). The
@@ -40,7 +40,7 @@ def _bf16(shape, seed: int = 0) -> np.ndarray:
 
 def test_the_default_budget_and_the_environment(monkeypatch):
     monkeypatch.delenv("IRON_EMU_MEMORY", raising=False)
-    assert emu_memory() == DEFAULT_EMU_MEMORY == 1.25
+    assert emu_memory() == DEFAULT_EMU_MEMORY == 4
     monkeypatch.setenv("IRON_EMU_MEMORY", "inf")
     assert math.isinf(emu_memory())
     monkeypatch.setenv("IRON_EMU_MEMORY", " 1.5 ")

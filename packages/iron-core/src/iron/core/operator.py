@@ -10,7 +10,7 @@ from the handles it is given.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -357,6 +357,19 @@ class Operator:
         its own two bytes (a compiled matrix-vector product) says False.
         """
         return True
+
+    def decoded(self, index: int) -> Callable[[np.ndarray], np.ndarray] | None:
+        """How input ``index`` may be kept decoded for :meth:`reference`, or None.
+
+        For a weight stored packed (4- or 8-bit codes in groups, say): a
+        function from the packed array to the values the kernel computes
+        with (the dequantized bf16 matrix). A host that keeps such copies
+        (the emulated NPU, within its memory budget, made again after each
+        upload of the weight) passes :meth:`reference` the copy in place of
+        the packed bytes, and :meth:`reference` must give the same bits from
+        either. None by default: the input is read as it is stored.
+        """
+        return None
 
     def tolerance(self, *inputs: np.ndarray) -> Tolerance:
         """How far a device result may be from :meth:`reference`'s, and why.

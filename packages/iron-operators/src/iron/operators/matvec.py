@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from ml_dtypes import bfloat16
 
-__all__ = ["available", "matvec", "matvecs", "qmatvec", "qmatvecs"]
+__all__ = ["available", "matvec", "matvecs", "qdecode", "qmatvec", "qmatvecs"]
 
 #: A weight below this many bytes runs on the calling thread alone: waking a
 #: pool thread costs more than it saves. Measured on the project's 2-core
@@ -239,12 +239,40 @@ def _compile() -> dict[str, Any]:
                 for b in range(even.shape[0]):
                     out[b, r] = dot_pairs(wide, even[b], odd[b])
 
+    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    def rows_decoded(packed, out, first, last, bits, group):  # pragma: no cover
+        # each packed row's bf16 values (their float32's upper halves: the
+        # values are bf16 already), in order, into out's uint16 rows
+        k = out.shape[1]
+        row_even = np.empty(k // 2, np.float32)
+        row_odd = np.empty(k // 2, np.float32)
+        wide = np.empty(k if bits == 8 else 0, np.float32)
+        scales = np.empty(k // group, np.float32)
+        mins = np.empty(k // group, np.float32)
+        high = np.uint32(16)
+        for r in range(first, last):
+            row = out[r]
+            if bits == 4:
+                dequant4(packed[r], row_even, row_odd, scales, mins, group)
+                for j in range(k // 2):
+                    row[2 * j] = np.uint16(
+                        np.float32(row_even[j]).view(np.uint32) >> high
+                    )
+                    row[2 * j + 1] = np.uint16(
+                        np.float32(row_odd[j]).view(np.uint32) >> high
+                    )
+            else:
+                dequant8(packed[r], wide, scales, mins, group)
+                for j in range(k):
+                    row[j] = np.uint16(np.float32(wide[j]).view(np.uint32) >> high)
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = max(1, cores or os.cpu_count() or 1)
     return {
         "bf16": rows_bf16,
         "f32": rows_f32,
         "packed": rows_packed,
+        "decoded": rows_decoded,
         "cores": cores,
     }
 
@@ -426,6 +454,44 @@ def qmatvecs(packed: np.ndarray, xs: np.ndarray, bits: int, group: int) -> np.nd
     even, odd = _halves(xs)
     packed = np.ascontiguousarray(packed)
     return _split(kernels["packed"], packed, even, odd, kernels["cores"], bits, group)
+
+
+def qdecode(packed: np.ndarray, bits: int, group: int) -> np.ndarray:
+    """The packed rows' values as the kernels compute with them: bf16 ``(M, K)``.
+
+    ``bf16(dequantize(packed))`` (``iron.operators.quantized``), the same
+    bits (tested, also for non-finite scales), made by :func:`qmatvec`'s
+    compiled dequantizing loops: what a host keeping a packed weight
+    decoded (``QGEMV.decoded``) makes once per upload.
+
+    Args:
+        packed: ``(M, row_bytes)`` uint8 rows of a ``bits``/``group`` format.
+        bits: 4 or 8.
+        group: Elements per group.
+
+    Raises:
+        RuntimeError: The compiled kernels are not available.
+        ValueError: The rows are not of that format.
+    """
+    kernels = _needed("qdecode")
+    size = (4 if bits == 4 else 2) + group * bits // 8
+    if (
+        bits not in (4, 8)
+        or group <= 0
+        or group % 2
+        or packed.ndim != 2
+        or packed.dtype != np.uint8
+        or packed.shape[1] % size
+    ):
+        raise ValueError(
+            f"qdecode: packed {list(packed.shape)} {packed.dtype} is not rows of "
+            f"{bits}-bit groups of {group}; give (M, K / group * {size}) uint8 rows"
+        )
+    k = packed.shape[1] // size * group
+    out = np.empty((packed.shape[0], k), np.uint16)
+    if k:
+        kernels["decoded"](np.ascontiguousarray(packed), out, 0, len(out), bits, group)
+    return out.view(bfloat16)
 
 
 def _needed(name: str) -> dict[str, Any]:

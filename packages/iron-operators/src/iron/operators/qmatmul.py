@@ -37,7 +37,7 @@ multiplied by GEMM's mmul, so its M and N tiles are GEMM's mmul multiples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,6 +83,8 @@ class _Quantized(Operator):
     K: int
     bits: int
     group: int
+    #: The packed weight's input index (None: no input is kept decoded).
+    _weight: ClassVar[int | None] = None
 
     @property
     def quant_format(self) -> QuantFormat:
@@ -107,10 +109,45 @@ class _Quantized(Operator):
         return w
 
     def _weights(self, w: np.ndarray, rows: int) -> np.ndarray:
-        """The packed ``w`` dequantized as the kernel does: bf16 ``(rows, K)``."""
+        """The packed ``w`` dequantized as the kernel does: bf16 ``(rows, K)``.
+
+        :meth:`decoded`'s copy is that already, and is given back as it is.
+        """
+        w = np.asarray(w)
+        if w.dtype == bfloat16 and w.ndim == 2 and w.shape[1] == self.K:
+            return w
         w = self._packed(w, rows)
         with np.errstate(over="ignore", invalid="ignore"):
             return dequantize(w, self.quant_format).astype(bfloat16)
+
+    def decoded(self, index: int) -> Callable[[np.ndarray], np.ndarray] | None:
+        """For the packed ``w``: its rows dequantized to bf16, as the kernel does.
+
+        :meth:`reference` reads that copy at bf16's two bytes an element,
+        as :class:`~iron.operators.matmul.GEMV` reads a bf16 weight, with
+        the same bits as from the packed rows (tested): a host keeping it
+        (the emulated NPU) runs a 4- or 8-bit model as fast as a bf16 one.
+        """
+        if index != self._weight:
+            return None
+        return self._decode
+
+    def _decode(self, w: np.ndarray) -> np.ndarray:
+        w = np.asarray(w)
+        if matvec.available() and w.ndim == 2 and w.dtype == np.uint8:
+            return matvec.qdecode(w, self.bits, self.group)
+        return self._weights(w, w.shape[0] if w.ndim else 0)
+
+    def _is_decoded(self, w: np.ndarray, rows: int) -> bool:
+        """Whether ``w`` is :meth:`decoded`'s copy: bf16 ``(rows, K)``, checked."""
+        if w.dtype != bfloat16:
+            return False
+        if w.shape != (rows, self.K):
+            raise ValueError(
+                f"{type(self).__name__}: a decoded w is bf16 {[rows, self.K]}; "
+                f"got {list(w.shape)}"
+            )
+        return True
 
     def _format_rules(self, dev: Device) -> None:
         name = f"{type(self).__name__} on {dev}"
@@ -156,6 +193,7 @@ class QGEMV(_Quantized):
     #: Tiles of each streamed operand a core holds.
     fifo_depth: ClassVar[int] = 2
     inputs = (Input("w", "M", "row_bytes", dtype=np.uint8), Input("x", "K"))
+    _weight = 0
     outputs = (Output("out", "M", dtype=bfloat16),)
 
     @classmethod
@@ -266,7 +304,16 @@ class QGEMV(_Quantized):
         :func:`~iron.operators.matvec.matvec`); else the packed rows are
         dequantized whole and multiplied with numpy's BLAS.
         """
-        x = np.asarray(x)
+        x, w = np.asarray(x), np.asarray(w)
+        if self._is_decoded(w, self.M):  # decoded(0)'s copy: the same bits
+            if x.shape != (self.K,):
+                raise ValueError(
+                    f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},); got "
+                    f"x {list(x.shape)}"
+                )
+            if matvec.available():
+                return matvec.matvec(w, x).astype(bfloat16)
+            return model_product(w, x[:, None], Precision.HIGHEST, None)[:, 0]
         w = self._packed(w, self.M)
         if w.shape[0] != self.M or x.shape != (self.K,):
             raise ValueError(
@@ -338,6 +385,7 @@ class QGEMM(_Quantized):
     #: The one level modelled: exact products, fp32 sums, one rounding.
     effective_precision: ClassVar[Precision] = Precision.HIGHEST
     inputs = (Input("a", "M", "K"), Input("w", "N", "row_bytes", dtype=np.uint8))
+    _weight = 1
     outputs = (Output("out", "M", "N", dtype=bfloat16),)
 
     @classmethod
@@ -469,6 +517,9 @@ class QGEMM(_Quantized):
                 f"QGEMM(M={self.M}, K={self.K}, N={self.N}) takes a {[self.M, self.K]} "
                 f"(or its first rows, bounded per call); got a {list(a.shape)}"
             )
+        w = np.asarray(w)
+        if self._is_decoded(w, self.N):  # decoded(1)'s copy: the same bits
+            return a, w
         w = self._packed(w, self.N)
         if w.shape[0] != self.N:
             raise ValueError(
@@ -479,7 +530,7 @@ class QGEMM(_Quantized):
     def _operands(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``a`` and the dequantized bf16 ``w.T``, the product's operands."""
         a, w = self._checked(a, w)
-        return a, self._weights(w, self.N).T
+        return a, (w if w.dtype == bfloat16 else self._weights(w, self.N)).T
 
     def reference(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a @ bf16(dequantize(w)).T`` at ``HIGHEST`` (module docstring), bf16.
@@ -491,6 +542,8 @@ class QGEMM(_Quantized):
         whole and multiplied as :class:`~iron.operators.matmul.GEMM` does.
         """
         a, w = self._checked(a, w)
+        if matvec.available() and w.dtype == bfloat16:  # decoded(1)'s copy
+            return matvec.matvecs(w, a).astype(bfloat16)
         if matvec.available() and w.ndim == 2:
             with np.errstate(over="ignore", invalid="ignore"):
                 return matvec.qmatvecs(w, a, self.bits, self.group).astype(bfloat16)

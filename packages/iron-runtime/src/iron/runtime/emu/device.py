@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import math
 import mmap
@@ -24,7 +25,7 @@ import queue
 import signal
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -110,9 +111,9 @@ class EmuBuffer(BufferObject):
         self._released: list[tuple[int, int]] = []
         self.device = np.zeros(self.nbytes, np.uint8)
         self.freed = False
-        # float32 copies of bf16 weights, each with the write count it saw
-        self._widened: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
-        self._writes = 0
+        # copies of weights (float32, or decoded) by (offset, nbytes);
+        # to_device drops those of the bytes it sends
+        self._widened: dict[tuple[int, int], np.ndarray] = {}
         # set once its bytes leave the device's count (freed or dropped)
         self.gone: list[bool] = []
         self._widenings = Widenings() if widenings is None else widenings
@@ -153,10 +154,15 @@ class EmuBuffer(BufferObject):
                 f"changing and sending them"
             )
         self.device[span] = self._host[span]
-        self._writes += 1
-        if self._widened:  # stale now: their memory is given back at once
-            self._widenings.kept -= sum(w.nbytes for _, w in self._widened.values())
-            self._widened.clear()
+        # the copies of bytes sent are stale now: their memory is given back
+        # at once (a run's inputs sent to the arena leave its weights' kept)
+        stale = [
+            key
+            for key in self._widened
+            if key[0] < span.stop and span.start < key[0] + key[1]
+        ]
+        for key in stale:
+            self._widenings.kept -= self._widened.pop(key).nbytes
 
     def release_host(self, offset: int = 0, nbytes: int | None = None) -> None:
         """Drop the host view's pages under ``[offset, offset + nbytes)``.
@@ -179,6 +185,10 @@ class EmuBuffer(BufferObject):
         if first < last:
             self._mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
 
+    def copies_fit(self) -> bool:
+        """Whether every copy the device keeps fits its budget now."""
+        return self._widenings.fits(0)
+
     def widened(self, offset: int, nbytes: int, shape: tuple[int, ...]) -> np.ndarray:
         """The bf16 values at ``[offset, offset + nbytes)``, as float32 if kept.
 
@@ -191,22 +201,51 @@ class EmuBuffer(BufferObject):
         in cache-sized blocks). The values are the same either way: every
         bf16 is exactly a float32.
         """
+        return self.kept(offset, nbytes, bfloat16, shape, _widen)
+
+    def kept(
+        self,
+        offset: int,
+        nbytes: int,
+        dtype: Any,
+        shape: tuple[int, ...],
+        make: Callable[[np.ndarray], np.ndarray],
+        fits: bool | None = None,
+    ) -> np.ndarray:
+        """``make``'s copy of the ``dtype`` values at ``[offset, offset + nbytes)``, if kept.
+
+        A copy is made once per upload (every ``to_device`` makes it stale)
+        and kept while it fits the device's memory budget
+        (:func:`iron.runtime.set_emu_memory`); beyond it the values are
+        given as they are stored. ``make`` is a weight's float32 widening
+        (:meth:`widened`) or an operator's decoding
+        (``Operator.decoded``: a packed weight as the bf16 its kernel
+        computes with); a reader takes either form to the same bits.
+        ``fits``: whether every copy kept fits the budget, when the caller
+        has just asked (a run asks once for all its weights).
+        """
         key = (offset, nbytes)
         pool = self._widenings
+        kept = self._widened.get(key)
+        if kept is not None and (pool.fits(0) if fits is None else fits):
+            return kept  # every copy kept still fits
         kept = self._widened.pop(key, None)
         if kept is not None:
-            pool.kept -= kept[1].nbytes
-            if kept[0] == self._writes and pool.fits(kept[1].nbytes):
+            pool.kept -= kept.nbytes
+            if pool.fits(kept.nbytes):
                 self._widened[key] = kept
-                pool.kept += kept[1].nbytes
-                return kept[1]
-        raw = self.device[offset : offset + nbytes].view(bfloat16).reshape(shape)
-        if not pool.fits(2 * nbytes):
+                pool.kept += kept.nbytes
+                return kept
+        raw = self.device[offset : offset + nbytes].view(dtype).reshape(shape)
+        # a copy's bytes, from its first row's (every row is made alike)
+        rows = shape[0] if shape else 1
+        size = make(raw[:1]).nbytes * rows if shape and rows else 2 * nbytes
+        if not pool.fits(size):
             return raw
-        wide = raw.astype(np.float32)
-        self._widened[key] = (self._writes, wide)
-        pool.kept += wide.nbytes
-        return wide
+        copy = make(raw)
+        self._widened[key] = copy
+        pool.kept += copy.nbytes
+        return copy
 
     def from_device(self, offset: int = 0, nbytes: int | None = None) -> None:
         span = self._range(offset, nbytes)
@@ -217,11 +256,15 @@ class EmuBuffer(BufferObject):
     def free(self) -> None:
         self.freed = True
         self._widenings.remove(self)
-        self._widenings.kept -= sum(w.nbytes for _, w in self._widened.values())
+        self._widenings.kept -= sum(w.nbytes for w in self._widened.values())
         self._widened.clear()
         self._host = self.device = np.zeros(0, np.uint8)
         self._mapped = None
         self._released = []
+
+
+def _widen(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float32)
 
 
 def _host_memory(nbytes: int) -> tuple[mmap.mmap | None, np.ndarray]:
@@ -390,7 +433,9 @@ class EmuRun(Run):
                 idle=self._idle,
                 poison=self.image.device.poison,
                 feedback=feedback,
-                widen=arena.widened if arena is not None else None,
+                widen=None
+                if arena is None
+                else functools.partial(arena.kept, fits=arena.copies_fit()),
                 program=self.image.program,
             )
             if self._feedback is not None and self.image.spec.emit is not None:

@@ -51,7 +51,7 @@ class DeviceViews(Mapping[str, np.ndarray]):
         self,
         spec: ImageSpec,
         memory: Mapping[str, np.ndarray],
-        widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
+        widen: Callable[..., np.ndarray] | None = None,
         places: Mapping[str, _Place] | None = None,
     ) -> None:
         self.spec = spec
@@ -60,6 +60,7 @@ class DeviceViews(Mapping[str, np.ndarray]):
         self.buffers = spec.recording.buffers
         self.places = places if places is not None else _places(spec)
         self._cache: dict[str, np.ndarray] = {}
+        self._decoded: dict[str, np.ndarray] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
         view = self._cache.get(name)
@@ -69,14 +70,28 @@ class DeviceViews(Mapping[str, np.ndarray]):
         if place is None:
             self.buffers[name]  # an unknown name is a KeyError, as a mapping's
             raise RunError(f"{self.spec.name}: buffer {name} has no placement")
-        key, offset, nbytes, dtype, shape, widens = place
-        if widens and self.widen is not None:
+        key, offset, nbytes, dtype, shape, copy = place
+        if copy is _widen and self.widen is not None:
             # weights never change during a run: their float32 values, kept
-            view = self.widen(offset, nbytes, shape)
+            view = self.widen(offset, nbytes, dtype, shape, copy)
         else:
             view = self.memory[key][offset : offset + nbytes].view(dtype).reshape(shape)
         self._cache[name] = view
         return view
+
+    def decoded(self, name: str) -> np.ndarray:
+        """Weight ``name`` decoded (``Operator.decoded``) if the copy is kept.
+
+        Else its stored values, as ``self[name]`` gives them: a reader that
+        decodes takes either.
+        """
+        key, offset, nbytes, dtype, shape, copy = self.places[name]
+        if copy is None or copy is _widen or self.widen is None:
+            return self[name]
+        found = self._decoded.get(name)
+        if found is None:
+            found = self._decoded[name] = self.widen(offset, nbytes, dtype, shape, copy)
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.spec.placement)
@@ -86,15 +101,55 @@ class DeviceViews(Mapping[str, np.ndarray]):
 
 
 #: Where a buffer's bytes are: memory key, byte offset, bytes, dtype, shape,
-#: and whether it is a bf16 weight in the arena (read widened when it can be).
-_Place = tuple[str, int, int, np.dtype, tuple[int, ...], bool]
+#: and, for a weight in the arena its readers prefer as a copy, the function
+#: making the copy (a float32 widening, or a packed weight's decoding).
+_Place = tuple[
+    str, int, int, np.dtype, tuple[int, ...], Callable[[np.ndarray], np.ndarray] | None
+]
+
+
+def _widen(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float32)
+
+
+def _decoders(spec: ImageSpec) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """The buffers a step may read decoded (``Operator.decoded``), each's decoder.
+
+    A buffer no step writes, that some step reads whole (a contiguous whole
+    buffer, no bounds) with an operator that says how to decode it. Only
+    such readers get the decoded copy (:func:`_operand`); any other reader
+    of it gets its stored bytes.
+    """
+    found: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    steps = spec.recording.steps
+    written = {h.name for step in steps for h in step.outputs if h is not None}
+    for step in steps:
+        for index, h in enumerate(step.inputs):
+            if h is None or h.name in written or h.name in found:
+                continue
+            make = step.op.decoded(index)
+            if make is not None and _whole(h, spec):
+                found[h.name] = make
+    return found
+
+
+def _whole(h: Handle, spec: ImageSpec) -> bool:
+    """Whether ``h`` is all of its buffer, read at once with no bounds."""
+    return (
+        not h.valid
+        and h.layout.contiguous
+        and h.layout.static_offset == 0
+        and h.nbytes == spec.recording.buffers[h.name].nbytes
+    )
 
 
 def _places(spec: ImageSpec) -> dict[str, _Place]:
     """Each placed buffer's ``_Place``, worked out once.
 
     A bf16 weight is read widened when a step's operator reads it faster as
-    float32 (``Operator.reads_float32``); else as its own bf16 bytes.
+    float32 (``Operator.reads_float32``); a weight some reader takes decoded
+    (:func:`_decoders`) is kept decoded for those readers; else every read
+    is of the stored bytes.
     """
     wide = {
         h.name
@@ -102,6 +157,7 @@ def _places(spec: ImageSpec) -> dict[str, _Place]:
         for index, h in enumerate(step.inputs)
         if h is not None and step.op.reads_float32(index)
     }
+    decoders = _decoders(spec)
     places: dict[str, _Place] = {}
     for name, place in spec.placement.items():
         buffer = spec.recording.buffers.get(name)
@@ -109,16 +165,19 @@ def _places(spec: ImageSpec) -> dict[str, _Place]:
             continue
         dtype = np.dtype(buffer.dtype)
         arena = place.where == "arena"
+        weight = arena and buffer.role == "weight"
+        copy: Callable[[np.ndarray], np.ndarray] | None = None
+        if weight and dtype == np.dtype(bfloat16) and name in wide:
+            copy = _widen
+        elif weight and name in decoders:
+            copy = decoders[name]
         places[name] = (
             "arena" if arena else f"{place.where}:{name}",
             place.offset,
             buffer.nbytes,
             dtype,
             tuple(buffer.shape),
-            arena
-            and buffer.role == "weight"
-            and dtype == np.dtype(bfloat16)
-            and name in wide,
+            copy,
         )
     return places
 
@@ -231,6 +290,8 @@ def _no_values(expr: Affine) -> int:
 #: - ``("arena", dtype, first, end, shape)``: a contiguous run at a fixed
 #:   offset of a buffer in the arena (not a weight read widened), in elements
 #:   of the whole arena seen as ``dtype``;
+#: - ``("kept", name)``: the whole of weight ``name`` as the device views
+#:   give it: its decoded copy when kept, else its stored values;
 #: - ``("span", name, first, end, shape)``: a contiguous run at a fixed offset
 #:   of buffer ``name`` (a weight, an input or output buffer);
 #: - ``("run", name, slot, elements, shape)``: a contiguous run of ``name``
@@ -255,11 +316,26 @@ def _injective(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def _operand(
-    h: Handle | None, spec: ImageSpec | None, places: Mapping[str, _Place]
+    h: Handle | None,
+    spec: ImageSpec | None,
+    places: Mapping[str, _Place],
+    decodes: bool = False,
 ) -> _Operand | None:
-    """How the lean loop finds ``h``'s elements (``_Operand``), or None."""
+    """How the lean loop finds ``h``'s elements (``_Operand``), or None.
+
+    ``decodes``: the reader takes ``h`` decoded (``Operator.decoded``).
+    """
     if h is None or h.valid:
         return None
+    place = places.get(h.name)
+    if (
+        decodes
+        and spec is not None
+        and place is not None
+        and place[5] not in (None, _widen)
+        and _whole(h, spec)
+    ):
+        return ("kept", h.name)
     shape = tuple(h.shape)
     layout = h.layout
     if layout.contiguous:
@@ -267,8 +343,7 @@ def _operand(
         if start is not None or h.elements == 0:
             start = 0 if h.elements == 0 else start  # an empty run reads nothing
             assert start is not None
-            place = places.get(h.name)
-            if place is not None and place[0] == "arena" and not place[5]:
+            if place is not None and place[0] == "arena" and place[5] is not _widen:
                 offset, itemsize = place[1], place[3].itemsize
                 inside = start + h.elements <= place[2] // itemsize
                 if offset % itemsize == 0 and inside:
@@ -334,7 +409,10 @@ class FixedStep:
         self.op = step.op if fixed else None
         if places is None:
             places = {} if spec is None else _places(spec)
-        self.inputs = tuple(_operand(h, spec, places) for h in step.inputs)
+        self.inputs = tuple(
+            _operand(h, spec, places, step.op.decoded(index) is not None)
+            for index, h in enumerate(step.inputs)
+        )
         self.outputs = tuple(_operand(h, spec, places) for h in step.outputs)
 
     def run(self, step: Step, ev: Any, flats: _Flats) -> None:
@@ -351,6 +429,9 @@ class FixedStep:
                 continue
             if where is not None:
                 kind = where[0]
+                if kind == "kept":  # the whole weight, decoded if kept
+                    args.append(flats.views.decoded(where[1]))
+                    continue
                 if kind == "arena":
                     elements = flats.typed(where[1])
                 elif kind == "span":
@@ -461,7 +542,7 @@ def execute(
     idle: frozenset[int] = frozenset(),
     poison: bool = False,
     feedback: np.ndarray | None = None,
-    widen: Callable[[int, int, tuple[int, ...]], np.ndarray] | None = None,
+    widen: Callable[..., np.ndarray] | None = None,
     program: RunProgram | None = None,
 ) -> None:
     """Run ``spec``'s steps on ``memory`` (device bytes by buffer key).

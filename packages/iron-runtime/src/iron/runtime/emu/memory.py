@@ -1,17 +1,25 @@
 """The emulated NPU's memory budget: ``IRON_EMU_MEMORY`` or :func:`set_emu_memory`.
 
 The emulator's device memory is host memory. Beyond it, the emulator may
-keep float32 copies of bf16 weights, so a kernel model that computes on
-float32 values (a GEMM's products; ``Operator.reads_float32`` says which
-inputs) reads them instead of widening the weight on every call: faster, at
-twice the weight's bytes each. (A GEMV compiled by ``iron.operators.matvec``
-reads the bf16 weight itself and is given no copy.) The budget is the
-host memory the emulator may hold as a multiple of its device memory
-(every live buffer's bytes): ``1.25``, the default, keeps float32 copies of up to a quarter of the
-device memory, in the order the weights are first read; a weight beyond
-that is widened in cache-sized blocks on every call instead (the same
-float32 values, so the same results, bit for bit). ``1`` keeps none (least
-memory), ``inf`` keeps every one (fastest for prompts).
+keep copies of weights in the form their kernel models read fastest:
+
+- a packed 4- or 8-bit weight decoded to the bf16 values its kernel
+  computes with (``Operator.decoded``), so a quantized product runs as fast
+  as a bf16 one instead of dequantizing every weight on every call: 3.2
+  times a 4-bit weight's packed bytes, 1.9 times an 8-bit one's;
+- a bf16 weight widened to float32, for a kernel model that computes on
+  float32 values (``Operator.reads_float32`` says which inputs; a GEMV or
+  GEMM compiled by ``iron.operators.matvec`` reads bf16 itself and is
+  given none): twice the weight's bytes.
+
+The budget is the host memory the emulator may hold as a multiple of its
+device memory (every live buffer's bytes). ``4``, the default, keeps a
+4-bit model's weights decoded alongside their packed bytes; copies are
+made in the order the weights are first read, and a weight beyond the
+budget is read as stored (decoded or widened on every call: the same
+values, so the same results, bit for bit). ``1`` keeps none (least
+memory), ``inf`` keeps every one. Every copy of a weight's bytes is
+dropped when they are sent to the device again.
 """
 
 from __future__ import annotations
@@ -21,8 +29,10 @@ import os
 
 __all__ = ["DEFAULT_EMU_MEMORY", "emu_memory", "set_emu_memory"]
 
-#: The default budget: the device memory and a quarter of it in float32 copies.
-DEFAULT_EMU_MEMORY = 1.25
+#: The default budget: the device memory and three times it in copies, room
+#: for a 4-bit model's weights decoded (3.2 times their packed bytes, which
+#: are most of such a model's device memory).
+DEFAULT_EMU_MEMORY = 4.0
 
 _ENV = "IRON_EMU_MEMORY"
 _chosen: float | None = None
@@ -35,7 +45,7 @@ def _checked(value: object, where: str) -> float:
     """``value`` as a budget, or a ValueError naming ``where`` it came from."""
     fix = (
         "give a number >= 1: the emulator's host memory as a multiple of its "
-        "device memory (1 keeps no float32 copies of weights, inf keeps all)"
+        "device memory (1 keeps no copies of weights, inf keeps all)"
     )
     if isinstance(value, bool):
         raise TypeError(f"{where}={value!r} is a bool; {fix}")
@@ -53,11 +63,12 @@ def set_emu_memory(budget: float | None) -> None:
 
     Args:
         budget: The host memory the emulated NPU may hold, as a multiple of
-            its device memory (>= 1; ``float("inf")`` for no limit). Float32
-            copies of bf16 weights fill what is above 1, in the order the
-            weights are first read; the rest are widened per call, slower
-            and to the same results. Copies beyond a lowered budget are
-            dropped when their weight is next read.
+            its device memory (>= 1; ``float("inf")`` for no limit). Copies
+            of weights (decoded 4-/8-bit weights, float32 bf16 ones; see
+            the module) fill what is above 1, in the order the weights are
+            first read; the rest are read as stored, slower and to the same
+            results. Copies beyond a lowered budget are dropped when their
+            weight is next read.
 
     Raises:
         ValueError: ``budget`` is not a number, or is below 1 or NaN.
