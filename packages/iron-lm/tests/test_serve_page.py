@@ -12,6 +12,7 @@ the page's picture the docs show (``docs/images/chat-page.png``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -188,6 +189,43 @@ def test_an_answer_streams_into_the_page_piece_by_piece(server, browser):
     )
     assert tab.locator("#status").is_hidden()
     assert tab.problems == []  # no CSP violation, no script error
+
+
+@needs_chromium
+def test_llama_cpp_sampling_fields_are_sent_only_when_set(server, browser):
+    tab = browser
+    open_page(tab, server, max_tokens=12)
+    sent = []
+    tab.on(
+        "request",
+        lambda r: (
+            sent.append(json.loads(r.post_data))
+            if r.url.endswith("/v1/chat/completions")
+            else None
+        ),
+    )
+    ask(tab, "Tell me about rivers")
+    answered(tab, 1)
+    fields = ("min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
+    assert sent and not any(f in sent[0] for f in fields)  # neutral: not sent
+    tab.click("#toggle-settings")
+    tab.fill("#repeat-penalty", "50")
+    tab.fill("#min-p", "0.05")
+    tab.click("#toggle-settings")
+    ask(tab, "Tell me about rivers")
+    answered(tab, 2)
+    assert sent[-1]["repeat_penalty"] == 50 and sent[-1]["min_p"] == 0.05
+    assert "presence_penalty" not in sent[-1]
+    # the server applied them: the API with the same fields answers the same
+    body = {k: sent[-1][k] for k in ("messages", "max_tokens", "temperature")}
+    api = httpx.post(
+        server.url + "/v1/chat/completions",
+        json={**body, "repeat_penalty": 50, "min_p": 0.05},
+        timeout=60,
+    ).json()
+    second = tab.locator(".message.assistant .text").nth(1).text_content()
+    assert second == api["choices"][0]["message"]["content"]
+    assert tab.problems == []
 
 
 @needs_chromium

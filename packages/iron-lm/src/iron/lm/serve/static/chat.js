@@ -38,7 +38,16 @@ function load() {
 // the browser tab's session)
 const FIELDS = {
   system: "system-prompt", temperature: "temperature", top_p: "top-p",
-  max_tokens: "max-tokens", seed: "seed",
+  max_tokens: "max-tokens", seed: "seed", min_p: "min-p",
+  repeat_penalty: "repeat-penalty", presence_penalty: "presence-penalty",
+  frequency_penalty: "frequency-penalty",
+};
+
+// llama.cpp's sampling fields and the value at which each changes nothing:
+// sent only when set otherwise, so a plain request stays batched with others
+const NEUTRAL = {
+  min_p: ["min-p", 0], repeat_penalty: ["repeat-penalty", 1],
+  presence_penalty: ["presence-penalty", 0], frequency_penalty: ["frequency-penalty", 0],
 };
 
 function save() {
@@ -210,6 +219,10 @@ function requestBody() {
     temperature: numberOf("temperature"), top_p: numberOf("top-p"),
     max_tokens: numberOf("max-tokens", true), seed: numberOf("seed", true),
   };
+  for (const [key, [id, neutral]] of Object.entries(NEUTRAL)) {
+    const value = numberOf(id);
+    if (value !== undefined && value !== neutral) settings[key] = value;
+  }
   for (const [key, value] of Object.entries(settings)) if (value !== undefined) body[key] = value;
   return body;
 }
