@@ -63,6 +63,7 @@ def test_quick_run_writes_results_and_markdown(root, tmp_path) -> None:
         "15",
         "16",
         "17",
+        "18",
     ]
     for number, figure in results["figures"].items():
         assert FIELDS <= set(figure), number

