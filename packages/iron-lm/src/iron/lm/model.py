@@ -672,8 +672,15 @@ class Llama(iron.Graph):
         _write_cache(k_cache, k, window)
         _write_cache(v_cache, v, window)
         o = CausalAttention.step(q, k_cache, v_cache, start=position)
-        o = _rows(o.reshape(rows, -1), attn.o_proj.weight)
-        x = _add(x, o)
+        return self._tail(layer, x, o.reshape(rows, -1))
+
+    def _tail(self, layer: Layer, x: Any, attended: Any) -> Any:
+        """A layer's rows after attention: ``attended``'s projection added to
+        ``x``, then the MLP block and its residual (a prompt chunk's and a
+        batched decode step's, which differ only before)."""
+        c = self.config
+        rows = attended.shape[0]
+        x = _add(x, _rows(attended, layer.self_attn.o_proj.weight))
         h = RMSNorm.step(
             x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
         )
@@ -681,8 +688,7 @@ class Llama(iron.Graph):
         gate = _rows(h, mlp.gate_proj.weight)
         up = _rows(h, mlp.up_proj.weight)
         act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
-        down = _rows(act, mlp.down_proj.weight)
-        return _add(x, down)
+        return _add(x, _rows(act, mlp.down_proj.weight))
 
     # -- the decode version --------------------------------------------------------
 
@@ -810,16 +816,7 @@ class Llama(iron.Graph):
             DecodeAttention.step(
                 q[i], k_cache, v_cache, length=position + 1, out=out[i]
             )
-        o = _rows(self.batch_attention[:], attn.o_proj.weight)
-        x = _add(x, o)
-        h = RMSNorm.step(
-            x, weight=layer.post_attention_layernorm.weight, eps=c.rms_norm_eps
-        )
-        mlp = layer.mlp
-        gate = _rows(h, mlp.gate_proj.weight)
-        up = _rows(h, mlp.up_proj.weight)
-        act = SiLUMul.step(gate.reshape(-1), up.reshape(-1)).reshape(rows, -1)
-        return _add(x, _rows(act, mlp.down_proj.weight))
+        return self._tail(layer, x, self.batch_attention[:])
 
 
 #: Bytes one step of a shim buffer descriptor spans, on every known device
