@@ -124,6 +124,11 @@ def test_the_decode_loop_ends_in_an_emit_device(tiny):
         (image,) = _designs_of_compiled(version)
     assert image.steps[-1].index == EMIT
     assert {"program", "feedback"} <= set(image.args)
+    # Issue 28: the Emit gathers its slots in rounds of a task queue, and the
+    # whole full ELF passes upstream's rules.
+    from iron.runtime.npu.verify import check_text
+
+    assert [str(v) for v in check_text(image.design.text, "npu2")] == []
 
 
 def _designs_of_compiled(version):

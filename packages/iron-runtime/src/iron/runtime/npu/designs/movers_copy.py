@@ -284,6 +284,26 @@ def _in_bf16(op: Any, t: legality.Transfer) -> legality.Transfer:
     )
 
 
+def sequenced(
+    layout: legality.Layout, items: Sequence[tuple[legality.Transfer, bool] | Wait]
+) -> legality.Layout:
+    """``layout`` with the transfers, tokens and waits of the sequence ``items``.
+
+    What legality checks is then what :func:`emit_sequence` emits: the
+    transfers in issue order, each token where it is issued and each wait
+    where it stands (issue 28: a layout and its text must not disagree).
+    """
+    transfers: list[legality.Transfer] = []
+    waits: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, Wait):
+            waits.append((len(transfers), item.fifo))
+        else:
+            t, token = item
+            transfers.append(dataclasses.replace(t, token=token))
+    return dataclasses.replace(layout, transfers=tuple(transfers), waits=tuple(waits))
+
+
 def _queued(
     outs: Sequence[legality.Transfer], ins: Sequence[legality.Transfer]
 ) -> list[tuple[legality.Transfer, bool] | Wait]:
@@ -444,7 +464,7 @@ def build_copy(
         legality.Fifo("view_0", shim_in, (mem,), _DEPTH, e, s),
         legality.Fifo("out_0", mem, (shim_out,), _DEPTH, e, s),
     )
-    layout = legality.Layout(repr(op), (), fifos, tuple(outs + ins))
-    legality.check(layout, dev)
     items = _queued(outs, ins)
+    layout = sequenced(legality.Layout(repr(op), (), fifos, tuple(outs + ins)), items)
+    legality.check(layout, dev)
     return _forward(Builder(), op, dev, layout, ("view_0", "out_0"), dtype, args, items)
