@@ -110,7 +110,8 @@ class Device:
         core_rows: Compute-tile rows per column (rows 2-5; row 0 is the shim,
             row 1 the memory tile).
         core_memory_bytes: Data memory of one compute tile (L1).
-        core_memory_banks: Banks that memory is split into.
+        core_memory_banks: Banks that memory is split into, as mlir-aie's
+            bank-aware allocator counts them (4 of 16 KiB; see the source).
         mem_tile_bytes: Memory of one memory tile (L2); one per column.
         shim_bds: Buffer descriptors per shim tile.
         core_bds: Buffer descriptors per compute tile.
@@ -188,7 +189,7 @@ class Device:
 
     @property
     def core_memory_bank_bytes(self) -> int:
-        """Bytes in one compute-tile memory bank (8 KiB on both devices)."""
+        """Bytes in one compute-tile memory bank (16 KiB on both devices)."""
         return self.core_memory_bytes // self.core_memory_banks
 
     def __str__(self) -> str:
@@ -206,9 +207,16 @@ NPU1 = Device(
     core_rows=4,
     # 64 KiB per compute tile (getLocalMemorySize 0x10000) [mlir], [facts].
     core_memory_bytes=65536,
-    # 8 banks of 8 KiB: IRON's tiling.py L1_BANK_BYTES = 8192 [facts]; UG1603
-    # says eight banks for AIE-ML [UG1603]. ([mlir] notes 4; IRON and AMD agree on 8.)
-    core_memory_banks=8,
+    # 4 banks of 16 KiB, as mlir-aie's bank-aware buffer allocator keeps a
+    # buffer within one (AIETargetModel.h: AIE2TargetModel::getNumBanks returns
+    # 4 for a compute tile, 8 for a memory tile, and npu1/npu2 derive from
+    # AIE2TargetModel; lib/Dialect/AIE/Transforms/AIEAssignBuffers.cpp:
+    # bankSize = getLocalMemorySize() / getNumBanks) [mlir]. aiecc places
+    # IRON's buffers, so this is the bank that decides where they land. The
+    # hardware manual's eight single-port banks of 8 KiB [UG1603] (and AMD
+    # IRON's tiling.py L1_BANK_BYTES = 8192 [facts]) are the physical ones: a
+    # buffer inside one allocator bank may still span two of them.
+    core_memory_banks=4,
     # 512 KiB per memory tile (getMemTileSize 0x80000) [mlir], [facts].
     mem_tile_bytes=524288,
     # 16 BDs per shim and compute tile, 48 per memory tile (24 per channel
@@ -273,7 +281,7 @@ NPU2 = Device(
     core_rows=4,
     # Memories, BDs and shim DMA limits are the same as on npu1 [facts], [mlir].
     core_memory_bytes=65536,
-    core_memory_banks=8,
+    core_memory_banks=4,
     mem_tile_bytes=524288,
     shim_bds=16,
     core_bds=16,

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from iron.core.device import Device, as_device
+from iron.core.device import NPU2, Device, as_device
 
 __all__ = [
     "RULES",
@@ -130,8 +130,9 @@ RULES: tuple[Rule, ...] = (
 _RULE = {r.name: r for r in RULES}
 
 #: Bytes of one bank of mlir-aie's bank-aware allocator on AIE2/AIE2P
-#: (AIETargetModel.h getNumBanks() = 4 over 64 KiB).
-ALLOCATOR_BANK_BYTES = 16 * 1024
+#: (AIETargetModel.h getNumBanks() = 4 over 64 KiB): the device's
+#: ``core_memory_bank_bytes``, which the check reads.
+ALLOCATOR_BANK_BYTES = NPU2.core_memory_bank_bytes
 _TASK_QUEUE = 4
 _FIFO_DIM_MAX = 512
 _LOCK_MAX = 16
@@ -304,11 +305,12 @@ def _check_block(
         out.append(Violation(rule, block.name, op, message))
 
     def bank(op: str, tile: str, what: str, nbytes: int) -> None:
-        if _kind(tiles.get(tile)) == "core" and nbytes > ALLOCATOR_BANK_BYTES:
+        size = dev.core_memory_bank_bytes
+        if _kind(tiles.get(tile)) == "core" and nbytes > size:
             bad(
                 "core-bank",
                 op,
-                f"{what} on core {tile} is more than one {ALLOCATOR_BANK_BYTES}-byte "
+                f"{what} on core {tile} is more than one {size}-byte "
                 f"bank; split it or keep it within a bank",
             )
 
