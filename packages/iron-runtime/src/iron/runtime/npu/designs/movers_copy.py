@@ -293,6 +293,15 @@ def sequenced(
     transfers in issue order, each token where it is issued and each wait
     where it stands (issue 28: a layout and its text must not disagree).
     """
+    transfers, waits = _flatten(items)
+    return dataclasses.replace(layout, transfers=tuple(transfers), waits=tuple(waits))
+
+
+def _flatten(
+    items: Sequence[tuple[legality.Transfer, bool] | Wait],
+) -> tuple[list[legality.Transfer], list[tuple[int, str]]]:
+    """The transfers of ``items`` (each token set where it is issued) and the
+    waits, as ``(transfers before it, fifo)``."""
     transfers: list[legality.Transfer] = []
     waits: list[tuple[int, str]] = []
     for item in items:
@@ -301,7 +310,7 @@ def sequenced(
         else:
             t, token = item
             transfers.append(dataclasses.replace(t, token=token))
-    return dataclasses.replace(layout, transfers=tuple(transfers), waits=tuple(waits))
+    return transfers, waits
 
 
 def _queued(
@@ -338,14 +347,7 @@ def emit_sequence(
     A transfer item is ``(transfer, issues_token)``; a :class:`Wait` waits
     for the token of its FIFO's channel [npu_xclbin].
     """
-    transfers: list[legality.Transfer] = []
-    points: list[tuple[int, str]] = []
-    for item in items:
-        if isinstance(item, Wait):
-            points.append((len(transfers), item.fifo))
-        else:
-            t, token = item
-            transfers.append(dataclasses.replace(t, token=token))
+    transfers, points = _flatten(items)
     assert points or not any(t.token for t in transfers), "a token nobody waits on"
     runtime_sequence(
         b,
