@@ -546,13 +546,10 @@ def _configurations(labels: Sequence[str], texts: Sequence[str]) -> list[Configu
     for i, text in enumerate(texts):
         p = _parts(text)
         keys.setdefault((p.kind, p.body), []).append(i)
-    out = []
+    out: list[Configuration] = []
     for group in keys.values():
-        name = (
-            "emit"
-            if labels[group[0]] == "emit"
-            else f"config{sum(1 for c in out if c.name != 'emit')}"
-        )
+        arrays = len([c for c in out if c.name != "emit"])
+        name = "emit" if labels[group[0]] == "emit" else f"config{arrays}"
         out.append(Configuration(name, tuple(group)))
     return out
 
