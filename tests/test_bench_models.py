@@ -74,6 +74,7 @@ def test_every_cost_model_figure_of_a_device_has_a_row_with_a_source():
         "kernel_call_seconds",
         "dispatch_seconds",
         "ddr_bytes_per_s",
+        "reconfigure_seconds",
     }
     fields = {f.name for f in dataclasses.fields(iron.Device)}
     assert used <= fields

@@ -84,6 +84,11 @@ def count(params: int) -> str:
     return f"{params / 1e6:.3g} M"
 
 
+def rate(tokens_per_s: float) -> str:
+    """Modelled tokens/s: whole from 10 up, two significant digits below."""
+    return f"{tokens_per_s:.0f}" if tokens_per_s >= 10 else f"{tokens_per_s:.2g}"
+
+
 def row(name: str, repo: str, fields: dict) -> str:
     """The page's table row for one model."""
     config = LlamaConfig(**fields, max_position_embeddings=CONTEXT)
@@ -102,7 +107,7 @@ def row(name: str, repo: str, fields: dict) -> str:
             decode = model.record()
             arena = iron.plan(device, decode, arena=prompt.arena).arena
             arenas.add(arena.size)
-            rates.append(f"{1 / iron.roofline(decode).seconds:.0f}")
+            rates.append(rate(1 / iron.roofline(decode).seconds))
     assert len(arenas) == 1, f"{name}: the arena differs between devices"
     return (
         f"| [{name}](https://huggingface.co/{repo}) | {count(params)} | "

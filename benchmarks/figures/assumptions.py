@@ -17,6 +17,8 @@ IRON_AGENTS = "https://github.com/amd/IRON/blob/main/AGENTS.md"
 IRON_PR_195 = "https://github.com/amd/IRON/pull/195"
 AM020 = "AMD AM020, Versal AI Engine ML architecture manual (AIE-ML vector unit; interface tile DMA)"
 MLIR_AIE = "https://github.com/Xilinx/mlir-aie (AIETargetModel.h: shim DMA channels per column)"
+IREE_380 = "https://github.com/nod-ai/iree-amd-aie/issues/380"
+IREE_1187 = "https://github.com/nod-ai/iree-amd-aie/issues/1187"
 
 
 def _g(x: float) -> str:
@@ -80,6 +82,22 @@ def rows() -> list[list[Any]]:
             f"{n2.dispatch_seconds * 1e6:g} us",
             "measured by AMD (about 160 us)",
             f"{IRON_AGENTS} (Dispatch cost)",
+        ],
+        [
+            "load of one array configuration (reconfigure_seconds)",
+            f"{n1.reconfigure_seconds * 1e3:g} ms a step",
+            f"{n2.reconfigure_seconds * 1e3:g} ms (not charged)",
+            "ASSUMED on both. npu1: each step is its own xclbin and ~277 a "
+            "token cycle through 6 hardware contexts, so every step creates "
+            "one; no Phoenix PDI-load figure was found, and the nearest "
+            "measurement, 19.8-21.7 ms to load three xclbins and open their "
+            "kernels (device not named), gives about 6.6 ms a load. npu2: a "
+            "full ELF's aiex.configure blocks each load_pdi (about 229 a 1B "
+            "token, consecutive steps of one operator sharing one); assumed "
+            "free until measured: at the 0.08-0.19 ms a whole-array "
+            "reconfiguration measured on Strix they would add 18-44 ms a token",
+            f"nod-ai/iree-amd-aie issue #380 ({IREE_380}); issue #1187 "
+            f"({IREE_1187}); mlir-aie AIEMaterializeRuntimeSequences.cpp",
         ],
         [
             "dispatches per call of a version",

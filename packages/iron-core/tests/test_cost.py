@@ -154,6 +154,43 @@ def test_full_elf_charges_one_dispatch_per_call_and_per_step_packaging_one_each(
     assert not roofline(recording, "npu1").full_elf
 
 
+class Repeats(iron.Graph):
+    """Stream, Stream, Crunch, Stream: three runs of one operator or another."""
+
+    def body(self, x):
+        return Stream.step(Crunch.step(Stream.step(Stream.step(x))))
+
+
+def test_npu1_loads_a_configuration_every_step():
+    """Issue 28: npu1 runs each step as an xclbin of its own (its hardware
+    contexts cycle through every step's image), so each step is charged one
+    configuration load on top of its dispatch."""
+    recording = Repeats().record(x=(4096,))
+    model = roofline(recording, "npu1")
+    assert [s.loads for s in model.steps] == [1, 1, 1, 1] and model.loads == 4
+    assert iron.NPU1.reconfigure_seconds > 0
+    for s, step in zip(model.steps, recording.steps):
+        assert s.reconfigure_s == pytest.approx(iron.NPU1.reconfigure_seconds)
+        bare = step_time(step.op, iron.NPU1, dispatches=1)
+        assert s.seconds - bare.seconds == pytest.approx(s.reconfigure_s)
+    assert model.steps[0].bound == "reconfigure"  # milliseconds against a stream
+
+
+def test_a_full_elf_loads_once_a_run_of_one_operator():
+    """Consecutive steps of one operator share one configuration (one
+    aiex.configure, one load_pdi); npu2 charges each load its figure."""
+    import dataclasses
+
+    recording = Repeats().record(x=(4096,))
+    dev = dataclasses.replace(iron.NPU2, reconfigure_seconds=1e-3)
+    model = roofline(recording, dev)
+    assert [s.loads for s in model.steps] == [1, 0, 1, 1]
+    assert sum(s.reconfigure_s for s in model.steps) == pytest.approx(3e-3)
+    # the shipped npu2 figure is assumed free until measured
+    assert roofline(recording, "npu2").loads == 3
+    assert sum(s.reconfigure_s for s in roofline(recording, "npu2").steps) == 0
+
+
 def test_roofline_totals_bound_and_table():
     recording = Chain().record(x=(4096,))
     model = roofline(recording)

@@ -254,6 +254,17 @@ def test_roofline_svg_has_one_bar_per_step():
     assert f"{roofline.bandwidth_bound_s / roofline.seconds:.0%}" in title(summary)
 
 
+def test_roofline_svg_stacks_npu1s_configuration_loads():
+    """Issue 28: npu1 loads a configuration every step; its bars stack the
+    load, its legend names it, and npu2 (loads assumed free) shows none."""
+    recording = Costed().record(x=(4096,))
+    npu1 = iron.roofline_svg(iron.roofline(recording, "npu1"))
+    assert ">reconfigure</text>" in npu1
+    assert "+ reconfigure 6600" in title(groups(npu1, "bar")[0])
+    npu2 = iron.roofline_svg(iron.roofline(recording, "npu2"))
+    assert "reconfigure" not in npu2
+
+
 def test_roofline_svg_names_the_slowest_steps_alike_once():
     roofline = iron.roofline(Costed().record(x=(4096,)))
     svg = iron.roofline_svg(roofline, label=1, title="t")

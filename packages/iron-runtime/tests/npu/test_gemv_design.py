@@ -346,11 +346,13 @@ def test_batched_walks_fold_the_batch_into_descriptors():
     # Linear walks take the batch in the iteration: one descriptor per port.
     lay = build_design(GEMV(M=256, K=1024, batch=4), "npu2").layout
     assert len([t for t in lay.transfers if t.shim.col == 0]) == 3
-    # One column: every product's row tiles are one w walk; x repeats per product.
+    # One column: x repeats per product, 5 pushes at once, past a channel's
+    # task queue of 4 (issue 28): the sequence runs in blocks with waits,
+    # each FIFO at most a queue's transfers between them.
     op = GEMV(M=64, K=512, tile_k=128, batch=5, num_aie_columns=1)
     lay = build_design(op, "npu2").layout
-    assert len([t for t in lay.transfers if t.fifo == "w_0"]) == 5 * 16 // 64 + 1
-    assert len([t for t in lay.transfers if t.fifo == "x_0"]) == 5
+    assert lay.waits
+    assert len([t for t in lay.transfers if t.fifo == "x_0"]) >= 5
 
 
 def test_more_per_product_walks_than_a_shim_has_run_in_blocks():

@@ -110,21 +110,21 @@ def test_npu2_is_one_full_elf_configuring_each_step(tmp_path):
         tmp_path,
         "\n".join(
             [
-                "CHECK: aie.device(npu2) @step0 {",
+                "CHECK: aie.device(npu2) @config0 {",
                 "CHECK: aie.runtime_sequence @step0_sequence(",
-                "CHECK: aie.device(npu2) @step1 {",
-                "CHECK: aie.device(npu2) @step2 {",
-                "CHECK: aie.device(npu2) @step3 {",
+                "CHECK: aie.device(npu2) @config1 {",
+                "CHECK: aie.device(npu2) @config2 {",
+                "CHECK: aie.device(npu2) @config3 {",
                 "CHECK: aie.device(npu2) @main {",
                 f"CHECK-NEXT: aie.runtime_sequence @sequence(%arena: memref<{n}xbf16>,"
                 f" %arena_at_0: memref<{n}xbf16>, %input_x: memref<256xbf16>,"
                 " %output_silu3: memref<256xbf16>) {",
-                "CHECK-NEXT: aiex.configure @step0 {",
+                "CHECK-NEXT: aiex.configure @config0 {",
                 "CHECK-NEXT: aiex.run @step0_sequence(%input_x, %arena) : "
                 f"(memref<256xbf16>, memref<{n}xbf16>)",
-                "CHECK: aiex.configure @step2 {",
+                "CHECK: aiex.configure @config2 {",
                 "CHECK-NEXT: aiex.run @step2_sequence(%arena, %arena_at_0)",
-                "CHECK: aiex.configure @step3 {",
+                "CHECK: aiex.configure @config3 {",
                 "CHECK-NOT: aie.device",
                 "",
             ]
@@ -133,6 +133,56 @@ def test_npu2_is_one_full_elf_configuring_each_step(tmp_path):
     )
     assert g.design.text.count("@main") == 1
     assert g.design.kernels == ("rms_norm_bf16", "gemv", "add_bf16", "silu_bf16")
+
+
+class Repeats(iron.Graph):
+    """SiLU, SiLU, an add, SiLU: three steps of one array configuration."""
+
+    def body(self, x):
+        a = SiLU.step(SiLU.step(x))
+        return SiLU.step(ElementwiseAdd.step(a, x))
+
+
+def test_steps_of_one_array_configuration_share_one_device():
+    """Issue 28: a full ELF holds each distinct array configuration once, with
+    a sequence per step; consecutive steps of one configuration run in one
+    ``aiex.configure`` (one PDI load), and the text passes the checker."""
+    from iron.runtime.npu.verify import check_text
+
+    with iron.use_device("npu2"):
+        rec = Repeats().record(x=(WIDTH,))
+        (image,) = build_images(plan("npu2", rec), rec)
+    g = graph_design(image, NPU2, arena_bytes=1 << 16)
+    assert [c.name for c in g.configurations] == ["config0", "config1"]
+    assert [c.steps for c in g.configurations] == [(0, 1, 3), (2,)]
+    text = g.design.text
+    assert re.findall(r"aie\.device\(npu2\) @(\w+)", text) == [
+        "config0",
+        "config1",
+        "main",
+    ]
+    assert text.count("aie.core(") == sum(
+        s.design.text.count("aie.core(") for s in g.steps[1:3]
+    )
+    main = text[text.index("@main") :]
+    blocks: list[tuple[str, list[str]]] = []
+    for line in main.splitlines():
+        if m := re.search(r"aiex\.configure @(\w+)", line):
+            blocks.append((m.group(1), []))
+        elif m := re.search(r"aiex\.run @(\w+)", line):
+            blocks[-1][1].append(m.group(1))
+    assert blocks == [
+        ("config0", ["step0_sequence", "step1_sequence"]),
+        ("config1", ["step2_sequence"]),
+        ("config0", ["step3_sequence"]),
+    ]
+    assert g.loads == 3
+    # each step's own sequence is in its configuration's device, renamed
+    for k, s in enumerate(g.steps):
+        seq = s.design.text[s.design.text.index("aie.runtime_sequence") :]
+        seq = seq[: seq.index("\n    }\n")]
+        assert seq.replace("@sequence(", f"@step{k}_sequence(") in text
+    assert check_text(text, "npu2") == []
 
 
 def test_every_step_of_the_full_elf_passed_legality():
@@ -358,7 +408,7 @@ def test_a_looping_version_ends_in_an_emit_device(tmp_path):
                 "CHECK: func.call @iron_emit(",
                 "CHECK: aie.runtime_sequence @emit_sequence(",
                 "CHECK: aie.device(npu2) @main {",
-                "CHECK: aiex.configure @step0 {",
+                "CHECK: aiex.configure @config0 {",
                 "CHECK: aiex.configure @emit {",
                 "CHECK-NEXT: aiex.run @emit_sequence(%words, %program, %feedback)",
                 "",

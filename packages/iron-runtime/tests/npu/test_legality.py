@@ -352,6 +352,19 @@ def test_a_fifo_stays_within_its_task_queue():
         check(_waited(over, ((6, "out"),)), NPU2)
 
 
+def test_a_wait_free_sequence_keeps_each_fifo_within_its_task_queue():
+    """Issue 28 (C3): without waits every transfer of a FIFO is in its
+    channel's queue until the end: four fit, a fifth is refused by name."""
+    fine = [_t("in", i) for i in range(4)] + [_t("out", 5)]
+    check(_layout(transfers=fine), NPU2)
+    over = [_t("in", i) for i in range(5)] + [_t("out", 5)]
+    with pytest.raises(
+        LegalityError,
+        match=r"Test\(size=1\) on npu2: .*@in pushes 5 transfers .* holds 4",
+    ):
+        check(_layout(transfers=over), NPU2)
+
+
 def test_with_waits_ids_stay_in_range():
     with pytest.raises(LegalityError, match="id 16 for @in is outside 0..15"):
         check(_waited([_t("in", 16), _t("out", 1, True)], ((2, "out"),)), NPU1)

@@ -109,8 +109,8 @@ CHECK_TRANSPOSE_NPU2 = """\
 // CHECK: func.call @transpose_bf16(%[[X]], %[[OUT]], %[[T]], %[[T]])
 // CHECK: aie.objectfifo.release @x_0(Consume, 1)
 // CHECK: aie.objectfifo.release @out_0(Produce, 1)
-// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][1, 4, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
-// CHECK-NEXT: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][1, 4, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_0}
+// CHECK: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][1, 4, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_0}
+// CHECK-NEXT: dma_memcpy_nd(%{{.*}}[0, 0, 0, 0][1, 4, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0}
 // CHECK: dma_wait {symbol = @out_7}
 """
 

@@ -76,6 +76,58 @@ def test_a_run_operand_typed_unlike_its_sequence_argument():
     assert verify.check_text(fixed, "npu2") == []
 
 
+def _full_elf(main_body: str, *sequences: str) -> str:
+    """RELU as device ``@config0`` holding ``sequences``, and a ``@main``."""
+    step = _replace(RELU, "aie.device(npu2) @main", "aie.device(npu2) @config0")
+    (line,) = [x for x in step.splitlines() if "runtime_sequence @sequence(" in x]
+    start = step.index(line)
+    end = step.index("\n    }\n", start) + len("\n    }\n")
+    block = step[start:end]
+    seqs = "".join(block.replace("@sequence(", f"@{s}(") for s in sequences)
+    step = step[:start] + seqs + step[end:]
+    main = (
+        "  aie.device(npu2) @main {\n"
+        "    aie.runtime_sequence @sequence(%x: memref<2048xbf16>, "
+        "%o: memref<2048xbf16>) {\n" + main_body + "    }\n  }\n"
+    )
+    return step.rstrip().removesuffix("}") + main + "}\n"
+
+
+RUN = "        aiex.run @{}(%x, %o) : (memref<2048xbf16>, memref<2048xbf16>)\n"
+
+
+def test_steps_sharing_one_device_run_their_own_sequences():
+    body = "      aiex.configure @config0 {\n" + RUN.format("step0_sequence")
+    body += RUN.format("step1_sequence") + "      }\n"
+    assert (
+        verify.check_text(_full_elf(body, "step0_sequence", "step1_sequence"), "npu2")
+        == []
+    )
+
+
+def test_a_run_of_a_sequence_its_configured_device_lacks():
+    """Upstream looks the callee up in the configured device only."""
+    body = "      aiex.configure @config0 {\n" + RUN.format("step1_sequence")
+    body += "      }\n"
+    _one(
+        _full_elf(body, "step0_sequence"),
+        "run-operand-types",
+        "aiex.run @step1_sequence",
+        "@config0 has no sequence of that name",
+    )
+
+
+def test_two_sequences_of_one_name_in_one_device():
+    body = "      aiex.configure @config0 {\n" + RUN.format("step0_sequence")
+    body += "      }\n"
+    _one(
+        _full_elf(body, "step0_sequence", "step0_sequence"),
+        "run-operand-types",
+        "aie.runtime_sequence @step0_sequence",
+        "a second sequence of that name",
+    )
+
+
 def test_a_transfer_of_2_bytes():
     text = _replace(RELU, X0, X0.replace("[1, 1, 1, 256]", "[1, 1, 1, 1]"))
     _one(text, "transfer-4-bytes", "@x_0", "1 x 2 bytes = 2 bytes", "multiple of 4")

@@ -11,14 +11,20 @@ than once. A step's modelled time is::
                / min(dma_bytes_per_s, shim_bytes_per_s_per_column * columns)
     calls_s  = calls * kernel_call_seconds        (cores call in parallel)
     stall_s  = stall_seconds                      (a core waiting on its DMA)
+    reconf_s = loads * reconfigure_seconds     (array configurations loaded)
     seconds  = max(compute, memory) + calls_s + stall_s
-               + dispatches * dispatch_seconds
+               + dispatches * dispatch_seconds + reconf_s
 
 Compute and memory overlap (double-buffered tiles); the per-call overhead
 is charged on top, as if no DMA hid it, and so is the time a core waits on
 its own DMA where a design single-buffers a tile (the operator's
 ``Cost.stall_seconds``: a GEMM's output tile at ``out_depth=1``). The dispatch overhead is one per step
 when each step is its own xclbin, one for the whole version under a full ELF.
+A step loads its array configuration first (``loads`` = 1) when each step is
+its own xclbin (npu1's hardware contexts cycle through every step's image);
+under a full ELF a step loads one when its operator differs from the previous
+step's (consecutive steps of one operator share one configuration and one
+``aiex.configure``, as :mod:`iron.runtime.npu.graph` emits them).
 The model ignores placement, routing, memory-tile reuse and overlap between
 steps; it drives tuning where no NPU is present (so it must see what the
 tunables change) and the benchmark that sets a decode step against the
@@ -53,7 +59,8 @@ class StepTime:
         memory_s: ``bytes + reread_bytes`` at the lesser of the device's DMA
             roof and the shim DMA rate of the columns used.
         dispatch_s: The dispatch overhead charged to this step.
-        seconds: ``max(compute_s, memory_s) + calls_s + stall_s + dispatch_s``.
+        seconds: ``max(compute_s, memory_s) + calls_s + stall_s + dispatch_s
+            + reconfigure_s``.
         columns: Array columns the step uses.
         cores: Compute cores the step uses.
         calls: Kernel calls per core.
@@ -61,6 +68,9 @@ class StepTime:
         calls_s: ``calls`` times the device's ``kernel_call_seconds``.
         stall_s: Seconds the busiest core waits on its own DMA (the
             operator's ``Cost.stall_seconds``).
+        loads: Array configurations the step loads before it runs (0 or 1).
+        reconfigure_s: Seconds loading them (``loads`` times the device's
+            ``reconfigure_seconds``).
     """
 
     index: int
@@ -77,15 +87,20 @@ class StepTime:
     reread_bytes: int = 0
     calls_s: float = 0.0
     stall_s: float = 0.0
+    loads: int = 0
+    reconfigure_s: float = 0.0
 
     @property
     def bound(self) -> str:
-        """What limits the step: ``compute``, ``memory``, ``calls`` or ``dispatch``.
+        """What limits the step: ``compute``, ``memory``, ``calls``,
+        ``dispatch`` or ``reconfigure``.
 
         The largest of the work (compute or memory, whichever is larger), the
-        kernel-call overhead and the dispatch overhead.
+        kernel-call overhead, the dispatch overhead and the configuration load.
         """
         work = max(self.compute_s, self.memory_s)
+        if self.reconfigure_s > max(work, self.calls_s, self.dispatch_s):
+            return "reconfigure"
         if self.dispatch_s > max(work, self.calls_s):
             return "dispatch"
         if self.calls_s > work:
@@ -94,9 +109,10 @@ class StepTime:
 
 
 def step_time(
-    op: Operator, dev: Device, *, dispatches: int = 1, index: int = 0
+    op: Operator, dev: Device, *, dispatches: int = 1, index: int = 0, loads: int = 0
 ) -> StepTime:
-    """Model one operator call on ``dev`` with ``dispatches`` dispatches charged.
+    """Model one operator call on ``dev`` with ``dispatches`` dispatches and
+    ``loads`` array-configuration loads charged.
 
     See the module docstring for the formula.
     """
@@ -107,6 +123,7 @@ def step_time(
     memory = (cost.bytes + cost.reread_bytes) / rate
     calls = cost.calls * dev.kernel_call_seconds
     dispatch = dispatches * dev.dispatch_seconds
+    reconfigure = loads * dev.reconfigure_seconds
     return StepTime(
         index=index,
         name=type(op).__name__,
@@ -115,13 +132,19 @@ def step_time(
         compute_s=compute,
         memory_s=memory,
         dispatch_s=dispatch,
-        seconds=max(compute, memory) + calls + cost.stall_seconds + dispatch,
+        seconds=max(compute, memory)
+        + calls
+        + cost.stall_seconds
+        + dispatch
+        + reconfigure,
         columns=int(cost.columns),
         cores=cores,
         calls=int(cost.calls),
         reread_bytes=int(cost.reread_bytes),
         calls_s=calls,
         stall_s=float(cost.stall_seconds),
+        loads=loads,
+        reconfigure_s=reconfigure,
     )
 
 
@@ -155,6 +178,11 @@ class Roofline:
     def macs(self) -> int:
         """Multiply-accumulates per call."""
         return sum(s.macs for s in self.steps)
+
+    @property
+    def loads(self) -> int:
+        """Array configurations loaded per call (see ``reconfigure_seconds``)."""
+        return sum(s.loads for s in self.steps)
 
     @property
     def bandwidth_bound_s(self) -> float:
@@ -205,10 +233,15 @@ def roofline(
     device = require_device(dev if dev is not None else recording.device)
     whole = device.full_elf if full_elf is None else full_elf
     steps = []
+    previous = None
     for step in recording.steps:
         first = step.index == 0
         dispatches = (1 if first else 0) if whole else 1
+        loads = 1 if not whole or step.op != previous else 0
+        previous = step.op
         steps.append(
-            step_time(step.op, device, dispatches=dispatches, index=step.index)
+            step_time(
+                step.op, device, dispatches=dispatches, index=step.index, loads=loads
+            )
         )
     return Roofline(device, recording.name, whole, steps)

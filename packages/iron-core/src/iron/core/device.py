@@ -78,6 +78,21 @@ _SHIM_BYTES_PER_CYCLE = (2 + 2) * 4
 # order those add up to; 300 is the figure the model uses until an NPU
 # measurement replaces it.
 _KERNEL_CALL_CYCLES = 300
+# ASSUMPTION, from the nearest public measurement (no public figure of a PDI
+# load or a hardware-context switch on Phoenix was found): seconds to load one
+# array configuration before a step runs. On NPU1 every step is an xclbin of
+# its own, and ~277 of them a token cycle through the driver's 6 hardware
+# contexts (iron/runtime/xrt.py), so each step creates a context: the driver
+# registers its xclbin and the firmware loads its PDI. nod-ai/iree-amd-aie
+# issue #380 (https://github.com/nod-ai/iree-amd-aie/issues/380, 2024-06)
+# measured 19.82-21.66 ms to load three xclbins and open a kernel of each:
+# about 6.6 ms a load (the thread does not name the device; the one-xclbin
+# setup took as long, so part of it may be fixed cost, and the figure is an
+# upper estimate). For scale, a whole-array reconfiguration inside one
+# context (control packets, no context created) measured 0.08-0.19 ms on a
+# Strix board (nod-ai/iree-amd-aie issue #1187,
+# https://github.com/nod-ai/iree-amd-aie/issues/1187).
+_NPU1_RECONFIGURE_SECONDS = 6.6e-3
 
 
 @dataclass(frozen=True)
@@ -95,7 +110,8 @@ class Device:
         core_rows: Compute-tile rows per column (rows 2-5; row 0 is the shim,
             row 1 the memory tile).
         core_memory_bytes: Data memory of one compute tile (L1).
-        core_memory_banks: Banks that memory is split into.
+        core_memory_banks: Banks that memory is split into, as mlir-aie's
+            bank-aware allocator counts them (4 of 16 KiB; see the source).
         mem_tile_bytes: Memory of one memory tile (L2); one per column.
         shim_bds: Buffer descriptors per shim tile.
         core_bds: Buffer descriptors per compute tile.
@@ -128,6 +144,10 @@ class Device:
             the roof a step's bytes meet, and the decode bandwidth bound):
             measured on npu2, the theoretical DDR figure on npu1 (see the
             source).
+        reconfigure_seconds: Seconds to load one array configuration (a
+            step's xclbin into a hardware context on npu1; a full ELF's
+            ``load_pdi`` on npu2) before the steps that use it run (for the
+            cost model; an assumption on both devices, see the source).
     """
 
     name: str
@@ -155,6 +175,7 @@ class Device:
     shim_bytes_per_s_per_column: float
     kernel_call_seconds: float
     dma_bytes_per_s: float
+    reconfigure_seconds: float
 
     @property
     def compute_tiles(self) -> int:
@@ -168,7 +189,7 @@ class Device:
 
     @property
     def core_memory_bank_bytes(self) -> int:
-        """Bytes in one compute-tile memory bank (8 KiB on both devices)."""
+        """Bytes in one compute-tile memory bank (16 KiB on both devices)."""
         return self.core_memory_bytes // self.core_memory_banks
 
     def __str__(self) -> str:
@@ -186,9 +207,16 @@ NPU1 = Device(
     core_rows=4,
     # 64 KiB per compute tile (getLocalMemorySize 0x10000) [mlir], [facts].
     core_memory_bytes=65536,
-    # 8 banks of 8 KiB: IRON's tiling.py L1_BANK_BYTES = 8192 [facts]; UG1603
-    # says eight banks for AIE-ML [UG1603]. ([mlir] notes 4; IRON and AMD agree on 8.)
-    core_memory_banks=8,
+    # 4 banks of 16 KiB, as mlir-aie's bank-aware buffer allocator keeps a
+    # buffer within one (AIETargetModel.h: AIE2TargetModel::getNumBanks returns
+    # 4 for a compute tile, 8 for a memory tile, and npu1/npu2 derive from
+    # AIE2TargetModel; lib/Dialect/AIE/Transforms/AIEAssignBuffers.cpp:
+    # bankSize = getLocalMemorySize() / getNumBanks) [mlir]. aiecc places
+    # IRON's buffers, so this is the bank that decides where they land. The
+    # hardware manual's eight single-port banks of 8 KiB [UG1603] (and AMD
+    # IRON's tiling.py L1_BANK_BYTES = 8192 [facts]) are the physical ones: a
+    # buffer inside one allocator bank may still span two of them.
+    core_memory_banks=4,
     # 512 KiB per memory tile (getMemTileSize 0x80000) [mlir], [facts].
     mem_tile_bytes=524288,
     # 16 BDs per shim and compute tile, 48 per memory tile (24 per channel
@@ -238,6 +266,10 @@ NPU1 = Device(
     # theoretical bandwidth (63 of 120 GB/s, below), it reaches about 54e9
     # B/s: an estimate, not a measurement, so it is not used.
     dma_bytes_per_s=6400e6 * 16,
+    # ASSUMED: about 6.6 ms a step's configuration (see
+    # _NPU1_RECONFIGURE_SECONDS); charged once a step, every step being an
+    # xclbin of its own.
+    reconfigure_seconds=_NPU1_RECONFIGURE_SECONDS,
 )
 
 NPU2 = Device(
@@ -249,7 +281,7 @@ NPU2 = Device(
     core_rows=4,
     # Memories, BDs and shim DMA limits are the same as on npu1 [facts], [mlir].
     core_memory_bytes=65536,
-    core_memory_banks=8,
+    core_memory_banks=4,
     mem_tile_bytes=524288,
     shim_bds=16,
     core_bds=16,
@@ -294,6 +326,14 @@ NPU2 = Device(
     # Llama-3.2-1B decode at about 87% of a 60 GB/s roof: no design
     # reported runs above this roof.
     dma_bytes_per_s=63e9,
+    # ASSUMED FREE, not measured: a full ELF's aiex.configure blocks each
+    # lower to a load_pdi (mlir-aie AIEMaterializeRuntimeSequences.cpp,
+    # InsertLoadPdiForConfigurePattern): about 229 a Llama-3.2-1B token
+    # (iron.runtime.npu.graph.GraphDesign.loads). No public figure of a
+    # load_pdi inside a running full ELF was found; at the 0.08-0.19 ms a
+    # whole-array reconfiguration measured on Strix (nod-ai/iree-amd-aie issue
+    # #1187) they would add 18-44 ms a token. Not charged until measured.
+    reconfigure_seconds=0.0,
 )
 
 #: The known devices by name.

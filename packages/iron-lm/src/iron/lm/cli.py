@@ -252,9 +252,11 @@ def _explain(decoder, args: argparse.Namespace) -> list[str]:
         if stats.backend == "emu"
         else f"measured on this {stats.device}"
     )
+    rate = 1 / modelled  # npu1 models below one token/s (a load per step)
     lines.append(
         f"speed: {speed}; an {stats.device.upper()} would decode about "
-        f"{1 / modelled:,.0f} tokens/s (modelled by IRON's cost model, not measured)"
+        f"{f'{rate:,.0f}' if rate >= 10 else f'{rate:.2g}'} tokens/s "
+        f"(modelled by IRON's cost model, not measured)"
     )
     return [wrapped(line, "  ") for line in lines]
 

@@ -95,14 +95,14 @@ module {
       aie.end
     } {stack_size = 1024 : i32}
     aie.runtime_sequence @sequence(%x_buf: memref<131072xbf16>, %out_buf: memref<131072xbf16>) {
-      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<131072xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 0][1, 8, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_0} : memref<131072xbf16>
-      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 32768][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1} : memref<131072xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 0][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_0} : memref<131072xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 512][1, 8, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_1} : memref<131072xbf16>
-      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 65536][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_2} : memref<131072xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 32768][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_1} : memref<131072xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 1024][1, 8, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_2} : memref<131072xbf16>
-      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 98304][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_3} : memref<131072xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 65536][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_2} : memref<131072xbf16>
       aiex.npu.dma_memcpy_nd(%x_buf[0, 0, 0, 1536][1, 8, 64, 64][0, 64, 2048, 1]) {id = 1 : i64, metadata = @x_3} : memref<131072xbf16>
+      aiex.npu.dma_memcpy_nd(%out_buf[0, 0, 0, 98304][1, 8, 64, 64][0, 4096, 64, 1]) {id = 0 : i64, issue_token = true, metadata = @out_3} : memref<131072xbf16>
       aiex.npu.dma_wait {symbol = @out_0}
       aiex.npu.dma_wait {symbol = @out_1}
       aiex.npu.dma_wait {symbol = @out_2}

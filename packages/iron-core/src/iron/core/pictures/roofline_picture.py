@@ -24,6 +24,7 @@ _PART_COLOURS = {
     "compute": "#f58518",
     "calls": "#54a24b",
     "dispatch": "#b279a2",
+    "reconfigure": "#e45756",
 }
 
 
@@ -86,7 +87,8 @@ def roofline_svg(
     Each bar stacks what the cost model adds (see :mod:`iron.core.cost`):
     the work, ``max(compute, memory)`` (compute and memory overlap), in the
     colour of whichever is larger; then the kernel-call overhead; then the
-    dispatch overhead. A black dash across each bar marks the step's share
+    dispatch overhead; then the load of the step's array configuration,
+    where the model charges one (npu1's per-step xclbins). A black dash across each bar marks the step's share
     of the memory-bandwidth bound (its bytes alone at the NPU's DMA roof),
     so the gap between bar top and dash is the time the model spends above
     the bound. The slowest steps are named above their bars; steps alike
@@ -182,7 +184,10 @@ def roofline_svg(
     # legend
     x = left
     out.append('<g class="legend">')
+    reloads = any(s.reconfigure_s > 0 for s in roofline.steps)
     for part, colour in _PART_COLOURS.items():
+        if part == "reconfigure" and not reloads:
+            continue
         out.append(
             f'<rect x="{number(x)}" y="48" width="12" height="10" fill="{colour}"/>'
         )
@@ -220,11 +225,14 @@ def roofline_svg(
             (work_part, max(s.compute_s, s.memory_s)),
             ("calls", s.calls_s),
             ("dispatch", s.dispatch_s),
+            ("reconfigure", s.reconfigure_s),
         )
         tip = (
             f"#{s.index} {s.name}: {_us(s.seconds)} us = max(compute {_us(s.compute_s)}, "
             f"memory {_us(s.memory_s)}) + calls {_us(s.calls_s)} + dispatch "
-            f"{_us(s.dispatch_s)}; bandwidth share {_us(s.bytes / ddr)} us; "
+            f"{_us(s.dispatch_s)}"
+            + (f" + reconfigure {_us(s.reconfigure_s)}" if s.reconfigure_s else "")
+            + f"; bandwidth share {_us(s.bytes / ddr)} us; "
             f"bound by {s.bound}"
         )
         out.append(f'<g class="bar"><title>{escape(tip)}</title>')

@@ -42,18 +42,23 @@ this (a prompt chunk's extra rows land in cache positions no attention reads
 before a later call writes them).
 
 On NPU1 (or with ``check``) the plan gives one step per image: its design is
-the image. On NPU2 a full ELF holds every step's design as a device of its
-own (``@step<k>``, its sequence ``@step<k>_sequence``) and a ``@main``
-device whose runtime sequence configures each step's device in turn and runs
-its sequence on the graph's arguments (``aiex.configure`` / ``aiex.run``,
-the reconfiguration form of mlir-aie v1.4.1's hardware test
-``test/npu-xrt/reconfigure_loadpdi/aie.mlir``, built with ``aiecc
---get-full-elf``); the host starts ``main:sequence`` once a call.
+the image. On NPU2 a full ELF holds one device per distinct array
+configuration (:class:`Configuration`, ``@config<j>``): the steps whose
+designs differ only in their runtime sequences (every layer's q projection,
+say) share one device, which holds each one's sequence
+(``@step<k>_sequence``). A ``@main`` device's runtime sequence configures
+the devices in step order and runs each step's sequence on the graph's
+arguments (``aiex.configure`` / ``aiex.run``, the reconfiguration form of
+mlir-aie v1.4.1's hardware test ``test/npu-xrt/reconfigure_loadpdi/aie.mlir``,
+built with ``aiecc --get-full-elf``), consecutive steps of one configuration
+in one ``aiex.configure`` (one PDI load); the host starts ``main:sequence``
+once a call. Llama-3.2-1B's ~277 steps are 14-15 configurations.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from math import prod
@@ -73,6 +78,7 @@ from iron.runtime.npu.mlir import MLIR_AIE_RELEASE, Builder
 
 __all__ = [
     "EMIT",
+    "Configuration",
     "GraphDesign",
     "HostGather",
     "Segment",
@@ -332,6 +338,9 @@ class GraphDesign:
         host_gathers: Steps the host runs before each start.
         segments: The ``arena#<k>`` arguments (a static stretch of the
             arena each), which the driver binds as sub-buffers of the arena.
+        configurations: The full ELF's devices, one per distinct array
+            configuration, each with the steps it runs (one per step when
+            the image is one step's design).
     """
 
     name: str
@@ -344,6 +353,21 @@ class GraphDesign:
     spec: ImageSpec
     host_gathers: tuple[HostGather, ...] = ()
     segments: tuple[Segment, ...] = ()
+    configurations: tuple[Configuration, ...] = ()
+
+    @property
+    def loads(self) -> int:
+        """Array configurations loaded a run: a full ELF's ``aiex.configure``
+        blocks (consecutive steps of one configuration load it once), else
+        one per designed step (an xclbin of one step)."""
+        if self.design is None:
+            return 0
+        if len(self.steps) == 1 and self.design is self.steps[0].design:
+            return 1
+        where = {i: c.name for c in self.configurations for i in c.steps}
+        return len(
+            list(itertools.groupby(range(len(self.steps)), key=where.__getitem__))
+        )
 
 
 def _start(h: Handle) -> int | Affine:
@@ -461,20 +485,91 @@ def _graph_args(
 _DEVICE = re.compile(r"aie\.device\((\w+)\) @main \{")
 
 
-def _as_step_device(text: str, name: str) -> list[str]:
-    """A design's device block, renamed ``@<name>`` with sequence ``@<name>_sequence``."""
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """A design's ``aie.device`` block in two parts.
+
+    ``body`` is the array configuration (tiles, buffers, locks, object FIFOs,
+    cores and their kernels); ``sequence`` is the runtime sequence, the only
+    part that names arguments and their offsets.
+    """
+
+    kind: str
+    body: tuple[str, ...]
+    sequence: tuple[str, ...]
+
+
+def _parts(text: str) -> _Parts:
+    """Split a design's text into its array configuration and its sequence."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if _DEVICE.search(line))
     end = max(i for i, line in enumerate(lines) if line.strip() == "}")  # module's
-    body = lines[start:end]
-    body[0] = _DEVICE.sub(lambda m: f"aie.device({m.group(1)}) @{name} {{", body[0])
-    return [
-        line.replace(
-            "aie.runtime_sequence @sequence(",
-            f"aie.runtime_sequence @{name}_sequence(",
-        )
-        for line in body
-    ]
+    block = lines[start + 1 : end - 1]  # inside the device's braces
+    at = next(
+        i for i, line in enumerate(block) if "aie.runtime_sequence @sequence(" in line
+    )
+    m = _DEVICE.search(lines[start])
+    assert m is not None
+    return _Parts(m.group(1), tuple(block[:at]), tuple(block[at:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Configuration:
+    """One ``aie.device`` of a full ELF: an array configuration and its steps.
+
+    Steps whose emitted device bodies are identical (same tiles, buffers,
+    locks, object FIFOs, cores and kernels) differ only in their runtime
+    sequences, so the full ELF holds the body once, with one runtime sequence
+    per step (``@step<k>_sequence``), and aiecc builds one PDI and one set of
+    core ELFs for them. ``aiex.run`` looks its callee up by name in the
+    configured device (mlir-aie ``RunOp::getCalleeRuntimeSequenceOp``,
+    ``lib/Dialect/AIEX/IR/AIEXDialect.cpp``), and a device may hold several
+    named runtime sequences (mlir-aie ``test/aiecc/cpp_multi_device_sequence
+    .mlir``; ``test/python/aiex_ops.py``), https://github.com/Xilinx/mlir-aie.
+
+    Attributes:
+        name: The device's symbol (``config<j>``, or ``emit`` for an Emit).
+        steps: Positions in :attr:`GraphDesign.steps` of the steps it runs.
+    """
+
+    name: str
+    steps: tuple[int, ...]
+
+
+def _configurations(labels: Sequence[str], texts: Sequence[str]) -> list[Configuration]:
+    """Steps grouped by their array configuration, in order of first use.
+
+    ``labels[i]`` is step ``i``'s sequence label (``emit`` names an Emit's
+    device); ``texts[i]`` its design text.
+    """
+    keys: dict[tuple, list[int]] = {}
+    for i, text in enumerate(texts):
+        p = _parts(text)
+        keys.setdefault((p.kind, p.body), []).append(i)
+    out: list[Configuration] = []
+    for group in keys.values():
+        arrays = len([c for c in out if c.name != "emit"])
+        name = "emit" if labels[group[0]] == "emit" else f"config{arrays}"
+        out.append(Configuration(name, tuple(group)))
+    return out
+
+
+def _device_lines(
+    parts: Sequence[_Parts], labels: Sequence[str], name: str
+) -> list[str]:
+    """One configuration's ``aie.device @<name>``: the body once, then each
+    step's sequence renamed ``@<label>_sequence``."""
+    head = f"aie.device({parts[0].kind}) @{name} {{"
+    lines = [head, *parts[0].body]
+    for p, label in zip(parts, labels):
+        lines += [
+            line.replace(
+                "aie.runtime_sequence @sequence(",
+                f"aie.runtime_sequence @{label}_sequence(",
+            )
+            for line in p.sequence
+        ]
+    return [*lines, "}"]
 
 
 class ArgumentTypeError(TypeError):
@@ -528,8 +623,16 @@ def _operator(steps: Sequence[StepDesign], labels: Sequence[str], label: str) ->
 
 def _full_elf(
     name: str, dev: Device, steps: Sequence[StepDesign], args, arg_bytes
-) -> Design:
-    """The full ELF's design: every step a device, and ``@main`` running them.
+) -> tuple[Design, tuple[Configuration, ...]]:
+    """The full ELF's design: a device per array configuration, ``@main``
+    running every step's sequence in order.
+
+    Consecutive steps of one configuration share one ``aiex.configure``
+    block: aiecc inserts one ``load_pdi`` per block (mlir-aie
+    ``AIEMaterializeRuntimeSequences.cpp``, ``InsertLoadPdiForConfigurePattern``)
+    and the cores run their loops unbounded, so the second step runs on the
+    array as the first left it (as upstream's ``reconfigure_loadpdi`` test
+    runs one sequence twice in one block).
 
     Raises:
         ArgumentTypeError: Two steps type one shared argument differently.
@@ -538,21 +641,30 @@ def _full_elf(
     b.comment(f"IRON full ELF: {name} on {dev.name}; mlir-aie {MLIR_AIE_RELEASE}")
     labels = ["emit" if s.index == EMIT else f"step{k}" for k, s in enumerate(steps)]
     types = _main_types(steps, labels, args, arg_bytes)
+    parts = [_parts(s.design.text) for s in steps]
+    configs = _configurations(labels, [s.design.text for s in steps])
+    device_of = {i: c.name for c in configs for i in c.steps}
     with b.region("module"):
-        for label, s in zip(labels, steps):
-            for line in _as_step_device(s.design.text, label):
+        for c in configs:
+            group = [parts[i] for i in c.steps]
+            for line in _device_lines(group, [labels[i] for i in c.steps], c.name):
                 b.line(line.removeprefix("  "))
         with b.device(dev.name, "main"):
             hints = [(a, types[a]) for a in args]
             with b.runtime_sequence(hints, "sequence") as names:
                 ssa = dict(zip(args, names))
-                for label, s in zip(labels, steps):
-                    with b.region(f"aiex.configure @{label}"):
-                        operands = ", ".join(ssa[a] for a in s.design.args)
-                        sig = ", ".join(types[a] for a in s.design.args)
-                        b.line(f"aiex.run @{label}_sequence({operands}) : ({sig})")
+                runs = itertools.groupby(range(len(steps)), key=device_of.__getitem__)
+                for device, group in runs:
+                    with b.region(f"aiex.configure @{device}"):
+                        for i in group:
+                            s = steps[i]
+                            operands = ", ".join(ssa[a] for a in s.design.args)
+                            sig = ", ".join(types[a] for a in s.design.args)
+                            b.line(
+                                f"aiex.run @{labels[i]}_sequence({operands}) : ({sig})"
+                            )
     kernels = tuple(dict.fromkeys(k for s in steps for k in s.design.kernels))
-    return Design(
+    design = Design(
         operator=name,
         device=dev.name,
         text=b.text(),
@@ -561,6 +673,7 @@ def _full_elf(
         kernels=kernels,
         layout=legality.Layout(name, (), (), ()),
     )
+    return design, tuple(configs)
 
 
 def graph_design(
@@ -635,6 +748,9 @@ def graph_design(
         )
         steps.append(StepDesign(EMIT, d))
     design: Design | None
+    configs: tuple[Configuration, ...] = tuple(
+        Configuration(f"config{k}", (k,)) for k in range(len(steps))
+    )
     if not steps:  # only host gathers (an image of one step on npu1)
         design = None
     elif len(steps) == 1 and spec.emit is None:
@@ -646,7 +762,7 @@ def graph_design(
         )
     else:
         args, arg_bytes = _graph_args(steps, arena_bytes)
-        design = _full_elf(spec.name, device, steps, args, arg_bytes)
+        design, configs = _full_elf(spec.name, device, steps, args, arg_bytes)
     return GraphDesign(
         name=spec.name,
         device=device.name,
@@ -658,4 +774,5 @@ def graph_design(
         design=design,
         spec=spec,
         segments=tuple(seg for seg in stretches if seg.arg != "arena"),
+        configurations=configs,
     )

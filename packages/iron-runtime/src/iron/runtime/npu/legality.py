@@ -97,8 +97,9 @@ class TileLimits:
     leaves implicit: it is the least :func:`core_stack` states.
     ``task_queue`` is a DMA channel's task-queue depth (4 tasks per channel
     on AIE2 and AIE2P: ``dma_task_queue_depth`` in AMD IRON's ``dma.py``,
-    https://github.com/amd/IRON); only sequences with waits are held to it
-    (see :func:`check`).
+    https://github.com/amd/IRON); a sequence with waits holds each FIFO to it
+    between the waits that retire its transfers, one without waits holds its
+    every transfer of a FIFO to it (see :func:`check`).
     """
 
     channels: dict[str, tuple[int, int]]  # kind -> (MM2S, S2MM)
@@ -498,6 +499,33 @@ def _fail(layout: Layout, dev: Device, tile: Tile, what: str) -> LegalityError:
     return LegalityError(f"{layout.operator} on {dev}: {tile}: {what}")
 
 
+def _wait_free_queues(layout: Layout, dev: Device, limits: TileLimits) -> None:
+    """A sequence without waits keeps every transfer of a FIFO in its
+    channel's task queue until the end: at most ``task_queue`` of them.
+
+    A push onto a full queue is dropped and the run hangs (mlir-aie PR #3734;
+    mlir-air PR #1826 measured it), so a wait-free design's FIFO moves its
+    data in at most four transfers, else the design waits between them.
+
+    Raises:
+        LegalityError: Naming the operator, the FIFO, its count and the fix.
+    """
+    per_fifo = Counter(t.fifo for t in layout.transfers)
+    for fifo, n in per_fifo.items():
+        if n > limits.task_queue:
+            shim = next(t.shim for t in layout.transfers if t.fifo == fifo)
+            raise _fail(
+                layout,
+                dev,
+                shim,
+                f"@{fifo} pushes {n} transfers in a sequence without waits; a "
+                f"DMA channel's task queue holds {limits.task_queue} and drops "
+                f"the rest (the run hangs): move its data in at most "
+                f"{limits.task_queue} transfers (larger tiles) or give the "
+                f"design waits between them",
+            )
+
+
 def _sequence_peaks(layout: Layout, dev: Device, limits: TileLimits) -> Counter[Tile]:
     """Replay a sequence with waits; each shim's most buffer descriptors in use.
 
@@ -664,6 +692,7 @@ def check(layout: Layout, dev: Device) -> None:
     else:
         for t in layout.transfers:
             bds[t.shim] += 1
+        _wait_free_queues(layout, dev, limits)
     for tile in sorted(tiles):
         mm2s, s2mm = limits.channels[tile.kind]
         if out_ch[tile] > mm2s or in_ch[tile] > s2mm:

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from iron.core.device import Device, as_device
+from iron.core.device import NPU2, Device, as_device
 
 __all__ = [
     "RULES",
@@ -130,8 +130,9 @@ RULES: tuple[Rule, ...] = (
 _RULE = {r.name: r for r in RULES}
 
 #: Bytes of one bank of mlir-aie's bank-aware allocator on AIE2/AIE2P
-#: (AIETargetModel.h getNumBanks() = 4 over 64 KiB).
-ALLOCATOR_BANK_BYTES = 16 * 1024
+#: (AIETargetModel.h getNumBanks() = 4 over 64 KiB): the device's
+#: ``core_memory_bank_bytes``, which the check reads.
+ALLOCATOR_BANK_BYTES = NPU2.core_memory_bank_bytes
 _TASK_QUEUE = 4
 _FIFO_DIM_MAX = 512
 _LOCK_MAX = 16
@@ -186,6 +187,7 @@ _MEMCPY = re.compile(
 )
 _WAIT = re.compile(r"^\s*aiex\.npu\.dma_wait \{symbol = @(\w+)\}")
 _RUN = re.compile(r"^\s*aiex\.run @(\w+)\((.*?)\) : \((.*)\)")
+_CONFIGURE = re.compile(r"^\s*aiex\.configure @(\w+)")
 _DEFAULT_STACK = 0x400  # aiecc's getDefaultCoreStackSize() when stack_size is absent
 
 
@@ -269,7 +271,7 @@ def check_text(
     """
     device = as_device(dev)
     out: list[Violation] = []
-    sequences: dict[str, list[str]] = {}
+    sequences: dict[str, dict[str, list[str]]] = {}  # device -> sequence -> types
     blocks = _blocks(text)
     if not blocks:
         raise DesignRuleError(
@@ -277,8 +279,7 @@ def check_text(
             "(Design.text)"
         )
     for block in blocks:
-        seq = _check_block(block, device, kernel_dir or _KERNELS, out)
-        sequences.update(seq)
+        sequences[block.name] = _check_block(block, device, kernel_dir or _KERNELS, out)
     for block in blocks:
         _check_runs(block, sequences, out)
     if not warnings:
@@ -303,6 +304,16 @@ def _check_block(
     def bad(rule: str, op: str, message: str) -> None:
         out.append(Violation(rule, block.name, op, message))
 
+    def bank(op: str, tile: str, what: str, nbytes: int) -> None:
+        size = dev.core_memory_bank_bytes
+        if _kind(tiles.get(tile)) == "core" and nbytes > size:
+            bad(
+                "core-bank",
+                op,
+                f"{what} on core {tile} is more than one {size}-byte "
+                f"bank; split it or keep it within a bank",
+            )
+
     tiles: dict[str, tuple[int, int]] = {}
     fifos: dict[str, _Fifo] = {}
     mem: Counter[str] = Counter()
@@ -325,13 +336,8 @@ def _check_block(
         elif m := _BUFFER.match(line):
             nbytes = _bytes(m.group(2))
             mem[m.group(1)] += nbytes
-            if _kind(tiles.get(m.group(1))) == "core" and nbytes > ALLOCATOR_BANK_BYTES:
-                bad(
-                    "core-bank",
-                    line.strip().split(" = ")[0] + " = aie.buffer",
-                    f"{nbytes} bytes is more than one {ALLOCATOR_BANK_BYTES}-byte "
-                    f"bank; split it or keep it within a bank",
-                )
+            op = line.strip().split(" = ")[0] + " = aie.buffer"
+            bank(op, m.group(1), f"{m.group(2)} ({nbytes} bytes)", nbytes)
         elif m := _CORE.match(line):
             tile = m.group(1)
             core_tiles.append(tile)
@@ -348,6 +354,13 @@ def _check_block(
             _check_kernel(m.group(1), m.group(2), m.group(3), kernel_dir, bad)
         elif m := _SEQUENCE.match(line):
             args = _ARG.findall(m.group(2))
+            if m.group(1) in sequences:
+                bad(
+                    "run-operand-types",
+                    f"aie.runtime_sequence @{m.group(1)}",
+                    "a second sequence of that name in one device; name each "
+                    "step's sequence apart",
+                )
             sequences[m.group(1)] = [t for _, t in args]
             _check_sequence(block, dev, lines[i + 1 :], dict(args), fifos, tiles, bad)
     for f in fifos.values():
@@ -385,13 +398,7 @@ def _check_block(
                 continue
             mem[end] += f.depth * nbytes
             bds[end] += f.depth
-            if kind == "core" and nbytes > ALLOCATOR_BANK_BYTES:
-                bad(
-                    "core-bank",
-                    op,
-                    f"element {f.elem} is {nbytes} bytes on core {end}, more than "
-                    f"one {ALLOCATOR_BANK_BYTES}-byte bank",
-                )
+            bank(op, end, f"element {f.elem} ({nbytes} bytes)", nbytes)
     limits = {
         "core": (dev.core_memory_bytes, dev.core_bds),
         "mem": (dev.mem_tile_bytes, dev.mem_tile_bds),
@@ -563,45 +570,37 @@ def _check_dims(op, mtype, offs, sizes, strides, bad) -> None:
             )
 
 
-def _check_runs(block: _Block, sequences: dict[str, list[str]], out) -> None:
+def _check_runs(block: _Block, sequences: dict[str, dict[str, list[str]]], out) -> None:
+    """Each ``aiex.run`` against its callee, looked up in the configured device.
+
+    Upstream resolves the callee by name inside the device its enclosing
+    ``aiex.configure`` names (``RunOp::getCalleeRuntimeSequenceOp``,
+    ``lib/Dialect/AIEX/IR/AIEXDialect.cpp``), so a sequence of another device
+    does not answer.
+    """
+    configured = ""
     for line in block.lines:
+        if m := _CONFIGURE.match(line):
+            configured = m.group(1)
+            continue
         m = _RUN.match(line)
         if not m:
             continue
         callee, _, sig = m.groups()
         types = _MEMREF_LIST.findall(sig)
         op = f"aiex.run @{callee}"
-        want = sequences.get(callee)
+        want = sequences.get(configured, {}).get(callee)
         if want is None:
-            out.append(
-                Violation(
-                    "run-operand-types",
-                    block.name,
-                    op,
-                    "calls no sequence of that name",
-                )
-            )
-            continue
-        if len(want) != len(types):
-            out.append(
-                Violation(
-                    "run-operand-types",
-                    block.name,
-                    op,
-                    f"passes {len(types)} operands; the sequence takes {len(want)}",
-                )
-            )
-            continue
-        for k, (got, exp) in enumerate(zip(types, want)):
-            if got != exp:
-                out.append(
-                    Violation(
-                        "run-operand-types",
-                        block.name,
-                        op,
-                        f"argument {k} type mismatch: expected {exp} but got {got}",
-                    )
-                )
+            problems = [f"@{configured or '?'} has no sequence of that name"]
+        elif len(want) != len(types):
+            problems = [f"passes {len(types)} operands; the sequence takes {len(want)}"]
+        else:
+            problems = [
+                f"argument {k} type mismatch: expected {exp} but got {got}"
+                for k, (got, exp) in enumerate(zip(types, want))
+                if got != exp
+            ]
+        out += [Violation("run-operand-types", block.name, op, p) for p in problems]
 
 
 _MEMREF_LIST = re.compile(r"memref<[^>]*>")

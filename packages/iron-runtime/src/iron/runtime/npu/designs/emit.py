@@ -133,15 +133,34 @@ def build(
     next_walk = linear_walk(capacity, _WORD, dev)
     program_walk = linear_walk(PROGRAM_WORDS, _WORD, dev)
     transfers = [
-        legality.Transfer("emit_next", _SHIM, "feedback", 0, *next_walk, _WORD, 0),
+        legality.Transfer(
+            "emit_next", _SHIM, "feedback", 0, *next_walk, _WORD, 0, token=True
+        ),
         legality.Transfer("emit_program", _SHIM, "program", 0, *program_walk, _WORD, 1),
     ]
+    # The slots' one-word transfers go in rounds of a channel's task queue:
+    # pushed together, a fifth would be dropped (issue 28; mlir-aie PR
+    # #3734), so a round that leaves more ends with a token and a wait.
+    queue = legality.TILE_LIMITS[dev.arch].task_queue
+    waits: list[tuple[int, str]] = []
     for k, (arg, offset, sizes, itemsize) in enumerate(sources):
+        more = (k + 1) % queue == 0 and k + 1 < len(sources)
         transfers.append(
             legality.Transfer(
-                "emit_slots", _SHIM, arg, offset, sizes, (0, 0, 0, 1), itemsize, 2 + k
+                "emit_slots",
+                _SHIM,
+                arg,
+                offset,
+                sizes,
+                (0, 0, 0, 1),
+                itemsize,
+                2 + k,
+                token=more,
             )
         )
+        if more:
+            waits.append((len(transfers), "emit_slots"))
+    waits.append((len(transfers), "emit_next"))
     layout = legality.Layout(
         f"Emit of {spec.name}",
         (_CORE,),
@@ -149,6 +168,7 @@ def build(
         tuple(transfers),
         legality.core_stack(dev, (KERNEL_SOURCE,)),
         buffers=((_CORE, REGISTERS * _WORD),),
+        waits=tuple(waits),
     )
     legality.check(layout, dev)
 
@@ -190,7 +210,7 @@ def build(
             [],
             1,
             dtypes={a: "i32" for a, *_ in sources if not a.startswith("arena")},
-            waits=["emit_next"],
+            points=layout.waits,
         )
     return Design(
         operator=f"Emit of {spec.name}",

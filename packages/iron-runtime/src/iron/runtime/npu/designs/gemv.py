@@ -367,14 +367,24 @@ def _block_transfers(
 
 
 def fits_shims(transfers: list[legality.Transfer], dev: Device, bds: int) -> bool:
-    """Within the descriptor limits, and at most ``bds`` transfers per shim.
+    """Within the descriptor limits, at most ``bds`` transfers per shim and at
+    most a task queue's transfers per FIFO (issued together, without waits,
+    a channel queues them all: ``legality.TileLimits.task_queue``).
 
     QGEMV's design blocks its long walks by the same rule.
     """
     shims = collections.Counter(t.shim for t in transfers)
-    return max(shims.values()) <= bds and not any(
-        legality.shim_transfer_problems(dev, t.sizes, t.strides, t.offset, t.itemsize)
-        for t in transfers
+    fifos = collections.Counter(t.fifo for t in transfers)
+    queue = legality.TILE_LIMITS[dev.arch].task_queue
+    return (
+        max(shims.values()) <= bds
+        and max(fifos.values()) <= queue
+        and not any(
+            legality.shim_transfer_problems(
+                dev, t.sizes, t.strides, t.offset, t.itemsize
+            )
+            for t in transfers
+        )
     )
 
 

@@ -284,6 +284,35 @@ def _in_bf16(op: Any, t: legality.Transfer) -> legality.Transfer:
     )
 
 
+def sequenced(
+    layout: legality.Layout, items: Sequence[tuple[legality.Transfer, bool] | Wait]
+) -> legality.Layout:
+    """``layout`` with the transfers, tokens and waits of the sequence ``items``.
+
+    What legality checks is then what :func:`emit_sequence` emits: the
+    transfers in issue order, each token where it is issued and each wait
+    where it stands (issue 28: a layout and its text must not disagree).
+    """
+    transfers, waits = _flatten(items)
+    return dataclasses.replace(layout, transfers=tuple(transfers), waits=tuple(waits))
+
+
+def _flatten(
+    items: Sequence[tuple[legality.Transfer, bool] | Wait],
+) -> tuple[list[legality.Transfer], list[tuple[int, str]]]:
+    """The transfers of ``items`` (each token set where it is issued) and the
+    waits, as ``(transfers before it, fifo)``."""
+    transfers: list[legality.Transfer] = []
+    waits: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, Wait):
+            waits.append((len(transfers), item.fifo))
+        else:
+            t, token = item
+            transfers.append(dataclasses.replace(t, token=token))
+    return transfers, waits
+
+
 def _queued(
     outs: Sequence[legality.Transfer], ins: Sequence[legality.Transfer]
 ) -> list[tuple[legality.Transfer, bool] | Wait]:
@@ -318,14 +347,7 @@ def emit_sequence(
     A transfer item is ``(transfer, issues_token)``; a :class:`Wait` waits
     for the token of its FIFO's channel [npu_xclbin].
     """
-    transfers: list[legality.Transfer] = []
-    points: list[tuple[int, str]] = []
-    for item in items:
-        if isinstance(item, Wait):
-            points.append((len(transfers), item.fifo))
-        else:
-            t, token = item
-            transfers.append(dataclasses.replace(t, token=token))
+    transfers, points = _flatten(items)
     assert points or not any(t.token for t in transfers), "a token nobody waits on"
     runtime_sequence(
         b,
@@ -444,7 +466,7 @@ def build_copy(
         legality.Fifo("view_0", shim_in, (mem,), _DEPTH, e, s),
         legality.Fifo("out_0", mem, (shim_out,), _DEPTH, e, s),
     )
-    layout = legality.Layout(repr(op), (), fifos, tuple(outs + ins))
-    legality.check(layout, dev)
     items = _queued(outs, ins)
+    layout = sequenced(legality.Layout(repr(op), (), fifos, tuple(outs + ins)), items)
+    legality.check(layout, dev)
     return _forward(Builder(), op, dev, layout, ("view_0", "out_0"), dtype, args, items)

@@ -28,6 +28,7 @@ from iron.runtime.npu.designs.movers_copy import (
     _in_bf16,
     _itemsize,
     _queued,
+    sequenced,
 )
 from iron.runtime.npu.designs.sequence import sequence_args
 from iron.runtime.npu.mlir import Builder
@@ -84,7 +85,7 @@ def build_repeat(
         legality.Fifo("x_0", shim, (mem,), _DEPTH, e, s),
         legality.Fifo("out_0", mem, (shim,), _DEPTH, e, s),
     )
-    layout = legality.Layout(repr(op), (), fifos, (write, read))
-    legality.check(layout, dev)
     items = _queued([write], [read])
+    layout = sequenced(legality.Layout(repr(op), (), fifos, (write, read)), items)
+    legality.check(layout, dev)
     return _forward(Builder(), op, dev, layout, ("x_0", "out_0"), dtype, args, items)

@@ -20,7 +20,7 @@ two block dimensions, the outer one at most the iteration's 64). Block
 ``(tile_rows, tile_cols)`` and strides ``(C, 1)`` and written at ``b C R + j
 tile_cols R + i tile_rows`` with sizes ``(tile_cols, tile_rows)`` and strides
 ``(R, 1)``: the shim moves whole words, the core swaps the elements. The
-sequence issues each column's boxes in rounds of the channel queue (outputs
+sequence issues each column's boxes in rounds of the channel queue (inputs
 first); a round that leaves more ends with a wait on that column's output.
 """
 
@@ -33,7 +33,12 @@ from iron.core.device import Device
 from iron.runtime.image import Placement
 from iron.runtime.npu import legality
 from iron.runtime.npu.designs import Design
-from iron.runtime.npu.designs.movers_copy import TASK_QUEUE, Wait, emit_sequence
+from iron.runtime.npu.designs.movers_copy import (
+    TASK_QUEUE,
+    Wait,
+    emit_sequence,
+    sequenced,
+)
 from iron.runtime.npu.designs.sequence import assemble, sequence_args
 from iron.runtime.npu.mlir import INDEX_MAX, MLIR_AIE_RELEASE, Builder, memref
 
@@ -173,16 +178,6 @@ def build_transpose(
             for k, ((o, s, t), _) in enumerate(pairs)
         ]
         per_col.append((outs, ins))
-    transfers = tuple(t for outs, ins in per_col for t in outs + ins)
-    layout = legality.Layout(
-        repr(op),
-        tuple(cores),
-        tuple(fifos),
-        transfers,
-        legality.core_stack(dev, (KERNEL,)),
-    )
-    legality.check(layout, dev)
-
     items: list = []
     rounds = max(len(outs) for outs, _ in per_col)
     for start in range(0, rounds, TASK_QUEUE):
@@ -191,12 +186,29 @@ def build_transpose(
             part = slice(start, start + TASK_QUEUE)
             o_part, i_part = outs[part], ins[part]
             last = start + TASK_QUEUE >= len(outs)
-            items += [(t, k == len(o_part) - 1) for k, t in enumerate(o_part)]
+            # A round's inputs go before its outputs: the wait on the last
+            # output's token then retires the round's inputs too (a wait
+            # retires what was issued before its token), so no channel holds
+            # more than a round, a task queue, outstanding.
             items += [(t, False) for t in i_part]
+            items += [(t, k == len(o_part) - 1) for k, t in enumerate(o_part)]
             if o_part and not last:
                 waits.append(Wait(o_part[-1].fifo))
         items += waits
     items += [Wait(f"out_{c}") for c in range(ncol)]
+
+    transfers = tuple(t for outs, ins in per_col for t in outs + ins)
+    layout = sequenced(
+        legality.Layout(
+            repr(op),
+            tuple(cores),
+            tuple(fifos),
+            transfers,
+            legality.core_stack(dev, (KERNEL,)),
+        ),
+        items,
+    )
+    legality.check(layout, dev)
 
     blk_in, blk_out = memref((tr, tc)), memref((tc, tr))
     types = [blk_in, blk_out, "i32", "i32"]
