@@ -20,21 +20,25 @@ time).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .common import DEVICE, Context, command, median, result, table
-from .serving import MODEL, START_S, WORDS, Server, _free_port, percentile
+from .common import (
+    DEVICE,
+    Context,
+    ServerProcess,
+    command,
+    free_port,
+    median,
+    result,
+    table,
+)
+from .serving import MODEL, START_S, WORDS, Server, percentile
 
 NUMBER = 15
 CLIENTS = (1, 4, 16)
@@ -174,6 +178,14 @@ def same_as_alone(
 #: GGUF file: ``nox -s peer_serving`` does, with the wheel it is given.
 PEER_VARIABLE = "IRON_BENCH_LLAMA_CPP"
 PEER_CONTEXT = 512
+#: Why llama.cpp's Python server cannot batch, read in its source.
+PEER_SERIALIZES = (
+    "llama-cpp-python 0.3.36's server serves one request at a time: every "
+    "request takes llama_inner_lock around its one Llama object "
+    "(llama_cpp/server/app.py, get_llama_proxy, lines 64-89 of the wheel), and "
+    "its settings have no n_parallel or slots (llama_cpp/server/settings.py); "
+    "llama.cpp's C++ llama-server batches with --parallel, this wrapper does not"
+)
 
 
 def real_gguf() -> Path | None:
@@ -186,42 +198,6 @@ def real_gguf() -> Path | None:
         if found:
             return found[0]
     return None
-
-
-class PeerServer:
-    """A server command in a subprocess, answering ``GET /v1/models``."""
-
-    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
-        self.port = port
-        self.process = subprocess.Popen(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                assert self.process.stderr is not None
-                raise RuntimeError(
-                    f"{argv[:4]} exited: {self.process.stderr.read()[-2000:]}"
-                )
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                url = f"http://127.0.0.1:{port}/v1/models"
-                with urllib.request.urlopen(url, timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"{argv[:4]} did not answer in {START_S} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(60)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
 
 
 def peer_servers(gguf: Path) -> dict[str, list[str]]:
@@ -242,8 +218,10 @@ def peer_scaling(gguf: Path, requests: int, tokens: int) -> dict[str, dict[int, 
     env = {**os.environ, "IRON_BACKEND": "emu", "IRON_DEVICE": DEVICE}
     out = {}
     for name, argv in peer_servers(gguf).items():
-        port = _free_port()
-        server = PeerServer([*argv, "--port", str(port)], port, env)
+        port = free_port()
+        server = ServerProcess(
+            [*argv, "--port", str(port)], port, "/v1/models", env, START_S
+        )
         try:
             asyncio.run(load(port, 1, 1, tokens))  # warm
             out[name] = {
@@ -313,7 +291,7 @@ def run(ctx: Context) -> dict[str, Any]:
             f"16 clients {v[16]['tokens_per_s'] / v[1]['tokens_per_s']:.2f}x one "
             f"client's {v[1]['tokens_per_s']:.1f} tokens/s"
             for name, v in scaling.items()
-        ]
+        ] + [PEER_SERIALIZES]
     return result(
         figure="Many conversations at once: iron-lm serve aggregate tokens/s at "
         "1, 4 and 16 clients, emulated npu2" + (" (quick)" if ctx.quick else ""),
