@@ -9,16 +9,22 @@ each tensor's shape, no memory behind it) or draws seeded random weights with
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import importlib.util
 import math
+import signal
+import socket
 import statistics
+import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from ml_dtypes import bfloat16
@@ -291,3 +297,75 @@ class Context:
         import shutil
 
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (the OS's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """A server command in a subprocess, ready once ``ready`` answers 200.
+
+    Its stderr goes to a temporary file, never a pipe: llama.cpp's server logs
+    about 210 KB while loading a model (every GGUF key and tensor), more than a
+    pipe holds (64 KiB on Linux), and a pipe nobody reads blocks the server's
+    next write, so it never answers. ``start_s`` is the time to the first 200;
+    ``stop()`` sends SIGTERM, then kills after ``grace_s``.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        port: int,
+        ready: str,
+        env: dict[str, str],
+        start_timeout_s: float,
+        grace_s: float = 60,
+    ) -> None:
+        self.port = port
+        self.grace_s = grace_s
+        self.log: IO[str] = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            list(argv), env=env, stdout=subprocess.DEVNULL, stderr=self.log, text=True
+        )
+        name = " ".join(argv[1:4])
+        start = time.perf_counter()
+        deadline = time.monotonic() + start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_tail()
+                self.log.close()
+                raise RuntimeError(f"{name} exited: {tail}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                url = f"http://127.0.0.1:{port}{ready}"
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        self.start_s = time.perf_counter() - start
+                        return
+            time.sleep(0.2)
+        tail = self.log_tail()
+        self.stop()
+        raise RuntimeError(
+            f"{name} did not answer {ready} in {start_timeout_s} s; its log ends: {tail}"
+        )
+
+    def log_tail(self, chars: int = 2000) -> str:
+        """The last ``chars`` characters the server wrote to stderr."""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-chars:]
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``; the log is closed."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(self.grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(self.grace_s)
+        self.log.close()

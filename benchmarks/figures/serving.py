@@ -26,24 +26,28 @@ logits do not depend on whether its prefix came from the cache).
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .common import DEVICE, Context, command, have, median, result, table
+from .common import (
+    DEVICE,
+    Context,
+    ServerProcess,
+    command,
+    free_port,
+    have,
+    median,
+    result,
+    table,
+)
 
 NUMBER = 8
 MODEL = "iron-tiny"
@@ -64,71 +68,20 @@ SYSTEM = "You are a careful assistant who answers about processors. " * 5
 EVICT = [7, 8, 9]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
+class Server(ServerProcess):
     """``iron-lm serve`` in a subprocess, answering /health."""
 
     def __init__(self, *args: str) -> None:
-        self.port = _free_port()
         env = {
             **os.environ,
             "IRON_BACKEND": "emu",
             "IRON_DEVICE": DEVICE,
             "IRON_EMU_POISON": "0",
         }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "iron.lm",
-                "serve",
-                "--port",
-                str(self.port),
-                "--context",
-                str(CONTEXT),
-                "--rows",
-                str(ROWS),
-                *args,
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        start = time.perf_counter()
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                assert self.process.stderr is not None
-                raise RuntimeError(
-                    f"iron-lm serve exited: {self.process.stderr.read()[-2000:]}"
-                )
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.port}/health", timeout=2
-                ) as answer:
-                    if answer.status == 200:
-                        self.start_s = time.perf_counter() - start
-                        return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"iron-lm serve did not answer /health in {START_S} s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(60)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        port = free_port()
+        argv = [sys.executable, "-m", "iron.lm", "serve", "--port", str(port)]
+        argv += ["--context", str(CONTEXT), "--rows", str(ROWS), *args]
+        super().__init__(argv, port, "/health", env, START_S)
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request, streamed; the first-token time, the wall and the usage.
