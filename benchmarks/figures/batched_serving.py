@@ -361,7 +361,7 @@ def run(ctx: Context) -> dict[str, Any]:
         unit="tokens/s",
         command=command(NUMBER, ctx.quick),
         notes=[
-            f"4 clients: {speedup:.2f}x one client's aggregate rate with 4 slots, "
+            f"4 clients: {speedup:.3f}x one client's aggregate rate with 4 slots, "
             f"the median over {rounds} rounds of each round's ratio (range "
             f"{min(paired):.2f}-{max(paired):.2f}; the verdict's number; the ratio of "
             f"the medians is {four / one:.2f}x); "
