@@ -204,22 +204,31 @@ def test_packed_rows_sum_as_their_dequantized_bf16_rows(name: str, case: str) ->
         assert same.all(), f"{name} {case} {rows}x{k}: {np.flatnonzero(~same)[:5]}"
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
-def test_every_float16_scale_and_minimum_is_read_exactly(name: str) -> None:
-    # one row a float16 bit pattern: scale (and minimum) that pattern, every
-    # code 1; x picks element 0 (and 1), so each sum is one dequantized value
-    fmt = FORMATS[name]
-    k = 2 * fmt.group
-    patterns = np.arange(1 << 16, dtype=np.uint16)
-    w = np.zeros((patterns.size, fmt.row_bytes(k)), np.uint8)
+#: Every float16 bit pattern, one a row.
+_PATTERNS = np.arange(1 << 16, dtype=np.uint16)
+
+
+def _every_float16(fmt, code: int) -> np.ndarray:
+    """Rows of two groups, row ``i``'s scale ``_PATTERNS[i]`` (its minimum the
+    patterns reversed, for 4-bit) in both groups, every code byte ``code``."""
+    w = np.zeros((_PATTERNS.size, fmt.row_bytes(2 * fmt.group)), np.uint8)
     for g in range(2):
         at = g * fmt.group_bytes
-        w[:, at : at + 2] = patterns.view(np.uint8).reshape(-1, 2)
+        w[:, at : at + 2] = _PATTERNS.view(np.uint8).reshape(-1, 2)
         if fmt.bits == 4:
-            w[:, at + 2 : at + 4] = patterns[::-1].copy().view(np.uint8).reshape(-1, 2)
-            w[:, at + 4 : at + fmt.group_bytes] = 0x11
-        else:
-            w[:, at + 2 : at + fmt.group_bytes] = 1
+            w[:, at + 2 : at + 4] = _PATTERNS[::-1].copy().view(np.uint8).reshape(-1, 2)
+        w[:, at + fmt.header_bytes : at + fmt.group_bytes] = code
+    return w
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_float16_scale_and_minimum_is_read_exactly(name: str) -> None:
+    # every code 1 (0x11: both 4-bit codes); x picks element 0 (and 1), so
+    # each sum is one dequantized value
+    fmt = FORMATS[name]
+    k = 2 * fmt.group
+    patterns = _PATTERNS
+    w = _every_float16(fmt, 0x11 if fmt.bits == 4 else 1)
     for x in (np.eye(k, dtype=np.float32)[0], np.eye(k, dtype=np.float32)[1]):
         same = _as_dequantized(w, x, fmt)
         assert same.all(), f"{name}: float16 patterns {patterns[~same][:5]}"
@@ -250,18 +259,12 @@ def test_qdecode_is_the_dequantized_bf16_rows(name: str, case: str) -> None:
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_qdecode_reads_every_float16_scale_and_minimum_exactly(name: str) -> None:
     fmt = FORMATS[name]
-    k = 2 * fmt.group
-    patterns = np.arange(1 << 16, dtype=np.uint16)
-    w = np.zeros((patterns.size, fmt.row_bytes(k)), np.uint8)
-    w[:, 0:2] = patterns.view(np.uint8).reshape(-1, 2)
-    if fmt.bits == 4:
-        w[:, 2:4] = patterns[::-1].copy().view(np.uint8).reshape(-1, 2)
-    w[:, fmt.header_bytes : fmt.group_bytes] = 0x31
+    w = _every_float16(fmt, 0x31)
     got = matvec.qdecode(w, fmt.bits, fmt.group)
     with np.errstate(all="ignore"):
         want = dequantize(w, fmt).astype(bfloat16)
     same = _same_bf16(got, want)
-    assert same.all(), f"{name}: float16 patterns {patterns[~same.all(axis=1)][:5]}"
+    assert same.all(), f"{name}: float16 patterns {_PATTERNS[~same.all(axis=1)][:5]}"
 
 
 def test_qdecode_refuses_rows_of_another_format() -> None:
