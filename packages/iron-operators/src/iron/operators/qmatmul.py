@@ -305,21 +305,16 @@ class QGEMV(_Quantized):
         dequantized whole and multiplied with numpy's BLAS.
         """
         x, w = np.asarray(x), np.asarray(w)
-        if self._is_decoded(w, self.M):  # decoded(0)'s copy: the same bits
-            if x.shape != (self.K,):
-                raise ValueError(
-                    f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},); got "
-                    f"x {list(x.shape)}"
-                )
-            if matvec.available():
-                return matvec.matvec(w, x).astype(bfloat16)
-            return model_product(w, x[:, None], Precision.HIGHEST, None)[:, 0]
-        w = self._packed(w, self.M)
+        decoded = self._is_decoded(w, self.M)  # decoded(0)'s copy: same bits
+        if not decoded:
+            w = self._packed(w, self.M)
         if w.shape[0] != self.M or x.shape != (self.K,):
             raise ValueError(
                 f"QGEMV(M={self.M}, K={self.K}) takes x ({self.K},) and w of "
                 f"{self.M} rows; got x {list(x.shape)}, w of {w.shape[0]}"
             )
+        if matvec.available() and decoded:
+            return matvec.matvec(w, x).astype(bfloat16)
         if matvec.available() and w.ndim == 2:
             with np.errstate(over="ignore", invalid="ignore"):
                 sums = matvec.qmatvec(w, x, self.bits, self.group)
@@ -530,7 +525,7 @@ class QGEMM(_Quantized):
     def _operands(self, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``a`` and the dequantized bf16 ``w.T``, the product's operands."""
         a, w = self._checked(a, w)
-        return a, (w if w.dtype == bfloat16 else self._weights(w, self.N)).T
+        return a, self._weights(w, self.N).T  # a decoded w given back as it is
 
     def reference(self, a: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a @ bf16(dequantize(w)).T`` at ``HIGHEST`` (module docstring), bf16.

@@ -40,7 +40,7 @@ from iron.runtime.driver import (
     RunError,
     RunState,
 )
-from iron.runtime.emu.execute import RunProgram, execute
+from iron.runtime.emu.execute import RunProgram, as_float32, execute
 from iron.runtime.emu.memory import emu_memory
 from iron.runtime.image import ImageSpec
 
@@ -201,7 +201,7 @@ class EmuBuffer(BufferObject):
         in cache-sized blocks). The values are the same either way: every
         bf16 is exactly a float32.
         """
-        return self.kept(offset, nbytes, bfloat16, shape, _widen)
+        return self.kept(offset, nbytes, bfloat16, shape, as_float32)
 
     def kept(
         self,
@@ -261,10 +261,6 @@ class EmuBuffer(BufferObject):
         self._host = self.device = np.zeros(0, np.uint8)
         self._mapped = None
         self._released = []
-
-
-def _widen(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.float32)
 
 
 def _host_memory(nbytes: int) -> tuple[mmap.mmap | None, np.ndarray]:

@@ -71,7 +71,7 @@ class DeviceViews(Mapping[str, np.ndarray]):
             self.buffers[name]  # an unknown name is a KeyError, as a mapping's
             raise RunError(f"{self.spec.name}: buffer {name} has no placement")
         key, offset, nbytes, dtype, shape, copy = place
-        if copy is _widen and self.widen is not None:
+        if copy is as_float32 and self.widen is not None:
             # weights never change during a run: their float32 values, kept
             view = self.widen(offset, nbytes, dtype, shape, copy)
         else:
@@ -86,7 +86,7 @@ class DeviceViews(Mapping[str, np.ndarray]):
         decodes takes either.
         """
         key, offset, nbytes, dtype, shape, copy = self.places[name]
-        if copy is None or copy is _widen or self.widen is None:
+        if copy is None or copy is as_float32 or self.widen is None:
             return self[name]
         found = self._decoded.get(name)
         if found is None:
@@ -108,7 +108,9 @@ _Place = tuple[
 ]
 
 
-def _widen(values: np.ndarray) -> np.ndarray:
+def as_float32(values: np.ndarray) -> np.ndarray:
+    """A bf16 weight's float32 copy: the copy a ``_Place`` names to mean it
+    (compared by identity; every other copy is an operator's decoding)."""
     return values.astype(np.float32)
 
 
@@ -168,7 +170,7 @@ def _places(spec: ImageSpec) -> dict[str, _Place]:
         weight = arena and buffer.role == "weight"
         copy: Callable[[np.ndarray], np.ndarray] | None = None
         if weight and dtype == np.dtype(bfloat16) and name in wide:
-            copy = _widen
+            copy = as_float32
         elif weight and name in decoders:
             copy = decoders[name]
         places[name] = (
@@ -332,7 +334,7 @@ def _operand(
         decodes
         and spec is not None
         and place is not None
-        and place[5] not in (None, _widen)
+        and place[5] not in (None, as_float32)
         and _whole(h, spec)
     ):
         return ("kept", h.name)
@@ -343,7 +345,7 @@ def _operand(
         if start is not None or h.elements == 0:
             start = 0 if h.elements == 0 else start  # an empty run reads nothing
             assert start is not None
-            if place is not None and place[0] == "arena" and place[5] is not _widen:
+            if place is not None and place[0] == "arena" and place[5] is not as_float32:
                 offset, itemsize = place[1], place[3].itemsize
                 inside = start + h.elements <= place[2] // itemsize
                 if offset % itemsize == 0 and inside:
