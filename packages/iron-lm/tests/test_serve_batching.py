@@ -257,3 +257,115 @@ def test_a_failing_job_reports_its_error_and_a_cancelled_one_never_runs(decoder)
     assert kind == "error" and isinstance(error, ValueError)
     assert left == "cancelled" and ran == ["fail"]
     assert (scheduler.done, scheduler.cancelled) == (1, 1)
+
+
+class Heard:
+    """A listener keeping what it is told (on the loop), and when it ends."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.tokens: list[int] = []
+        self.ended: BaseException | None | str = "not yet"
+        self.fail_at = fail_at
+        self.over = None  # an asyncio.Event, made on the loop
+
+    def token(self, token: int, logits) -> None:
+        assert logits.shape == (512,)  # the tiny model's vocabulary
+        if len(self.tokens) == self.fail_at:
+            raise RuntimeError("the listener broke")
+        self.tokens.append(token)
+
+    def end(self, error: BaseException | None) -> None:
+        self.ended = error
+        self.over.set()
+
+
+def test_listening_requests_get_their_tokens_a_turn_in_one_call(decoder):
+    import asyncio
+
+    prompts = [[5, 6, 7], [9, 10, 11, 12]]
+    scheduler = Scheduler(decoder, bound=4)
+    try:
+        alone = [  # each pulled by a thread, one at a time
+            list(scheduler.generate(p, max_new_tokens=8, stop=())) for p in prompts
+        ]
+
+        async def scenario() -> tuple[list[Heard], list[Job], int]:
+            loop = asyncio.get_running_loop()
+            calls = 0
+            post = loop.call_soon_threadsafe
+
+            def counted(*args, **kwargs):
+                nonlocal calls
+                calls += threading.current_thread().name == "iron-lm-device"
+                return post(*args, **kwargs)
+
+            loop.call_soon_threadsafe = counted
+            heard, jobs = [Heard(), Heard()], [Job(None, loop), Job(None, loop)]
+            for h, job, p in zip(heard, jobs, prompts, strict=True):
+                h.over = asyncio.Event()
+                scheduler.listen(job, p, h, max_new_tokens=8, stop=())
+            for h in heard:
+                await asyncio.wait_for(h.over.wait(), TIMEOUT_S)
+            return heard, jobs, calls
+
+        heard, jobs, calls = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert [h.tokens for h in heard] == alone
+    assert all(h.ended is None for h in heard)
+    assert [j.outcome for j in jobs] == ["done", "done"]
+    # 16 tokens and 2 ends: one call each would be 18; decoded together,
+    # a turn's tokens share one (the prompts' first tokens come in turns)
+    assert calls <= 11
+    assert (scheduler.done, scheduler.cancelled) == (2, 0)
+
+
+def test_a_listener_that_fails_ends_alone_and_frees_its_slot(decoder):
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=0)  # 2 slots, nobody waits
+    try:
+
+        async def scenario() -> list[Heard]:
+            loop = asyncio.get_running_loop()
+            heard = [Heard(fail_at=2), Heard()]
+            for h, p in zip(heard, ([5, 6, 7], [9, 10, 11]), strict=True):
+                h.over = asyncio.Event()
+                scheduler.listen(Job(None, loop), p, h, max_new_tokens=40, stop=())
+            await asyncio.wait_for(heard[0].over.wait(), TIMEOUT_S)
+            # its slot is free again: a third request is taken, not refused
+            third = Heard()
+            third.over = asyncio.Event()
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                try:
+                    scheduler.listen(Job(None, loop), [3, 4], third, max_new_tokens=2)
+                    break
+                except QueueFull:
+                    assert time.monotonic() < deadline, "the slot was never freed"
+                    await asyncio.sleep(0.01)
+            for h in (heard[1], third):
+                await asyncio.wait_for(h.over.wait(), TIMEOUT_S)
+            return [*heard, third]
+
+        broken, other, third = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert isinstance(broken.ended, RuntimeError) and len(broken.tokens) == 2
+    assert other.ended is None and len(other.tokens) == 40
+    assert third.ended is None and len(third.tokens) == 2
+
+
+def test_a_job_without_a_thread_is_refused_by_submit(decoder):
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=1)
+    try:
+
+        async def scenario() -> None:
+            with pytest.raises(ValueError, match="Scheduler.listen"):
+                scheduler.submit(Job(None, asyncio.get_running_loop()))
+
+        asyncio.run(scenario())
+    finally:
+        scheduler.stop()

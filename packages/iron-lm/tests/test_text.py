@@ -134,6 +134,39 @@ def test_pieces_are_the_text_up_to_the_stop_that_ends_first(text, stops):
     assert stream.finish_reason == ("stop" if found else "length")
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(alphabet=ALPHABET, min_size=1, max_size=30),
+    stops=st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=4), max_size=3),
+    eos_at=st.one_of(st.none(), st.integers(0, 30)),
+)
+def test_pushing_ids_shows_what_iterating_them_shows(text, stops, eos_at):
+    """The push form (the server's event loop) and iteration are one text."""
+    ids = ids_of(text)
+    if eos_at is not None:
+        ids.insert(min(eos_at, len(ids)), EOS)
+    pulled = TextStream(iter(ids), TOKENIZER, stop=stops, eos_ids=[EOS])
+    pieces = list(pulled)
+    pushed = TextStream((), TOKENIZER, stop=stops, eos_ids=[EOS])
+    shown = [pushed.push(i) for i in ids]
+    shown.append(pushed.finish())
+    assert "".join(shown) == "".join(pieces) == pushed.text == pulled.text
+    assert pushed.finish_reason == pulled.finish_reason
+    assert pushed.token_ids == pulled.token_ids  # ids past the end not taken
+    assert pushed.push(ids[0]) == "" and pushed.finish() == ""  # ended: inert
+    assert pushed.token_ids == pulled.token_ids
+
+
+def test_pushing_holds_a_possible_stop_until_the_next_id_decides():
+    ids = ids_of("hello world")  # 'he' 'll' 'o' ' wor' 'ld'
+    stream = TextStream((), TOKENIZER, stop=["o w"])
+    assert [stream.push(i) for i in ids[:3]] == ["he", "ll", ""]  # 'o' held
+    assert stream.finish_reason is None
+    assert stream.push(ids[3]) == ""  # 'o w' completes: nothing past it
+    assert stream.finish_reason == "stop" and stream.text == "hell"
+    assert stream.finish() == ""
+
+
 # -- the Decoder's text calls -------------------------------------------------------
 
 

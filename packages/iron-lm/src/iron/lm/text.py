@@ -83,6 +83,10 @@ class TextStream:
         self.text = ""
         self.finish_reason: str | None = None
         self.prompt_tokens = prompt_tokens
+        self._detok = tokenizer.detokenizer(skip_special_tokens=True)
+        self._pending = ""  # decoded text not yet shown (it may begin a stop)
+        self._at_stop_string = False
+        self._finished = False
         self._pieces = self._run()
 
     def __iter__(self) -> Iterator[str]:
@@ -126,40 +130,69 @@ class TextStream:
         found = [(i + len(s), i) for s in self._stop if (i := pending.find(s)) >= 0]
         return min(found)[1] if found else None
 
+    def push(self, token: int) -> str:
+        """Take the next generated id; the text it makes stable.
+
+        The push form of iterating, for a caller that is handed the ids
+        one by one (the server's event loop): each call returns the text
+        that id released (``""`` while text is held back, as the start of
+        a multi-byte character or of a stop string), and :meth:`finish`
+        the rest. Once an eos id or a stop string has ended the text,
+        ``finish_reason`` is ``"stop"`` and later ids are ignored. Use
+        either this or iteration, not both.
+        """
+        if self.finish_reason is not None:
+            return ""
+        token = int(token)
+        self.token_ids.append(token)
+        if token in self._eos:
+            self.finish_reason = "stop"
+            return ""
+        pending = self._pending + self._detok.push(token)
+        cut = self._cut(pending)
+        if cut is not None:  # the text before the stop string is the last
+            self.finish_reason, self._pending = "stop", ""
+            self._at_stop_string = True
+            return self._shown(pending[:cut])
+        ready = len(pending) - self._held(pending)
+        self._pending = pending[ready:]
+        return self._shown(pending[:ready])
+
+    def finish(self) -> str:
+        """No more ids: the text still held back (none after a stop string).
+
+        ``finish_reason`` becomes ``"length"`` unless an eos id or a stop
+        string ended the text first. Idempotent.
+        """
+        if self.finish_reason is None:
+            self.finish_reason = "length"
+        if self._at_stop_string or self._finished:
+            return ""
+        self._finished = True
+        pending = self._pending + self._detok.flush()  # what the last ids left
+        self._pending = ""
+        cut = self._cut(pending)
+        if cut is not None:
+            self.finish_reason = "stop"
+            pending = pending[:cut]
+        return self._shown(pending)
+
+    def _shown(self, piece: str) -> str:
+        self.text += piece
+        return piece
+
     def _run(self) -> Generator[str, None, None]:
-        detok = self._tokenizer.detokenizer(skip_special_tokens=True)
-        pending = ""
-        at_stop_string = False
         try:
             for token in self._tokens:
-                token = int(token)
-                self.token_ids.append(token)
-                if token in self._eos:
-                    self.finish_reason = "stop"
-                    break
-                pending += detok.push(token)
-                cut = self._cut(pending)
-                if cut is not None:
-                    self.finish_reason = "stop"
-                    pending, at_stop_string = pending[:cut], True
-                    break
-                ready = len(pending) - self._held(pending)
-                if ready:
-                    piece, pending = pending[:ready], pending[ready:]
-                    self.text += piece
+                piece = self.push(token)
+                if piece:
                     yield piece
-            else:
-                self.finish_reason = "length"
+                if self.finish_reason is not None:
+                    break
         finally:
             close = getattr(self._tokens, "close", None)
             if close is not None:
                 close()
-        if not at_stop_string:  # what the last ids left unfinished
-            pending += detok.flush()
-            cut = self._cut(pending)
-            if cut is not None:
-                self.finish_reason = "stop"
-                pending = pending[:cut]
-        if pending:
-            self.text += pending
-            yield pending
+        tail = self.finish()
+        if tail:
+            yield tail

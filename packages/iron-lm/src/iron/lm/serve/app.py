@@ -32,7 +32,7 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -66,10 +66,10 @@ from iron.lm.serve.protocol import (
     parse_request,
     usage,
 )
-from iron.lm.serve.scheduler import Generation, Scheduler
+from iron.lm.serve.reply import Reply
+from iron.lm.serve.scheduler import Listening, Scheduler
 from iron.lm.serve.tools import check_tool_messages, parse_structure, render_messages
 from iron.lm.serve.worker import Job, QueueFull
-from iron.lm.text import TextStream
 from iron.operators.sample import MAX_TOP_K
 
 if TYPE_CHECKING:
@@ -185,6 +185,33 @@ class _CORS(CORSMiddleware):
             code="cors_refused",
         )
         return _error(error)
+
+
+class _Listener:
+    """A request in a slot: its tokens, on the loop, into its reply's events."""
+
+    def __init__(self, reply: Reply, job: Job) -> None:
+        self.reply = reply
+        self.job = job
+        self.handle: Listening | None = None
+
+    def token(self, token: int, logits: Any) -> None:
+        if not self.reply.token(token, logits) and self.handle is not None:
+            self.handle.close()  # an eos or a stop string: the slot is freed
+
+    def end(self, error: BaseException | None) -> None:
+        if error is not None:
+            self.job.out.put_nowait(("error", error))
+            return
+        self.reply.finish(
+            cancelled=self.job.outcome == "cancelled",
+            cached=0 if self.handle is None else self.handle.cached_tokens,
+            drafted=None,
+        )
+
+
+def _queue_full(error: QueueFull) -> APIError:
+    return APIError(str(error), status=503, code="queue_full", kind="server_error")
 
 
 def _sse(data: dict[str, Any]) -> str:
@@ -351,125 +378,105 @@ class _Server:
             )
         return ids
 
-    def job(self, req: Request, ids: list[int], caller: str) -> Job:
-        """The work of ``req`` on the worker thread, reporting as it goes.
+    def start(self, req: Request, ids: list[int], caller: str) -> Job:
+        """Start ``req``'s work; its job reports on the event loop.
 
-        It puts ``("text", piece)`` for each piece of text, preceded (when
-        the request asks for log-probabilities) by ``("logprobs", [Scored,
-        ...])`` for the tokens whose text begins in it, then ``("done",
-        (finish_reason, completion_tokens, cached_tokens))``.
+        The job's queue gets the events of a :class:`Reply`: ``("text",
+        piece)`` for each piece of text, preceded (when the request asks
+        for log-probabilities) by ``("logprobs", [Scored, ...])`` for the
+        tokens whose text begins in it, then ``("done", (finish_reason,
+        completion_tokens, cached_tokens, drafted))``.
+
+        A request runs in a slot beside others (the scheduler's batched
+        steps), with no thread: its tokens come to the loop, a turn's all
+        at once. One the batched path cannot serve runs alone on a thread
+        of its own: speculation; a constrained reply, masked on the host
+        step by step; min_p or a repetition penalty, likewise applied on
+        the host. Either way it gets the tokens it would alone.
+
+        Raises:
+            APIError: 503, the queue is full.
         """
-        decoder, tokenizer, eos = self.decoder, self.tokenizer, self.eos
+        assert self.worker is not None
+        decoder, tokenizer = self.decoder, self.tokenizer
         steps = req.max_tokens or decoder.graph.context
         scorer = None if req.logprobs is None else Scorer(tokenizer, req.logprobs)
+        eos = sorted(self.eos)
+        settings: dict[str, Any] = {
+            "max_new_tokens": steps,
+            "seed": req.seed,
+            # per-call values of the compiled model: nothing recompiles
+            "temperature": req.temperature,
+            "top_k": req.top_k,
+            "top_p": req.top_p,
+            "stop": eos,
+        }
+        loop = asyncio.get_running_loop()
+
+        def reply(put: Any) -> Reply:
+            return Reply(tokenizer, stop=req.stop, eos_ids=eos, scorer=scorer, put=put)
+
         constraint = (
             None
             if req.structure is None
             else req.structure.constraint(tokenizer, decoder.config.vocab_size)
         )
+        drawn = constraint is not None or not req.penalties.neutral
+        if not (req.speculate or drawn):
+            job = Job(None, loop)
+            listener = _Listener(
+                reply(lambda kind, value: job.out.put_nowait((kind, value))), job
+            )
+            try:
+                listener.handle = self.worker.listen(
+                    job,
+                    ids,
+                    listener,
+                    owner=caller,  # a prefix is reused only for its own caller
+                    **settings,
+                )
+            except QueueFull as e:
+                raise _queue_full(e) from None
+            return job
 
         def run(job: Job) -> None:
-            # A request runs in a slot beside others (the scheduler's
-            # batched steps), or alone when the batched path cannot serve it
-            # (speculation; a constrained reply, masked on the host step by
-            # step; min_p or a repetition penalty, likewise applied on the
-            # host); either way it gets the tokens it would alone.
             assert self.worker is not None
-            settings: dict[str, Any] = {
-                "max_new_tokens": steps,
-                "seed": req.seed,
-                # per-call values of the compiled model: nothing recompiles
-                "temperature": req.temperature,
-                "top_k": req.top_k,
-                "top_p": req.top_p,
-                "stop": sorted(eos),
-                "on_logits": None if scorer is None else scorer.logits,
-            }
-            drawn = constraint is not None or not req.penalties.neutral
-            if req.speculate or drawn:
-                masked = {} if constraint is None else {"constraint": constraint}
-                if not req.penalties.neutral:
-                    masked.update(dataclasses.asdict(req.penalties))
-                with self.worker.alone(job.cancelled) as alone:
-                    tokens: Any = alone.generate(
-                        ids,
-                        # a reply drawn on the host is never speculated
-                        speculate=0 if drawn else req.speculate,
-                        **settings,
-                        **masked,
-                    )
-                    answer(job, tokens)
-                return
-            tokens = self.worker.generate(
-                ids,
-                owner=caller,  # a prefix is reused only for its own caller
-                cancelled=job.cancelled,
-                **settings,
-            )
-            answer(job, tokens)
-
-        def answer(job: Job, tokens: Any) -> None:
-            scored: list[Scored] = []  # scored tokens whose text is not yet sent
-            detokenizer = tokenizer.detokenizer(skip_special_tokens=True)
-            length = 0  # characters of the generated text so far
-
-            def until_cancelled() -> Iterator[int]:
-                nonlocal length
-                # a Generation, or generate()'s generator: closed here to
-                # stop the decode (or free the slot)
+            masked = {} if constraint is None else {"constraint": constraint}
+            if not req.penalties.neutral:
+                masked.update(dataclasses.asdict(req.penalties))
+            with self.worker.alone(job.cancelled) as alone:
+                answer = reply(job.put)
+                # generate()'s generator (typed an Iterator): closing it
+                # stops the decode
+                tokens: Any = alone.generate(
+                    ids,
+                    # a reply drawn on the host is never speculated
+                    speculate=0 if drawn else req.speculate,
+                    on_logits=None if scorer is None else scorer.logits,
+                    **settings,
+                    **masked,
+                )
                 with contextlib.closing(tokens):
-                    while not job.cancelled.is_set():
-                        token = next(tokens, None)
-                        if token is None:
-                            return
-                        if scorer is not None:
-                            scored.append(scorer.score(token, length))
-                            length += len(detokenizer.push(token))
-                        yield token
-
-            def send_scored(shown: int) -> None:
-                """Put the scored tokens whose text begins in the ``shown``
-                characters sent; the rest (past a stop string, an eos) wait."""
-                count = sum(1 for s in scored if s.offset < shown)
-                if count:
-                    job.put("logprobs", scored[:count])
-                    del scored[:count]
-
-            stream = TextStream(
-                until_cancelled(), tokenizer, stop=req.stop, eos_ids=eos
-            )
-            with stream:
-                for piece in stream:
-                    send_scored(len(stream.text))
-                    job.put("text", piece)
-            if job.cancelled.is_set():
-                job.outcome = "cancelled"
-                job.put("cancelled")
-            else:
-                job.outcome = "done"
-                send_scored(len(stream.text))
+                    for token in tokens:
+                        if job.cancelled.is_set() or not answer.token(token):
+                            break
+                cancelled = job.cancelled.is_set()
+                job.outcome = "cancelled" if cancelled else "done"
                 stats = decoder.stats
-                drafted = (
-                    (stats.drafted_tokens, stats.accepted_tokens)
+                answer.finish(
+                    cancelled=cancelled,
+                    cached=stats.cached_tokens,
+                    drafted=(stats.drafted_tokens, stats.accepted_tokens)
                     if req.speculate
-                    else None
-                )
-                cached = (
-                    tokens.cached_tokens
-                    if isinstance(tokens, Generation)
-                    else stats.cached_tokens
-                )
-                job.put(
-                    "done",
-                    (
-                        stream.finish_reason,
-                        len(stream.token_ids),
-                        cached,
-                        drafted,
-                    ),
+                    else None,
                 )
 
-        return Job(run, asyncio.get_running_loop())
+        job = Job(run, loop)
+        try:
+            self.worker.submit(job)
+        except QueueFull as e:
+            raise _queue_full(e) from None
+        return job
 
     async def prepare(self, req: Request) -> list[int]:
         """:meth:`prompt_ids` on the prompt thread: a slow template or a long
@@ -488,15 +495,6 @@ class _Server:
             return await loop.run_in_executor(self.prep, self.prompt_ids, req)
         finally:
             self.preparing -= 1
-
-    def submit(self, job: Job) -> None:
-        assert self.worker is not None
-        try:
-            self.worker.submit(job)
-        except QueueFull as e:
-            raise APIError(
-                str(e), status=503, code="queue_full", kind="server_error"
-            ) from None
 
     # -- answers ------------------------------------------------------------------
 
@@ -525,8 +523,7 @@ class _Server:
         if endpoint == "chat":
             req.structure = parse_structure(body)
         ids = await self.prepare(req)
-        job = self.job(req, ids, self.caller(request, req))
-        self.submit(job)
+        job = self.start(req, ids, self.caller(request, req))
         rid, created = new_id(endpoint), now()
         if req.stream:
             return StreamingResponse(
@@ -611,6 +608,52 @@ class _Server:
             out.update(extra)
             return _sse(out)
 
+        def render(kind: str, value: Any, sent: list[str]) -> bool:
+            """Add the events ``(kind, value)`` makes to ``sent``; whether
+            the stream ends with them."""
+            nonlocal scored
+            if kind == "text" and held is not None:
+                held.append(value)
+            elif kind == "text":
+                sent.append(chunk(value, None))
+            elif kind == "logprobs":
+                scored += value
+            elif kind == "done":
+                finish, completion, cached, drafted = value
+                if held is not None:
+                    text = "".join(held)
+                    call = tool_call(req, text, finish)
+                    if call is None:
+                        sent.append(chunk(text, None))
+                    else:
+                        finish = "tool_calls"
+                        out = envelope(endpoint, rid, created, self.model, chunk=True)
+                        delta = {"tool_calls": [{"index": 0, **call}]}
+                        out["choices"] = [
+                            {
+                                "index": 0,
+                                "delta": delta,
+                                "logprobs": None,
+                                "finish_reason": None,
+                            }
+                        ]
+                        sent.append(_sse(out))
+                sent.append(chunk(None if endpoint == "chat" else "", finish))
+                if req.include_usage:
+                    last = envelope(endpoint, rid, created, self.model, chunk=True)
+                    last["choices"] = []
+                    last["usage"] = usage(len(ids), completion, cached, drafted)
+                    sent.append(_sse(last))
+                sent.append("data: [DONE]\n\n")
+                return True
+            elif kind == "error":
+                sent.append(_sse(_internal(value).body()))
+                return True
+            else:
+                sent.append(_sse(_stopping().body()))
+                return True
+            return False
+
         try:
             if endpoint == "chat":
                 first = envelope(endpoint, rid, created, self.model, chunk=True)
@@ -626,48 +669,16 @@ class _Server:
                     first["usage"] = None
                 yield _sse(first)
             while True:
-                kind, value = await job.out.get()
-                if kind == "text" and held is not None:
-                    held.append(value)
-                elif kind == "text":
-                    yield chunk(value, None)
-                elif kind == "logprobs":
-                    scored += value
-                elif kind == "done":
-                    finish, completion, cached, drafted = value
-                    if held is not None:
-                        text = "".join(held)
-                        call = tool_call(req, text, finish)
-                        if call is None:
-                            yield chunk(text, None)
-                        else:
-                            finish = "tool_calls"
-                            out = envelope(
-                                endpoint, rid, created, self.model, chunk=True
-                            )
-                            delta = {"tool_calls": [{"index": 0, **call}]}
-                            out["choices"] = [
-                                {
-                                    "index": 0,
-                                    "delta": delta,
-                                    "logprobs": None,
-                                    "finish_reason": None,
-                                }
-                            ]
-                            yield _sse(out)
-                    yield chunk(None if endpoint == "chat" else "", finish)
-                    if req.include_usage:
-                        last = envelope(endpoint, rid, created, self.model, chunk=True)
-                        last["choices"] = []
-                        last["usage"] = usage(len(ids), completion, cached, drafted)
-                        yield _sse(last)
-                    yield "data: [DONE]\n\n"
-                    return
-                elif kind == "error":
-                    yield _sse(_internal(value).body())
-                    return
-                else:
-                    yield _sse(_stopping().body())
+                # what came meanwhile goes in the same write (a socket write
+                # and the client's wake cost more than the bytes)
+                batch = [await job.out.get()]
+                while not job.out.empty():
+                    batch.append(job.out.get_nowait())
+                sent: list[str] = []
+                ended = any(render(kind, value, sent) for kind, value in batch)
+                if sent:
+                    yield "".join(sent)
+                if ended:
                     return
         finally:
             job.cancel()  # the client went away, or it is done: a no-op then

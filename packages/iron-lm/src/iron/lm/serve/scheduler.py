@@ -9,16 +9,22 @@ chunk), then one decode step of every request that is decoding, all of them
 in one batched call (:class:`iron.lm.engine.Engine`). Each request's tokens
 are the ones it would get alone, whatever runs beside it.
 
-A request runs on a thread of its own (its text, stop strings and scores),
-pulling its tokens from the scheduler as they are made; at most ``bound``
-requests wait for a slot beyond those holding one, more are refused
+A request in a slot needs no thread of its own (:meth:`Scheduler.listen`):
+after each turn the scheduler hands every token that turn made to the
+event loop in one call (one wake of the loop a step, however many streams
+run), where each request's :class:`Listener` turns its tokens into text. A
+thread that wants to pull tokens (:meth:`Scheduler.generate`) gets them
+through a queue instead. At most ``bound`` requests wait for a slot beyond
+those holding one, more are refused
 (:class:`~iron.lm.serve.worker.QueueFull`, the server's 503). A request the
-batched path cannot serve (speculative decoding) runs *alone*: it waits for
-every slot to empty, then has the device to itself.
+batched path cannot serve (speculative decoding, a reply drawn on the host)
+runs *alone*, on a thread of its own (:meth:`Scheduler.submit`): it waits
+for every slot to empty, then has the device to itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import dataclasses
@@ -27,7 +33,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,7 +42,7 @@ from iron.lm.generate import Decoder
 from iron.lm.serve.metrics import Metrics
 from iron.lm.serve.worker import Job, QueueFull
 
-__all__ = ["Generation", "Scheduler"]
+__all__ = ["Generation", "Listener", "Listening", "Scheduler"]
 
 logger = logging.getLogger("iron.lm.serve")
 
@@ -58,6 +64,59 @@ class _Ticket:
     finished: threading.Event = dataclasses.field(default_factory=threading.Event)
     stream: Stream | None = None
     submitted: float = dataclasses.field(default_factory=time.perf_counter)
+    #: When its last token came (for the latency histograms).
+    last: float | None = None
+    #: A listening request's: where its tokens go, on which loop, its job.
+    listener: Listener | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    job: Job | None = None
+    #: A listening request was told its end.
+    over: bool = False
+
+    def arrived(self, metrics: Metrics) -> None:
+        """A token reached the request: its latency observed."""
+        now = time.perf_counter()
+        if self.last is None:
+            metrics.first_token(now - self.submitted)
+        else:
+            metrics.next_token(now - self.last)
+        self.last = now
+
+
+class Listener(Protocol):
+    """What a listening request is told, on its event loop, in order."""
+
+    def token(self, token: int, logits: np.ndarray) -> None:
+        """A token made, with the logits it was drawn from (float32)."""
+
+    def end(self, error: BaseException | None) -> None:
+        """No more tokens: its generation ended, was cancelled or closed
+        (``error`` None), or failed (``error``, a request's own mistake
+        in its settings or a failed step)."""
+
+
+class Listening:
+    """A listening request's handle: close it to free its slot.
+
+    Args:
+        scheduler: Whose slot it holds (or waits for).
+        ticket: Its place.
+    """
+
+    def __init__(self, scheduler: Scheduler, ticket: _Ticket) -> None:
+        self._scheduler = scheduler
+        self._ticket = ticket
+
+    @property
+    def cached_tokens(self) -> int:
+        """Of the prompt's tokens, how many a slot's cache held already."""
+        stream = self._ticket.stream
+        return 0 if stream is None else stream.cached
+
+    def close(self) -> None:
+        """Stop (its text has ended): the slot is freed at the next step."""
+        self._ticket.closed.set()
+        self._scheduler.wake()
 
 
 class Generation:
@@ -76,7 +135,6 @@ class Generation:
         self._scheduler = scheduler
         self._ticket = ticket
         self._on_logits = on_logits
-        self._last: float | None = None
         self._ended = False
 
     @property
@@ -99,13 +157,7 @@ class Generation:
             self._ended = True
             raise item
         token, logits = item
-        now = time.perf_counter()
-        metrics = self._scheduler.metrics
-        if self._last is None:
-            metrics.first_token(now - self._ticket.submitted)
-        else:
-            metrics.next_token(now - self._last)
-        self._last = now
+        self._ticket.arrived(self._scheduler.metrics)
         if self._on_logits is not None:
             self._on_logits(logits)
         return int(token)
@@ -146,6 +198,8 @@ class Scheduler:
         self._waiting: collections.deque[_Ticket] = collections.deque()
         self._active: dict[int, _Ticket] = {}  # by slot
         self._turn = 0  # whose prompt chunk runs next
+        #: What this turn sent to listening requests, by event loop.
+        self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[_Ticket, Any]]] = {}
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="iron-lm-device")
         self._thread.daemon = True
@@ -171,12 +225,27 @@ class Scheduler:
     # -- the request side ------------------------------------------------------------
 
     def submit(self, job: Job) -> None:
-        """Run ``job`` on a thread of its own; it asks :meth:`generate` for
-        its tokens (or :meth:`alone` for the device).
+        """Run ``job`` on a thread of its own (a request that runs alone:
+        it asks :meth:`alone` for the device, or :meth:`generate` for
+        tokens).
 
         Raises:
             QueueFull: ``bound`` requests already wait beyond the slots.
+            ValueError: ``job`` has no ``run`` (a job on the loop listens).
         """
+        if job.run is None:
+            raise ValueError(
+                "a Job without run has no thread to run on: pass it to "
+                "Scheduler.listen with the request's ids and listener"
+            )
+        self._count()
+        thread = threading.Thread(
+            target=self._run, args=(job,), name="iron-lm-request", daemon=True
+        )
+        thread.start()
+
+    def _count(self) -> None:
+        """One more job, within the queue's bound."""
         with self._lock:
             if self._jobs >= self.bound + self.engine.slots:
                 raise QueueFull(
@@ -186,12 +255,19 @@ class Scheduler:
                     "shortly"
                 )
             self._jobs += 1
-        thread = threading.Thread(
-            target=self._run, args=(job,), name="iron-lm-request", daemon=True
-        )
-        thread.start()
+
+    def _ended(self, job: Job) -> None:
+        """``job`` is over: counted by its outcome."""
+        with self._lock:
+            self._jobs -= 1
+            if job.outcome == "cancelled":
+                self.cancelled += 1
+            else:
+                self.done += 1
+        self.metrics.ended(job.outcome or "error")
 
     def _run(self, job: Job) -> None:
+        assert job.run is not None
         try:
             if job.cancelled.is_set():
                 job.outcome = "cancelled"
@@ -205,13 +281,53 @@ class Scheduler:
             logger.exception("a request failed on the device")
             job.put("error", error)
         finally:
-            with self._lock:
-                self._jobs -= 1
-                if job.outcome == "cancelled":
-                    self.cancelled += 1
-                else:
-                    self.done += 1
-            self.metrics.ended(job.outcome or "error")
+            self._ended(job)
+
+    def listen(
+        self,
+        job: Job,
+        ids: list[int],
+        listener: Listener,
+        *,
+        max_new_tokens: int,
+        seed: int = 0,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        stop: Any = (),
+        owner: str | None = None,
+    ) -> Listening:
+        """Queue ``ids`` for a slot, with no thread: ``listener`` is told each
+        token on ``job``'s event loop (every request's tokens of a turn in
+        one call to the loop), then the end. Call it on that loop.
+
+        The settings are :meth:`iron.lm.engine.Engine.open`'s. ``job`` is
+        counted against the queue's bound, and its cancellation (the
+        client went away) frees the slot at the next step; its
+        ``outcome`` is set before ``listener.end``.
+
+        Raises:
+            QueueFull: ``bound`` requests already wait beyond the slots.
+        """
+        self._count()
+        ticket = _Ticket(
+            ids=list(ids),
+            settings={
+                "max_new_tokens": max_new_tokens,
+                "seed": seed,
+                "temperature": temperature,
+                "top_k": top_k,
+                "top_p": top_p,
+                "stop": tuple(stop),
+            },
+            owner=owner,
+            cancelled=job.cancelled,
+            listener=listener,
+            loop=job.loop,
+            job=job,
+        )
+        self._enqueue(ticket)
+        return Listening(self, ticket)
 
     def generate(
         self,
@@ -300,16 +416,63 @@ class Scheduler:
                     self._wake.wait(0.1)
                 if self._stopping and not self._active:
                     for ticket in self._waiting:
-                        ticket.out.put(_END)
+                        self._send(ticket, _END)
                     self._waiting.clear()
+                    self._flush()
                     return
             try:
                 self._turn_once()
             except Exception as error:  # a failed step ends its requests
                 logger.exception("a batched step failed")
                 for slot, ticket in list(self._active.items()):
-                    ticket.out.put(error)
+                    self._send(ticket, error)
                     self._close(slot)
+            finally:
+                self._flush()
+
+    def _send(self, ticket: _Ticket, item: Any) -> None:
+        """``item`` for ``ticket``: a ``(token, logits)``, an error or the
+        end; a listening request's wait in the outbox for the turn's end."""
+        if ticket.loop is None:
+            ticket.out.put(item)
+        else:
+            self._outbox.setdefault(ticket.loop, []).append((ticket, item))
+
+    def _flush(self) -> None:
+        """Hand each loop this turn's items, in one call a loop."""
+        outbox, self._outbox = self._outbox, {}
+        for loop, items in outbox.items():
+            try:
+                loop.call_soon_threadsafe(self._dispatch, items)
+            except RuntimeError:  # the loop is closed: nobody is listening
+                for ticket, _ in items:
+                    ticket.cancelled.set()
+
+    def _dispatch(self, items: list[tuple[_Ticket, Any]]) -> None:
+        """On a listening request's loop: its tokens, then its end (once:
+        a failed request's slot is closed after its error)."""
+        for ticket, item in items:
+            listener, job = ticket.listener, ticket.job
+            assert listener is not None and job is not None
+            if ticket.over:
+                continue
+            error = item if isinstance(item, BaseException) else None
+            if isinstance(item, tuple):
+                ticket.arrived(self.metrics)
+                try:
+                    listener.token(int(item[0]), item[1])
+                    continue
+                except Exception as failed:  # its own, never another's
+                    logger.exception("a request failed reading its tokens")
+                    ticket.closed.set()  # its slot is freed at the next step
+                    error = failed
+            elif error is None:
+                job.outcome = "cancelled" if ticket.cancelled.is_set() else "done"
+            ticket.over = True
+            try:
+                listener.end(error)
+            finally:
+                self._ended(job)
 
     def _turn_once(self) -> None:
         self._reap()
@@ -343,7 +506,7 @@ class Scheduler:
                 if not (ticket.cancelled.is_set() or ticket.closed.is_set()):
                     kept.append(ticket)
                 elif ticket.alone is None:
-                    ticket.out.put(_END)
+                    self._send(ticket, _END)
                 # a cancelled request waiting to run alone has left: dropped
             self._waiting = kept
         for slot, ticket in list(self._active.items()):
@@ -362,12 +525,12 @@ class Scheduler:
                     ticket.ids, owner=ticket.owner, **ticket.settings
                 )
             except Exception as error:  # the request's own mistake
-                ticket.out.put(error)
+                self._send(ticket, error)
                 continue
             ticket.stream = stream
             self.metrics.admitted(stream.cached)
             if stream.done:  # nothing to make
-                ticket.out.put(_END)
+                self._send(ticket, _END)
                 self.engine.close(stream)
                 continue
             self._active[stream.slot] = ticket
@@ -388,7 +551,7 @@ class Scheduler:
         try:
             token = self.engine.prefill(ticket.stream)
         except Exception as error:
-            ticket.out.put(error)
+            self._send(ticket, error)
             self._close(slot)
             return
         if token is not None:
@@ -398,7 +561,7 @@ class Scheduler:
         ticket = self._active[slot]
         stream = ticket.stream
         assert stream is not None
-        ticket.out.put((token, stream.logits))
+        self._send(ticket, (token, stream.logits))
         self.metrics.token()
         if stream.done:
             self._close(slot)
@@ -407,7 +570,7 @@ class Scheduler:
         ticket = self._active.pop(slot)
         if ticket.stream is not None:
             self.engine.close(ticket.stream)
-        ticket.out.put(_END)
+        self._send(ticket, _END)
 
 
 class _Cancelled(Exception):
