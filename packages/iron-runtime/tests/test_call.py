@@ -548,6 +548,8 @@ def test_the_lean_loop_with_fixed_operands_writes_what_step_by_step_does(monkeyp
     try:
         program = RunProgram(Chain().compile(x=(256,), y=(256,)).images[0])
         assert all(f.op is not None for f in program.fixed.values())
+        # bounded operands (x[:n]) are located at load, cut per call
+        assert "cut" in _kinds(TwoBounds().compile(x=(64,)))
         fast, slow = results(True), results(False)
     finally:
         iron.runtime.set_poison(None)
@@ -634,6 +636,29 @@ def test_the_lean_loop_locates_per_call_runs_and_walks_as_read_and_write_do(
     column, state = fast[-2:]
     np.testing.assert_array_equal(column, np.arange(8) * 15)
     np.testing.assert_array_equal(state[:, 15], column)
+
+
+def test_a_cut_operand_outside_its_bound_is_left_to_read_and_write():
+    """A bound word outside ``[0, rows]`` (or a whole run outside its buffer)
+    gives no view: read() and write() then name the elements, as step by
+    step."""
+    from iron.runtime.emu.execute import _view
+
+    flats: dict[str, np.ndarray] = {"x": np.arange(12, dtype=np.float32)}
+
+    class Flats(dict):
+        words = np.array([2, -1, 4], np.int32)
+
+    found = Flats(flats)
+    whole = ("span", "x", 0, 12, (4, 3))
+    np.testing.assert_array_equal(
+        _view(("cut", whole, 0, 4), found), np.arange(6).reshape(2, 3)
+    )
+    np.testing.assert_array_equal(
+        _view(("cut", whole, 2, 4), found), np.arange(12).reshape(4, 3)
+    )
+    assert _view(("cut", whole, 1, 4), found) is None  # n = -1
+    assert _view(("cut", ("span", "x", 0, 15, (5, 3)), 0, 5), found) is None
 
 
 def test_a_walk_that_visits_an_element_twice_is_not_located_at_load():

@@ -16,6 +16,7 @@ and the values the device made.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -300,10 +301,14 @@ def _no_values(expr: Affine) -> int:
 #:   starting at the element a scratchpad word holds this call;
 #: - ``("walk", name, slot, offset, strides, shape)``: one strided walk over
 #:   ``name`` that visits each element once, starting at ``offset`` plus the
-#:   scratchpad word ``slot`` (when not None), ``strides`` in elements.
+#:   scratchpad word ``slot`` (when not None), ``strides`` in elements;
+#: - ``("cut", whole, slot, size)``: an operand bounded on its first axis
+#:   alone (a prompt chunk's valid rows): the first ``n`` of the ``size``
+#:   rows of ``whole`` (one of the kinds above but "kept"), ``n`` the
+#:   scratchpad word ``slot`` this call.
 #:
-#: An operand with bounds, or any other layout, has none: it is read and
-#: written through ``read``/``write`` each call.
+#: An operand with other bounds, or any other layout, has none: it is read
+#: and written through ``read``/``write`` each call.
 _Operand = tuple[Any, ...]
 
 
@@ -327,8 +332,16 @@ def _operand(
 
     ``decodes``: the reader takes ``h`` decoded (``Operator.decoded``).
     """
-    if h is None or h.valid:
+    if h is None:
         return None
+    if h.valid:  # bounded: its first axis alone, by a scratchpad word
+        if decodes or set(h.valid) != {0}:
+            return None
+        whole = _operand(dataclasses.replace(h, valid={}), spec, places)
+        slot = _slot(spec, h.valid[0])
+        if whole is None or slot is None:
+            return None
+        return ("cut", whole, slot, h.shape[0])
     place = places.get(h.name)
     if (
         decodes
@@ -430,23 +443,13 @@ class FixedStep:
                 args.append(None)
                 continue
             if where is not None:
-                kind = where[0]
-                if kind == "kept":  # the whole weight, decoded if kept
+                if where[0] == "kept":  # the whole weight, decoded if kept
                     args.append(flats.views.decoded(where[1]))
                     continue
-                if kind == "arena":
-                    elements = flats.typed(where[1])
-                elif kind == "span":
-                    elements = flats[where[1]]
-                else:
-                    found = _located(where, flats)
-                    if found is not None:
-                        # a walk is gathered into a contiguous copy, as read() does
-                        args.append(found.copy() if kind == "walk" else found)
-                        continue
-                    elements = None
-                if elements is not None and where[3] <= elements.size:
-                    args.append(elements[where[2] : where[3]].reshape(where[4]))
+                found = _view(where, flats)
+                if found is not None:
+                    # a walk is gathered into a contiguous copy, as read() does
+                    args.append(found.copy() if _walks(where) else found)
                     continue
             args.append(read(h, ev, flats.views))  # else read() says which elements
         result = op.reference(*args)  # type: ignore[arg-type]
@@ -458,17 +461,10 @@ class FixedStep:
             )
         for h, where, r in zip(step.outputs, self.outputs, results):
             r = np.asarray(r)
-            target = None
-            if where is not None:
-                kind = where[0]
-                if kind == "arena" or kind == "span":
-                    elements = (
-                        flats.typed(where[1]) if kind == "arena" else flats[where[1]]
-                    )
-                    if where[3] <= elements.size:
-                        target = elements[where[2] : where[3]].reshape(where[4])
-                else:
-                    target = _located(where, flats)
+            target = None if where is None else _view(where, flats)
+            if target is not None and where is not None and where[0] == "cut":
+                if r.shape == tuple(h.shape):  # the whole shape: this call's rows
+                    r = r[: target.shape[0]]
             if target is None:
                 cut = bounded(h, ev)
                 if r.shape == tuple(h.shape) and any(c != slice(None) for c in cut):
@@ -481,6 +477,28 @@ class FixedStep:
                     f"{list(r.shape)}"
                 )
             target[...] = r.astype(target.dtype, copy=False)
+
+
+def _view(where: _Operand, flats: _Flats) -> np.ndarray | None:
+    """An operand's elements this call (a view; a walk's strided), or None
+    when outside its buffer or its bound (``read``/``write`` then say what)."""
+    kind = where[0]
+    if kind == "cut":
+        _, whole, slot, size = where
+        n = int(flats.words[slot])
+        found = _view(whole, flats)
+        return found[:n] if found is not None and 0 <= n <= size else None
+    if kind == "arena" or kind == "span":
+        elements = flats.typed(where[1]) if kind == "arena" else flats[where[1]]
+        if where[3] > elements.size:
+            return None
+        return elements[where[2] : where[3]].reshape(where[4])
+    return _located(where, flats)
+
+
+def _walks(where: _Operand) -> bool:
+    """Whether the operand is a strided walk (read as a contiguous copy)."""
+    return where[0] == "walk" or (where[0] == "cut" and _walks(where[1]))
 
 
 def _located(where: _Operand, flats: _Flats) -> np.ndarray | None:
