@@ -119,8 +119,9 @@ class Listening:
         self._scheduler.wake()
 
 
-class Generation:
-    """A request's tokens as the scheduler makes them (an iterator).
+class Generation(Listening):
+    """A request's tokens as the scheduler makes them (an iterator), for a
+    thread that pulls them.
 
     Closing it (or the request's ``cancelled`` event) frees its slot at the
     next step.
@@ -132,16 +133,9 @@ class Generation:
         ticket: _Ticket,
         on_logits: Callable[[np.ndarray], object] | None,
     ) -> None:
-        self._scheduler = scheduler
-        self._ticket = ticket
+        super().__init__(scheduler, ticket)
         self._on_logits = on_logits
         self._ended = False
-
-    @property
-    def cached_tokens(self) -> int:
-        """Of the prompt's tokens, how many a slot's cache held already."""
-        stream = self._ticket.stream
-        return 0 if stream is None else stream.cached
 
     def __iter__(self) -> Iterator[int]:
         return self
@@ -165,8 +159,7 @@ class Generation:
     def close(self) -> None:
         """Stop: the slot is freed at the next step."""
         if not self._ended:
-            self._ticket.closed.set()
-            self._scheduler.wake()
+            super().close()
         self._ended = True
 
 
@@ -312,14 +305,7 @@ class Scheduler:
         self._count()
         ticket = _Ticket(
             ids=list(ids),
-            settings={
-                "max_new_tokens": max_new_tokens,
-                "seed": seed,
-                "temperature": temperature,
-                "top_k": top_k,
-                "top_p": top_p,
-                "stop": tuple(stop),
-            },
+            settings=_settings(max_new_tokens, seed, temperature, top_k, top_p, stop),
             owner=owner,
             cancelled=job.cancelled,
             listener=listener,
@@ -350,14 +336,7 @@ class Scheduler:
         """
         ticket = _Ticket(
             ids=list(ids),
-            settings={
-                "max_new_tokens": max_new_tokens,
-                "seed": seed,
-                "temperature": temperature,
-                "top_k": top_k,
-                "top_p": top_p,
-                "stop": tuple(stop),
-            },
+            settings=_settings(max_new_tokens, seed, temperature, top_k, top_p, stop),
             owner=owner,
             cancelled=cancelled or threading.Event(),
         )
@@ -571,6 +550,25 @@ class Scheduler:
         if ticket.stream is not None:
             self.engine.close(ticket.stream)
         self._send(ticket, _END)
+
+
+def _settings(
+    max_new_tokens: int,
+    seed: int,
+    temperature: float | None,
+    top_k: int | None,
+    top_p: float | None,
+    stop: Any,
+) -> dict[str, Any]:
+    """A request's settings, as :meth:`iron.lm.engine.Engine.open` takes them."""
+    return {
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+        "stop": tuple(stop),
+    }
 
 
 class _Cancelled(Exception):
