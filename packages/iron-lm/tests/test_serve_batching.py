@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from test_serve import CONTEXT, MODEL, TIMEOUT_S, Server, serving
@@ -369,3 +370,49 @@ def test_a_job_without_a_thread_is_refused_by_submit(decoder):
         asyncio.run(scenario())
     finally:
         scheduler.stop()
+
+
+def test_a_listener_failing_at_its_end_leaves_the_others_items(decoder):
+    """The items of one turn go to several listeners in one call: one that
+    raises at its end is counted and logged, and the rest still come."""
+    import asyncio
+
+    from iron.lm.serve import scheduler as module
+
+    class Broken(Heard):
+        def end(self, error):
+            raise RuntimeError("the listener broke at its end")
+
+    scheduler = Scheduler(decoder, bound=2)
+    try:
+
+        async def scenario() -> Heard:
+            loop = asyncio.get_running_loop()
+            broken, fine = Broken(), Heard()
+            fine.over = asyncio.Event()
+            tickets = [
+                module._Ticket(
+                    ids=[5],
+                    settings={},
+                    owner=None,
+                    cancelled=threading.Event(),
+                    listener=listener,
+                    loop=loop,
+                    job=Job(None, loop),
+                )
+                for listener in (broken, fine)
+            ]
+            scheduler._jobs += 2  # as listen() counts them
+            logits = np.zeros(512, np.float32)
+            scheduler._dispatch(
+                [(tickets[0], (7, logits)), (tickets[0], module._END)]
+                + [(tickets[1], (8, logits)), (tickets[1], module._END)]
+            )
+            await asyncio.wait_for(fine.over.wait(), TIMEOUT_S)
+            return fine
+
+        fine = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert fine.tokens == [8] and fine.ended is None
+    assert (scheduler.done, scheduler.cancelled) == (2, 0)

@@ -450,6 +450,8 @@ class Scheduler:
             ticket.over = True
             try:
                 listener.end(error)
+            except Exception:  # the others' items still reach them
+                logger.exception("a request failed ending its reply")
             finally:
                 self._ended(job)
 
