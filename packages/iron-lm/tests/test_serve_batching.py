@@ -416,3 +416,35 @@ def test_a_listener_failing_at_its_end_leaves_the_others_items(decoder):
         scheduler.stop()
     assert fine.tokens == [8] and fine.ended is None
     assert (scheduler.done, scheduler.cancelled) == (2, 0)
+
+
+def test_a_first_token_is_handed_over_before_the_next_step(decoder):
+    """A prompt's last chunk makes the first token; it reaches the loop then,
+    not after the decode step that follows in the same turn (the time to
+    the first token would grow by a step)."""
+    import asyncio
+
+    scheduler = Scheduler(decoder, bound=2)
+    held_at_step: list[int] = []
+    step = scheduler.engine.step
+
+    def watched(*args, **kwargs):
+        held_at_step.append(sum(len(v) for v in scheduler._outbox.values()))
+        return step(*args, **kwargs)
+
+    scheduler.engine.step = watched
+    try:
+
+        async def scenario() -> Heard:
+            loop = asyncio.get_running_loop()
+            heard = Heard()
+            heard.over = asyncio.Event()
+            scheduler.listen(Job(None, loop), [5, 6, 7], heard, max_new_tokens=3)
+            await asyncio.wait_for(heard.over.wait(), TIMEOUT_S)
+            return heard
+
+        heard = asyncio.run(scenario())
+    finally:
+        scheduler.stop()
+    assert len(heard.tokens) == 3
+    assert held_at_step and set(held_at_step) == {0}

@@ -469,6 +469,7 @@ class Scheduler:
         else:
             self._admit()
         self._prefill_one()
+        self._flush()  # a first token goes out now, not after the step
         made = self.engine.step()
         for slot, token in made.items():
             self._deliver(slot, token)
