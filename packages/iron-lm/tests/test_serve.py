@@ -1058,7 +1058,9 @@ def test_sigterm_finishes_what_is_in_flight_and_exits():
 def test_a_forced_stop_answers_what_it_cuts_with_json():
     """A second Ctrl-C cuts the requests in flight: one waiting gets a JSON
     503 (uvicorn's own answer was a plain-text 500)."""
-    server = Server()
+    # one slot: the second request waits for the device (with more it is
+    # decoded beside the first, and may finish before the forced stop)
+    server = Server("--slots", "1")
     answers: dict[str, httpx.Response | list[str]] = {}
     body = {"model": MODEL, "prompt": "The NPU", "max_tokens": CONTEXT - ROWS - 8}
 
