@@ -397,7 +397,6 @@ def test_a_listener_failing_at_its_end_leaves_the_others_items(decoder):
                     owner=None,
                     cancelled=threading.Event(),
                     listener=listener,
-                    loop=loop,
                     job=Job(None, loop),
                 )
                 for listener in (broken, fine)

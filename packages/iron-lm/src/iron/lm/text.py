@@ -76,7 +76,6 @@ class TextStream:
         prompt_tokens: int = 0,
     ) -> None:
         self._tokens = iter(tokens)
-        self._tokenizer = tokenizer
         self._stop = stop_strings(stop)
         self._eos = frozenset(int(i) for i in eos_ids)
         self.token_ids: list[int] = []
@@ -85,8 +84,7 @@ class TextStream:
         self.prompt_tokens = prompt_tokens
         self._detok = tokenizer.detokenizer(skip_special_tokens=True)
         self._pending = ""  # decoded text not yet shown (it may begin a stop)
-        self._at_stop_string = False
-        self._finished = False
+        self._finished = False  # nothing is held back any more
         self._pieces = self._run()
 
     def __iter__(self) -> Iterator[str]:
@@ -152,7 +150,7 @@ class TextStream:
         cut = self._cut(pending)
         if cut is not None:  # the text before the stop string is the last
             self.finish_reason, self._pending = "stop", ""
-            self._at_stop_string = True
+            self._finished = True  # nothing past it is shown
             return self._shown(pending[:cut])
         ready = len(pending) - self._held(pending)
         self._pending = pending[ready:]
@@ -166,7 +164,7 @@ class TextStream:
         """
         if self.finish_reason is None:
             self.finish_reason = "length"
-        if self._at_stop_string or self._finished:
+        if self._finished:
             return ""
         self._finished = True
         pending = self._pending + self._detok.flush()  # what the last ids left

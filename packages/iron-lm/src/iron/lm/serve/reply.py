@@ -52,7 +52,9 @@ class Reply:
         self._put = put
         self._scored: list[Scored] = []  # scored tokens whose text is not yet sent
         # the scores' offsets count every token's text, past a stop string too
-        self._offsets = tokenizer.detokenizer(skip_special_tokens=True)
+        self._offsets = (
+            None if scorer is None else tokenizer.detokenizer(skip_special_tokens=True)
+        )
         self._length = 0
 
     @property
@@ -66,7 +68,7 @@ class Reply:
         scorer was given them already); whether the reply goes on."""
         if self.ended:
             return False
-        if self._scorer is not None:
+        if self._scorer is not None and self._offsets is not None:
             if logits is not None:
                 self._scorer.logits(logits)
             self._scored.append(self._scorer.score(token, self._length))

@@ -66,9 +66,9 @@ class _Ticket:
     submitted: float = dataclasses.field(default_factory=time.perf_counter)
     #: When its last token came (for the latency histograms).
     last: float | None = None
-    #: A listening request's: where its tokens go, on which loop, its job.
+    #: A listening request's: where its tokens go, and its job (whose loop
+    #: they go to).
     listener: Listener | None = None
-    loop: asyncio.AbstractEventLoop | None = None
     job: Job | None = None
     #: A listening request was told its end.
     over: bool = False
@@ -309,7 +309,6 @@ class Scheduler:
             owner=owner,
             cancelled=job.cancelled,
             listener=listener,
-            loop=job.loop,
             job=job,
         )
         self._enqueue(ticket)
@@ -412,10 +411,10 @@ class Scheduler:
     def _send(self, ticket: _Ticket, item: Any) -> None:
         """``item`` for ``ticket``: a ``(token, logits)``, an error or the
         end; a listening request's wait in the outbox for the turn's end."""
-        if ticket.loop is None:
+        if ticket.job is None:
             ticket.out.put(item)
         else:
-            self._outbox.setdefault(ticket.loop, []).append((ticket, item))
+            self._outbox.setdefault(ticket.job.loop, []).append((ticket, item))
 
     def _flush(self) -> None:
         """Hand each loop this turn's items, in one call a loop."""

@@ -4,9 +4,9 @@ A :class:`Job` reports to the asyncio side through its own queue: from a
 thread of its own (``run``, which :mod:`iron.lm.serve.scheduler` starts),
 or, for a request in a slot, from the event loop itself (the scheduler's
 listener calls, no thread); cancelling it (the client went away) frees its
-slot at the next step, or skips it if it has not started. Past the queue's bound the scheduler
-refuses a job with :class:`QueueFull` (the server answers 503 with
-``Retry-After``).
+slot at the next step, or skips it if it has not started. Past the queue's
+bound the scheduler refuses a job with :class:`QueueFull` (the server
+answers 503 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class Job:
     ):
         self.run = run
         self.cancelled = threading.Event()
-        #: How the run ended: "done" or "cancelled" (set by ``run``).
+        #: How it ended: "done" or "cancelled" (set by ``run``, or by the
+        #: scheduler for a job on the loop).
         self.outcome: str | None = None
         self.out: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.loop = loop
